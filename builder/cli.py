@@ -1,0 +1,279 @@
+"""`python -m builder`: the command line.  Each subcommand is a thin wrapper over one module."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from builder import convention as conv
+from builder.errors import BuildError
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_STATIC = REPO / "static"
+DEFAULT_CACHE = REPO / ".cache"
+
+
+def _sched(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scheduler", default="local",
+                   help="local (a Dask LocalCluster, default), threads, sync, or a scheduler address tcp://host:port")
+    p.add_argument("--workers", type=int, default=None, help="Dask workers/threads (default: one per core)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+
+def _layout(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shard", type=int, default=conv.SHARD, help="shard edge in pixels (default 256)")
+    p.add_argument("--chunk", type=int, default=conv.CHUNK, help="inner chunk edge in pixels (default 4)")
+    p.add_argument("--cname", default="zstd", help="Blosc compressor (default zstd)")
+    p.add_argument("--clevel", type=int, default=3, help="Blosc level (default 3)")
+    p.add_argument("--global-res", type=float, default=conv.GLOBAL_RES0,
+                   help="global_rgb level-0 resolution in degrees (default 0.0001)")
+
+
+def _make_layout(a):
+    from builder.store import Layout
+    if a.shard <= 0 or a.chunk <= 0 or a.shard % a.chunk:
+        raise BuildError(f"--chunk {a.chunk} must divide --shard {a.shard}")
+    if not 0 <= a.clevel <= 9:
+        raise BuildError(f"--clevel {a.clevel} is outside 0..9")
+    return Layout(a.shard, a.chunk, a.cname, a.clevel)
+
+
+def write_catalog(data_dir: Path) -> Path:
+    """catalog.json: the year stores in `data_dir`, for the app's year selector."""
+    from builder.publish import find_stores
+    from builder.store import read_attrs
+    stores = []
+    for s in find_stores(data_dir):
+        attrs = read_attrs(s)
+        stores.append({"year": attrs["tessera:year"], "url": s.relative_to(data_dir).as_posix()})
+    stores.sort(key=lambda s: s["year"])
+    out = data_dir / "catalog.json"
+    out.write_text(json.dumps({"stores": stores}, indent=1))
+    return out
+
+
+def _report(r, t0: float) -> None:
+    zones = ", ".join(f"{z} ({n} tiles)" for z, n in sorted(r.zones.items()))
+    print(f"{r.store}: {zones}; {r.shards_written} shards written, {r.shards_empty} empty (no file), "
+          f"{r.shards_skipped} already done; {r.tiles_new} new/changed of {r.tiles_total} tiles "
+          f"in {time.time() - t0:.1f}s")
+
+
+def _validate_or_fail(store: Path) -> None:
+    from builder.validate import validate
+    probs = validate(str(store))
+    if probs:
+        raise BuildError(f"built store fails validation: {probs[0]} (+{len(probs) - 1} more)", str(store))
+
+
+def cmd_build(a) -> int:
+    from builder.build import BuildConfig, build
+    from builder.parallel import Runner
+    years = a.year
+    if len(set(years)) != len(years):
+        dup = next(y for y in years if years.count(y) > 1)
+        raise BuildError(f"year {dup} given twice; one store per year")
+    if a.store and len(years) > 1:
+        raise BuildError("--store names one store; use --out DIR to build several years")
+    layout = _make_layout(a)
+    with Runner(a.scheduler, a.workers, a.quiet) as runner:
+        for y in years:
+            store = Path(a.store) if a.store else Path(a.out) / f"{y}.zarr"
+            t0 = time.time()
+            cfg = BuildConfig(tiles=a.tiles, store=store, year=y, model_version=a.model_version,
+                              record=Path(a.record) / f"{y}" if a.record else None, rgb=not a.no_rgb,
+                              overlap=a.overlap, layout=layout, global_res=a.global_res, quiet=a.quiet,
+                              global_rgb=not a.no_global)
+            _report(build(cfg, runner), t0)
+            _validate_or_fail(store)
+            print(f"{store}: valid tessera:{conv.DATASET_VERSION} store")
+    if a.out:
+        write_catalog(Path(a.out))
+    return 0
+
+
+def cmd_demo(a) -> int:
+    from builder import demo
+    from builder.build import BuildConfig, build
+    from builder.parallel import Runner
+    tiles = Path(a.tiles)
+    out = Path(a.out)
+    t0 = time.time()
+    demo.write_demo_tiles(tiles, years=a.years, px=a.px)
+    print(f"wrote {len(a.years) * len(demo.PLACES)} synthetic tiles to {tiles} in {time.time() - t0:.1f}s")
+    layout = _make_layout(a)
+    with Runner(a.scheduler, a.workers, a.quiet) as runner:
+        for y in a.years:
+            store = out / f"{y}.zarr"
+            t0 = time.time()
+            cfg = BuildConfig(tiles=str(tiles), store=store, year=y, model_version=demo.MODEL_VERSION,
+                              build_version=f"{__import__('builder').BUILD_VERSION} (synthetic demo tiles)",
+                              record=Path(a.record) / str(y), layout=layout, global_res=a.global_res,
+                              quiet=a.quiet)
+            _report(build(cfg, runner), t0)
+            _validate_or_fail(store)
+    print(f"catalog: {write_catalog(out)}")
+    return 0
+
+
+def cmd_validate(a) -> int:
+    from builder.publish import parse_options
+    from builder.validate import validate
+    probs = validate(a.store, parse_options(a.option) or None)
+    for p in probs:
+        print(p)
+    if probs:
+        print(f"{len(probs)} violation(s) in {a.store}", file=sys.stderr)
+        return 1
+    print(f"{a.store}: valid tessera:{conv.DATASET_VERSION} store")
+    return 0
+
+
+def cmd_publish(a) -> int:
+    from builder.publish import parse_options, publish
+    n = publish(Path(a.src), a.dest, parse_options(a.option), a.quiet)
+    print(f"published {n} files from {a.src} to {a.dest}")
+    return 0
+
+
+def cmd_catalog(a) -> int:
+    print(write_catalog(Path(a.dir)))
+    return 0
+
+
+def cmd_site(a) -> int:
+    from builder.site import build_site
+    build_site(Path(a.out), Path(a.cache), quiet=a.quiet)
+    return 0
+
+
+def cmd_serve(a) -> int:
+    from builder.serve import serve
+    root = Path(a.root)
+    if not (root / "index.html").exists():
+        raise BuildError("no index.html; build the site first (python -m builder site)", str(root))
+    serve(root, a.host, a.port, ranges=not a.no_range)
+    return 0
+
+
+def cmd_up(a) -> int:
+    static = Path(a.static)
+    args = argparse.Namespace(**vars(a))
+    args.tiles, args.out, args.record = str(DEFAULT_CACHE / "demo-tiles"), str(static / "data"), str(DEFAULT_CACHE / "demo-build")
+    catalog = static / "data" / "catalog.json"
+    if a.rebuild or not catalog.exists():
+        cmd_demo(args)
+    from builder.site import build_site
+    build_site(static, DEFAULT_CACHE, quiet=a.quiet)
+    from builder.serve import serve
+    serve(static, a.host, a.port)
+    return 0
+
+
+def cmd_index(a) -> int:
+    from builder.virtual.cli import run
+    return run(a)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m builder",
+                                description="Build, validate and publish TESSERA (tessera: v1) Zarr stores and the explorer site.")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    b = sub.add_parser("build", help="build year stores from a directory of TESSERA tiles (geotessera layout)")
+    b.add_argument("tiles", help="tile root (local dir or fsspec URL) holding global_0.1_degree_representation/ "
+                                 "and global_0.1_degree_tiff_all/")
+    b.add_argument("--year", type=int, action="append", required=True, help="year to build (repeatable)")
+    g = b.add_mutually_exclusive_group(required=True)
+    g.add_argument("--out", help="directory receiving one {year}.zarr per year (and catalog.json)")
+    g.add_argument("--store", help="path of the single year store to build or extend")
+    b.add_argument("--model-version", default="1.0", help="tessera:model_version of the tiles (default 1.0)")
+    b.add_argument("--record", help="directory for build records (default: <store>.build)")
+    b.add_argument("--no-rgb", action="store_true", help="do not compute the rgb preview (nor global_rgb)")
+    b.add_argument("--no-global", action="store_true", help="do not update the global_rgb pyramid")
+    b.add_argument("--overlap", choices=["last", "error"], default="last",
+                   help="overlapping tiles: 'last' (default) lets the later tile (by name) win where it has data; "
+                        "'error' refuses them")
+    _layout(b)
+    _sched(b)
+    b.set_defaults(fn=cmd_build)
+
+    d = sub.add_parser("demo", help="write deterministic synthetic tiles and build demo stores from them")
+    d.add_argument("--tiles", default=str(DEFAULT_CACHE / "demo-tiles"), help="where to write the synthetic tiles")
+    d.add_argument("--out", default=str(DEFAULT_STATIC / "data"), help="directory for the year stores")
+    d.add_argument("--record", default=str(DEFAULT_CACHE / "demo-build"), help="build records directory")
+    d.add_argument("--px", type=int, default=384, help="tile edge in pixels (default 384)")
+    d.add_argument("--years", type=int, nargs="+", default=[2023, 2024])
+    _layout(d)
+    _sched(d)
+    d.set_defaults(fn=cmd_demo)
+
+    v = sub.add_parser("validate", help="check a store against the tessera: convention; exit 1 on any violation")
+    v.add_argument("store", help="store path or fsspec URL")
+    v.add_argument("-o", "--option", action="append", default=[], help="fsspec storage option key=value")
+    v.set_defaults(fn=cmd_validate)
+
+    pb = sub.add_parser("publish", help="validate and copy stores to a directory or fsspec URL (s3://...)")
+    pb.add_argument("src", help="a store, or a directory containing stores (e.g. static/data)")
+    pb.add_argument("dest", help="destination directory or URL")
+    pb.add_argument("-o", "--option", action="append", default=[],
+                    help="fsspec storage option key=value (endpoint_url=... for S3-compatible servers)")
+    pb.add_argument("-q", "--quiet", action="store_true")
+    pb.set_defaults(fn=cmd_publish)
+
+    c = sub.add_parser("catalog", help="write catalog.json listing the year stores of a directory")
+    c.add_argument("dir")
+    c.set_defaults(fn=cmd_catalog)
+
+    s = sub.add_parser("site", help="assemble the self-hosted browser app in static/ (Pyodide, wheels, JS)")
+    s.add_argument("--out", default=str(DEFAULT_STATIC))
+    s.add_argument("--cache", default=str(DEFAULT_CACHE), help="download cache (npm and PyPI files)")
+    s.add_argument("-q", "--quiet", action="store_true")
+    s.set_defaults(fn=cmd_site)
+
+    sv = sub.add_parser("serve", help="serve the site on 127.0.0.1 with HTTP Range support")
+    sv.add_argument("--root", default=str(DEFAULT_STATIC))
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--no-range", action="store_true", help="ignore Range headers (to test the app's error)")
+    sv.set_defaults(fn=cmd_serve)
+
+    u = sub.add_parser("up", help="the main job: build the demo stores and the site, then serve it")
+    u.add_argument("--static", default=str(DEFAULT_STATIC))
+    u.add_argument("--host", default="127.0.0.1")
+    u.add_argument("--port", type=int, default=8000)
+    u.add_argument("--px", type=int, default=384)
+    u.add_argument("--years", type=int, nargs="+", default=[2023, 2024])
+    u.add_argument("--rebuild", action="store_true", help="rebuild the demo stores even if present")
+    _layout(u)
+    _sched(u)
+    u.set_defaults(fn=cmd_up)
+
+    ix = sub.add_parser("index", help="write virtual Zarr (Kerchunk) indexes over tiles or year stores")
+    from builder.virtual.cli import add_arguments
+    add_arguments(ix)
+    ix.set_defaults(fn=cmd_index)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except BuildError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; re-run the same command to resume", file=sys.stderr)
+        return 130
+    except ValueError as e:  # the index writer's documented argument errors
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # anything else is a bug: one line, the traceback only on request
+        if os.environ.get("TESSERA_DEBUG"):
+            raise
+        print(f"error: internal: {type(e).__name__}: {e} (set TESSERA_DEBUG=1 for a traceback)", file=sys.stderr)
+        return 3

@@ -1,0 +1,82 @@
+"""Georeferencing of single-band GeoTIFFs (the geotessera landmask tiles).
+
+tifffile reads and writes the TIFF itself, through any file-like object, so a
+landmask behind fsspec (s3://, http://) is read by range requests.  What
+tifffile leaves to the caller is the meaning of the three GeoTIFF tags a UTM
+tile carries (ModelPixelScale, ModelTiepoint, GeoKeyDirectory); that mapping
+is the few lines below.  rasterio would do it too but brings all of GDAL.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import numpy as np
+import tifffile
+
+TAG_PIXEL_SCALE = 33550
+TAG_TIEPOINT = 33922
+TAG_GEOKEYS = 34735
+KEY_MODEL_TYPE = 1024
+KEY_RASTER_TYPE = 1025
+KEY_PROJECTED_CRS = 3072
+KEY_GEOGRAPHIC_CRS = 2048
+
+
+@dataclass(frozen=True)
+class GeoInfo:
+    epsg: int | None  # projected CRS EPSG code, None when the file names none
+    origin_x: float  # coordinates of the top-left corner of pixel (0, 0)
+    origin_y: float
+    pixel_x: float
+    pixel_y: float
+    shape: tuple[int, int]
+    dtype: str
+
+
+def _geokeys(raw) -> dict[int, int]:
+    vals = [int(v) for v in raw]
+    n = vals[3]
+    out = {}
+    for i in range(n):
+        key, loc, _count, value = vals[4 + 4 * i: 8 + 4 * i]
+        if loc == 0:  # value stored inline (all keys we need are)
+            out[key] = value
+    return out
+
+
+def read_geoinfo(fh: BinaryIO | str) -> GeoInfo:
+    """Read only the header of a GeoTIFF (no pixel data)."""
+    with tifffile.TiffFile(fh) as tif:
+        page = tif.pages.first
+        tags = page.tags
+        if TAG_PIXEL_SCALE not in tags or TAG_TIEPOINT not in tags:
+            raise ValueError("not a georeferenced GeoTIFF (no ModelPixelScale/ModelTiepoint tags)")
+        sx, sy = tags[TAG_PIXEL_SCALE].value[:2]
+        tp = tags[TAG_TIEPOINT].value
+        i, j, _k, x, y = tp[:5]
+        keys = _geokeys(tags[TAG_GEOKEYS].value) if TAG_GEOKEYS in tags else {}
+        epsg = keys.get(KEY_PROJECTED_CRS)
+        if epsg in (None, 0, 32767):
+            epsg = None
+        return GeoInfo(epsg=epsg, origin_x=float(x - i * sx), origin_y=float(y + j * sy),
+                       pixel_x=float(sx), pixel_y=float(sy), shape=tuple(page.shape[:2]), dtype=str(page.dtype))
+
+
+def read_band(fh: BinaryIO | str) -> np.ndarray:
+    return tifffile.imread(fh)
+
+
+def write_geotiff(path: str, data: np.ndarray, epsg: int, origin_x: float, origin_y: float,
+                  pixel: float = 10.0) -> None:
+    """Write a single-band GeoTIFF in a projected CRS (PixelIsArea)."""
+    geokeys = [1, 1, 0, 3,
+               KEY_MODEL_TYPE, 0, 1, 1,
+               KEY_RASTER_TYPE, 0, 1, 1,
+               KEY_PROJECTED_CRS, 0, 1, int(epsg)]
+    extratags = [
+        (TAG_PIXEL_SCALE, "d", 3, (pixel, pixel, 0.0), True),
+        (TAG_TIEPOINT, "d", 6, (0.0, 0.0, 0.0, origin_x, origin_y, 0.0), True),
+        (TAG_GEOKEYS, "H", len(geokeys), geokeys, True),
+    ]
+    tifffile.imwrite(path, data, extratags=extratags, compression="zlib", tile=(256, 256))

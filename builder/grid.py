@@ -1,0 +1,91 @@
+"""Zone grids: where tiles and shards sit inside a zone group.
+
+Every zone grid of every year lies on one lattice per CRS: its top-left
+corner is a multiple of the shard edge (256 px x 10 m = 2560 m) in both
+easting and northing.  Two grids of the same zone therefore differ only by
+whole shards, which is what lets a store grow to the north or west by
+renaming shard files (builder.regrid) and lets a multi-year virtual index
+line years up by remapping shard keys (builder.virtual).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable
+
+from builder import convention as conv
+
+EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class ZoneGrid:
+    zone: int
+    south: bool
+    origin_e: float
+    origin_n: float
+    height: int
+    width: int
+    shard: int = conv.SHARD
+
+    @property
+    def step(self) -> float:
+        return self.shard * conv.PIXEL_SIZE
+
+    @property
+    def name(self) -> str:
+        return conv.zone_group_name(self.zone)
+
+    @property
+    def shard_grid(self) -> tuple[int, int]:
+        return self.height // self.shard, self.width // self.shard
+
+    @classmethod
+    def covering(cls, zone: int, south: bool, boxes: Iterable[tuple[float, float, float, float]],
+                 shard: int = conv.SHARD) -> "ZoneGrid":
+        """Smallest lattice-aligned grid containing every (e0, n0, e1, n1) box."""
+        boxes = list(boxes)
+        step = shard * conv.PIXEL_SIZE
+        e0 = math.floor(min(b[0] for b in boxes) / step + EPS) * step
+        n1 = math.ceil(max(b[3] for b in boxes) / step - EPS) * step
+        e1 = math.ceil(max(b[2] for b in boxes) / step - EPS) * step
+        n0 = math.floor(min(b[1] for b in boxes) / step + EPS) * step
+        return cls(zone, south, e0, n1, round((n1 - n0) / conv.PIXEL_SIZE), round((e1 - e0) / conv.PIXEL_SIZE), shard)
+
+    @classmethod
+    def from_attrs(cls, attrs: dict, shard: int) -> "ZoneGrid":
+        t = attrs["spatial:transform"]
+        h, w = attrs["spatial:shape"]
+        zone, south = conv.parse_proj_code(attrs["proj:code"])
+        return cls(zone, south, float(t[2]), float(t[5]), int(h), int(w), shard)
+
+    def box(self) -> tuple[float, float, float, float]:
+        p = conv.PIXEL_SIZE
+        return (self.origin_e, self.origin_n - self.height * p, self.origin_e + self.width * p, self.origin_n)
+
+    def union(self, other: "ZoneGrid") -> "ZoneGrid":
+        if (other.zone, other.south, other.shard) != (self.zone, self.south, self.shard):
+            raise ValueError("cannot unite grids of different zones or shard sizes")
+        return ZoneGrid.covering(self.zone, self.south, [self.box(), other.box()], self.shard)
+
+    def offset_of(self, other: "ZoneGrid") -> tuple[int, int]:
+        """(rows, cols) in whole shards from this grid's corner to `other`'s corner."""
+        dr = (self.origin_n - other.origin_n) / self.step
+        dc = (other.origin_e - self.origin_e) / self.step
+        if abs(dr - round(dr)) > EPS or abs(dc - round(dc)) > EPS:
+            raise ValueError("grids are not on the same shard lattice")
+        return round(dr), round(dc)
+
+    def pixel_offset(self, origin_e: float, origin_n: float) -> tuple[int, int]:
+        """Row/col of the pixel whose area contains the tile corner (floor, as the tiles are laid out)."""
+        col = math.floor((origin_e - self.origin_e) / conv.PIXEL_SIZE + EPS)
+        row = math.floor((self.origin_n - origin_n) / conv.PIXEL_SIZE + EPS)
+        return row, col
+
+    def shards_in(self, r0: int, c0: int, h: int, w: int) -> list[tuple[int, int]]:
+        s = self.shard
+        return [(sr, sc) for sr in range(r0 // s, (r0 + h - 1) // s + 1)
+                for sc in range(c0 // s, (c0 + w - 1) // s + 1)]
+
+    def attrs(self) -> dict:
+        return conv.spatial_attrs(self.origin_e, self.origin_n, self.height, self.width)

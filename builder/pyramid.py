@@ -1,0 +1,199 @@
+"""The `global_rgb` preview pyramid: EPSG:4326 RGBA levels built from zone previews.
+
+Level 0 covers the whole Earth at `res0` degrees per pixel (the convention's
+0.0001 by default: a 1.8M x 3.6M array) but is sparse: only the 256x256
+chunks that a zone's preview touches are ever computed or written.  A level-0
+pixel takes the colour of the zone pixel under its centre (pyproj reprojects
+the pixel centres into each zone's UTM CRS); where zones overlap, the zone
+whose central meridian is nearest wins (least distortion).  Level k+1 is the
+2x2 mean of level k, colours weighted by alpha, alpha averaged.
+
+Levels are plain (unsharded) 256x256x4 chunks: the map reads them a tile at a
+time, so one chunk is one request.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import zarr
+from pyproj import Transformer
+
+from builder import convention as conv
+from builder.errors import BuildError
+from builder.grid import ZoneGrid
+from builder.parallel import Runner
+from builder.store import ShardedArrayFiles
+
+CHUNK = 256
+TOP_MAX = 2048  # the coarsest level is the first whose width is at most this
+
+
+def level_shapes(res0: float) -> list[tuple[int, int]]:
+    h, w = round(180 / res0), round(360 / res0)
+    shapes = [(h, w)]
+    while shapes[-1][1] > TOP_MAX:
+        h, w = shapes[-1]
+        shapes.append((math.ceil(h / 2), math.ceil(w / 2)))
+    return shapes
+
+
+def _open_levels(store: Path, res0: float) -> zarr.Group:
+    path = store / conv.GLOBAL_GROUP
+    shapes = level_shapes(res0)
+    attrs = conv.global_attrs(res0, shapes)
+    if (path / "zarr.json").exists():
+        g = zarr.open_group(zarr.storage.LocalStore(path), mode="r+")
+        old = g.attrs.get("multiscales", {}).get("layout", [])
+        if old and old[0].get("spatial:transform") != attrs["multiscales"]["layout"][0]["spatial:transform"]:
+            raise BuildError(f"global_rgb exists with another level-0 resolution "
+                             f"({old[0].get('spatial:transform', [None])[0]}); remove it to rebuild", str(path))
+        return g
+    g = zarr.open_group(zarr.storage.LocalStore(path), mode="w", zarr_format=3)
+    g.attrs.update(attrs)
+    for k, (h, w) in enumerate(shapes):
+        lvl = g.create_group(str(k))
+        lvl.create_array("rgb", shape=(h, w, 4), dtype="uint8", chunks=(CHUNK, CHUNK, 4), fill_value=0,
+                         compressors=[zarr.codecs.BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")],
+                         dimension_names=["lat", "lon", "band"], config={"write_empty_chunks": False})
+        band = lvl.create_array("band", shape=(4,), dtype="int32", chunks=(4,), compressors=None, fill_value=0,
+                                dimension_names=["band"])
+        band[:] = np.arange(4, dtype=np.int32)
+    return g
+
+
+@dataclass(frozen=True)
+class ZoneInfo:
+    name: str
+    grid: ZoneGrid
+    lonlat: tuple[float, float, float, float]  # west, south, east, north
+
+    @property
+    def epsg(self) -> int:
+        return conv.epsg_for_zone(self.grid.zone, self.grid.south)
+
+    @property
+    def central_meridian(self) -> float:
+        return -183.0 + 6.0 * self.grid.zone
+
+
+def _lonlat_box(grid: ZoneGrid, box: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
+    t = Transformer.from_crs(conv.epsg_for_zone(grid.zone, grid.south), 4326, always_xy=True)
+    return t.transform_bounds(*box, densify_pts=21)
+
+
+def _zones(store: Path) -> list[ZoneInfo]:
+    root = zarr.open_group(zarr.storage.LocalStore(store), mode="r")
+    out = []
+    for name in sorted(root.group_keys()):
+        if conv.parse_zone_group_name(name) is None or "rgb" not in root[name]:
+            continue
+        g = root[name]
+        grid = ZoneGrid.from_attrs(dict(g.attrs), g["rgb"].shards[0])
+        out.append(ZoneInfo(name, grid, _lonlat_box(grid, grid.box())))
+    return out
+
+
+def _chunks_for(lonlat: tuple[float, float, float, float], res0: float, shape0: tuple[int, int]) -> set[tuple[int, int]]:
+    w, s, e, n = lonlat
+    step = res0 * CHUNK
+    r0 = max(0, math.floor((90 - n) / step))
+    r1 = min(math.ceil(shape0[0] / CHUNK) - 1, math.floor((90 - s) / step))
+    c0 = max(0, math.floor((w + 180) / step))
+    c1 = min(math.ceil(shape0[1] / CHUNK) - 1, math.floor((e + 180) / step))
+    return {(r, c) for r in range(r0, r1 + 1) for c in range(c0, c1 + 1)}
+
+
+def _render_level0(chunk: tuple[int, int], store: str, res0: float, zones: list[ZoneInfo]) -> tuple[tuple[int, int], bool]:
+    ci, cj = chunk
+    lat = 90 - (ci * CHUNK + np.arange(CHUNK) + 0.5) * res0
+    lon = -180 + (cj * CHUNK + np.arange(CHUNK) + 0.5) * res0
+    lon2, lat2 = np.meshgrid(lon, lat)
+    out = np.zeros((CHUNK, CHUNK, 4), dtype=np.uint8)
+    cw, cn = lon[0], lat[0]
+    ce, cs = lon[-1], lat[-1]
+    cand = [z for z in zones if z.lonlat[0] <= ce and z.lonlat[2] >= cw and z.lonlat[1] <= cn and z.lonlat[3] >= cs]
+    cand.sort(key=lambda z: abs((cw + ce) / 2 - z.central_meridian))
+    for z in cand:
+        t = Transformer.from_crs(4326, z.epsg, always_xy=True)
+        e, n = t.transform(lon2, lat2)
+        col = np.floor((e - z.grid.origin_e) / conv.PIXEL_SIZE).astype(np.int64)
+        row = np.floor((z.grid.origin_n - n) / conv.PIXEL_SIZE).astype(np.int64)
+        inside = (row >= 0) & (row < z.grid.height) & (col >= 0) & (col < z.grid.width) & (out[..., 3] == 0)
+        if not inside.any():
+            continue
+        ra, rb = row[inside].min(), row[inside].max() + 1
+        ca, cb = col[inside].min(), col[inside].max() + 1
+        window = ShardedArrayFiles(Path(store) / z.name / "rgb").read_region(ra, rb, ca, cb)
+        vals = window[row[inside] - ra, col[inside] - ca]
+        take = vals[:, 3] > 0
+        idx = np.argwhere(inside)[take]
+        out[idx[:, 0], idx[:, 1]] = vals[take]
+    level = zarr.open_group(zarr.storage.LocalStore(Path(store) / conv.GLOBAL_GROUP), mode="r+")["0/rgb"]
+    r0, c0 = ci * CHUNK, cj * CHUNK
+    r1, c1 = min(r0 + CHUNK, level.shape[0]), min(c0 + CHUNK, level.shape[1])
+    level[r0:r1, c0:c1] = out[: r1 - r0, : c1 - c0]
+    return chunk, bool(out[..., 3].any())
+
+
+def reduce2x2(block: np.ndarray) -> np.ndarray:
+    """Alpha-weighted 2x2 mean of an RGBA block (H, W, 4) with even H and W."""
+    a = block[..., 3:4].astype(np.float64)
+    rgb = block[..., :3].astype(np.float64) * a
+    h, w = block.shape[0] // 2, block.shape[1] // 2
+
+    def pool(x):
+        return x.reshape(h, 2, w, 2, x.shape[-1]).sum(axis=(1, 3))
+
+    asum = pool(a)
+    out = np.zeros((h, w, 4), dtype=np.uint8)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        col = np.where(asum > 0, pool(rgb) / np.maximum(asum, 1e-9), 0)
+    out[..., :3] = np.round(col).astype(np.uint8)
+    out[..., 3] = np.round(asum[..., 0] / 4).astype(np.uint8)
+    return out
+
+
+def _render_level(chunk: tuple[int, int], store: str, k: int) -> tuple[tuple[int, int], bool]:
+    g = zarr.open_group(zarr.storage.LocalStore(Path(store) / conv.GLOBAL_GROUP), mode="r+")
+    src, dst = g[f"{k - 1}/rgb"], g[f"{k}/rgb"]
+    ci, cj = chunk
+    r0, c0 = 2 * ci * CHUNK, 2 * cj * CHUNK
+    block = np.zeros((2 * CHUNK, 2 * CHUNK, 4), dtype=np.uint8)
+    part = src[r0:r0 + 2 * CHUNK, c0:c0 + 2 * CHUNK]
+    block[: part.shape[0], : part.shape[1]] = part
+    out = reduce2x2(block)
+    a0, b0 = ci * CHUNK, cj * CHUNK
+    a1, b1 = min(a0 + CHUNK, dst.shape[0]), min(b0 + CHUNK, dst.shape[1])
+    dst[a0:a1, b0:b1] = out[: a1 - a0, : b1 - b0]
+    return chunk, bool(out[..., 3].any())
+
+
+def update_pyramid(store: Path, changed: dict[str, list], res0: float, runner: Runner) -> int:
+    """Recompute the pyramid chunks over the shards in `changed` ({zone: [(grid, shards)]}).  Returns chunks written."""
+    store = Path(store)
+    g = _open_levels(store, res0)
+    shapes = level_shapes(res0)
+    zones = _zones(store)
+    dirty: set[tuple[int, int]] = set()
+    for entries in changed.values():
+        for grid_d, shards in entries:
+            grid = ZoneGrid(**grid_d)
+            s = grid.step
+            for sr, sc in shards:
+                box = (grid.origin_e + sc * s, grid.origin_n - (sr + 1) * s, grid.origin_e + (sc + 1) * s,
+                       grid.origin_n - sr * s)
+                dirty |= _chunks_for(_lonlat_box(grid, box), res0, shapes[0])
+    written = 0
+    results = runner.map(_render_level0, sorted(dirty), f"global_rgb level 0: {len(dirty)} chunks",
+                         store=str(store), res0=res0, zones=zones)
+    written += sum(ok for _, ok in results)
+    for k in range(1, len(shapes)):
+        dirty = {(ci // 2, cj // 2) for ci, cj in dirty}
+        results = runner.map(_render_level, sorted(dirty), f"global_rgb level {k}: {len(dirty)} chunks",
+                             store=str(store), k=k)
+        written += sum(ok for _, ok in results)
+    del g
+    return written

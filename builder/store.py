@@ -1,0 +1,228 @@
+"""Zarr v3 layout of a year store: creating zone groups and their arrays.
+
+zarr-python does the format work (sharding codec, Blosc, metadata); this
+module only decides shapes, codecs and attributes from the convention.
+zarr's LocalStore writes each key to a temporary file and renames it into
+place, so a shard is either absent or complete on disk, never half-written.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import zarr
+from zarr.codecs import BloscCodec
+
+from builder import convention as conv
+from builder.errors import BuildError
+from builder.grid import ZoneGrid
+
+SHARDED = ("embeddings", "scales", "rgb")
+
+
+@dataclass(frozen=True)
+class Layout:
+    shard: int = conv.SHARD
+    chunk: int = conv.CHUNK
+    cname: str = "zstd"
+    clevel: int = 3
+
+    def compressor(self) -> BloscCodec:
+        return BloscCodec(cname=self.cname, clevel=self.clevel, shuffle="shuffle")
+
+
+def read_attrs(path: Path) -> dict | None:
+    """Attributes of the group at `path` (a directory), or None when there is no group there."""
+    meta = Path(path) / "zarr.json"
+    if not meta.exists():
+        return None
+    try:
+        doc = json.loads(meta.read_text())
+    except ValueError:
+        raise BuildError("zarr.json is not valid JSON", str(meta)) from None
+    if doc.get("zarr_format") != 3 or doc.get("node_type") != "group":
+        raise BuildError("not a Zarr v3 group", str(meta))
+    return doc.get("attributes", {})
+
+
+def open_year(path: Path, year: int) -> zarr.Group:
+    """Open or create the root group of a year store, refusing any other dataset."""
+    path = Path(path)
+    attrs = read_attrs(path)
+    if attrs is None:
+        if path.exists() and any(path.iterdir()):
+            raise BuildError("target exists and is not a Zarr store; refusing to write into it", str(path))
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BuildError(f"cannot create the store ({e.strerror})", str(path)) from None
+        if not os.access(path, os.W_OK):
+            raise BuildError("target is not writable", str(path))
+        root = zarr.open_group(zarr.storage.LocalStore(path), mode="w", zarr_format=3)
+        root.attrs.update(conv.root_attrs(year))
+        return root
+    if not os.access(path, os.W_OK):
+        raise BuildError("target is not writable", str(path))
+    if attrs.get("tessera:dataset_version") != conv.DATASET_VERSION:
+        raise BuildError(f"store has tessera:dataset_version={attrs.get('tessera:dataset_version')!r}; "
+                         f"this builder writes {conv.DATASET_VERSION!r} and will not mix them", str(path))
+    if attrs.get("tessera:year") != year:
+        raise BuildError(f"store is for year {attrs.get('tessera:year')}, not {year}", str(path))
+    return zarr.open_group(zarr.storage.LocalStore(path), mode="r+", zarr_format=3)
+
+
+def _sharded(group: zarr.Group, name: str, shape: tuple[int, ...], dtype: str, fill, layout: Layout,
+             dims: list[str]) -> zarr.Array:
+    tail = shape[2:]
+    return group.create_array(
+        name, shape=shape, dtype=dtype, fill_value=fill,
+        shards=(layout.shard, layout.shard, *tail), chunks=(layout.chunk, layout.chunk, *tail),
+        compressors=[layout.compressor()], dimension_names=dims, overwrite=True,
+        config={"write_empty_chunks": False})
+
+
+def write_coords(group: zarr.Group, grid: ZoneGrid, n_bands: int) -> None:
+    """The three coordinate arrays: uncompressed, unsharded, one chunk each."""
+    for name, values in (("easting", conv.easting_coords(grid.origin_e, grid.width)),
+                         ("northing", conv.northing_coords(grid.origin_n, grid.height)),
+                         ("band", np.arange(n_bands, dtype=np.int32))):
+        spec = conv.ZONE_ARRAYS[name]
+        arr = group.create_array(name, shape=values.shape, dtype=spec["dtype"], chunks=values.shape,
+                                 compressors=None, filters=None, fill_value=0,
+                                 dimension_names=spec["dims"], overwrite=True)
+        arr[:] = values
+
+
+def create_zone(root: zarr.Group, grid: ZoneGrid, n_bands: int, rgb: bool, layout: Layout) -> zarr.Group:
+    g = root.create_group(grid.name, overwrite=True)
+    h, w = grid.height, grid.width
+    for name, shape in (("embeddings", (h, w, n_bands)), ("scales", (h, w)), ("rgb", (h, w, 4))):
+        if name == "rgb" and not rgb:
+            continue
+        spec = conv.ZONE_ARRAYS[name]
+        _sharded(g, name, shape, spec["dtype"], spec["fill"], layout, spec["dims"])
+    write_coords(g, grid, n_bands)
+    return g
+
+
+def resize_zone(group: zarr.Group, grid: ZoneGrid, n_bands: int) -> None:
+    for name in SHARDED:
+        if name in group:
+            arr = group[name]
+            arr.resize((grid.height, grid.width, *arr.shape[2:]))
+    write_coords(group, grid, n_bands)
+
+
+def shard_key(array_dir: Path, sr: int, sc: int) -> Path:
+    """File of shard (sr, sc) of a 2- or 3-D sharded array (default chunk key encoding, '/' separator)."""
+    meta = json.loads((array_dir / "zarr.json").read_text())
+    tail = ["0"] * (len(meta["shape"]) - 2)
+    return array_dir.joinpath("c", str(sr), str(sc), *tail)
+
+
+def list_shards(array_dir: Path) -> list[tuple[int, int]]:
+    base = array_dir / "c"
+    out = []
+    if not base.exists():
+        return out
+    for p in base.rglob("*"):
+        if p.is_file() and ".partial" not in p.name:
+            parts = p.relative_to(base).parts
+            out.append((int(parts[0]), int(parts[1])))
+    return sorted(out)
+
+
+def clean_partials(zone_dir: Path) -> int:
+    """Remove temporary files left by a write that was killed (never visible as shard keys)."""
+    n = 0
+    for p in Path(zone_dir).rglob("*.partial"):
+        p.unlink(missing_ok=True)
+        n += 1
+    return n
+
+
+def move_shards(src: Path, dst: Path, dr: int, dc: int) -> None:
+    """Move every shard file under src/c to dst/c, shifted by (dr, dc) shards.  Idempotent."""
+    base = src / "c"
+    if not base.exists():
+        return
+    for p in sorted(base.rglob("*")):
+        if p.is_file():
+            parts = p.relative_to(base).parts
+            target = dst.joinpath("c", str(int(parts[0]) + dr), str(int(parts[1]) + dc), *parts[2:])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(p, target)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------
+# Fast whole-shard I/O (see builder.shardio for why this is not zarr-python)
+# --------------------------------------------------------------------------
+def _codecs(layout_meta: dict):
+    import google_crc32c
+    import numcodecs
+    cfg = next(c for c in layout_meta["codecs"][0]["configuration"]["codecs"] if c["name"] == "blosc")["configuration"]
+    blosc = numcodecs.Blosc(cname=cfg["cname"], clevel=cfg["clevel"],
+                            shuffle={"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[cfg["shuffle"]])
+    return blosc, google_crc32c.value
+
+
+class ShardedArrayFiles:
+    """Read and write whole shards of one sharded array in a local zone directory."""
+
+    def __init__(self, array_dir: Path):
+        self.dir = Path(array_dir)
+        self.meta = json.loads((self.dir / "zarr.json").read_text())
+        sharding = self.meta["codecs"][0]
+        if sharding["name"] != "sharding_indexed":
+            raise BuildError("array is not sharded", str(self.dir))
+        self.shard_shape = tuple(self.meta["chunk_grid"]["configuration"]["chunk_shape"])
+        self.chunk_shape = tuple(sharding["configuration"]["chunk_shape"])
+        self.dtype = np.dtype(self.meta["data_type"])
+        fv = self.meta["fill_value"]
+        self.fill = float("nan") if fv == "NaN" else fv
+        self.blosc, self.crc = _codecs(self.meta)
+
+    def path(self, sr: int, sc: int) -> Path:
+        from builder.shardio import shard_key
+        return self.dir.parent / shard_key(self.dir.name, sr, sc, len(self.shard_shape))
+
+    def write(self, sr: int, sc: int, data: np.ndarray) -> bool:
+        """Write (atomically: temp file + rename) or, when all fill, remove the shard.  True if a file exists."""
+        from builder.shardio import encode_shard
+        if tuple(data.shape) != self.shard_shape:
+            raise ValueError(f"shard data {data.shape} is not {self.shard_shape}")
+        blob = encode_shard(data.astype(self.dtype, copy=False), self.chunk_shape, self.fill, self.blosc.encode, self.crc)
+        p = self.path(sr, sc)
+        if blob is None:
+            p.unlink(missing_ok=True)
+            return False
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f"{p.name}.{os.getpid()}.partial")
+        tmp.write_bytes(blob)
+        os.replace(tmp, p)
+        return True
+
+    def read(self, sr: int, sc: int) -> np.ndarray:
+        from builder.shardio import decode_shard
+        p = self.path(sr, sc)
+        buf = p.read_bytes() if p.exists() else None
+        return decode_shard(buf, self.shard_shape, self.chunk_shape, self.dtype, self.fill, self.blosc.decode, self.crc)
+
+    def read_region(self, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
+        """Rows r0:r1, cols c0:c1 (whole trailing dims), assembled from whole shards."""
+        s0, s1 = self.shard_shape[:2]
+        out = np.full((r1 - r0, c1 - c0, *self.shard_shape[2:]), self.fill, dtype=self.dtype)
+        for sr in range(r0 // s0, (r1 - 1) // s0 + 1):
+            for sc in range(c0 // s1, (c1 - 1) // s1 + 1):
+                if not self.path(sr, sc).exists():
+                    continue
+                blk = self.read(sr, sc)
+                a0, a1 = max(r0, sr * s0), min(r1, (sr + 1) * s0)
+                b0, b1 = max(c0, sc * s1), min(c1, (sc + 1) * s1)
+                out[a0 - r0:a1 - r0, b0 - c0:b1 - c0] = blk[a0 - sr * s0:a1 - sr * s0, b0 - sc * s1:b1 - sc * s1]
+        return out

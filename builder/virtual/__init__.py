@@ -1,0 +1,1 @@
+"""Virtual Zarr indexes (Kerchunk references) over TESSERA tiles and year stores."""

@@ -1,0 +1,53 @@
+"""Shared fixtures: small real tile trees on disk and stores built from them by the real CLI."""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from builder import demo
+
+REPO = Path(__file__).resolve().parent.parent
+PX = 96  # small tiles keep the suite fast; the code path is the one real tiles take
+
+# Sussex either side of the zone 30/31 boundary (with sea) and the Cape (zone 34 south).
+PLACES = [(-0.05, 50.85), (0.05, 50.85), (-0.05, 50.75), (18.45, -33.95)]
+
+
+def run_cli(*args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.run([sys.executable, "-m", "builder", *args], capture_output=True, text=True, cwd=REPO, env=e)
+    if check and p.returncode != 0:
+        raise AssertionError(f"builder {' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def tree_digest(path: Path) -> dict[str, str]:
+    """sha256 of every file below `path` (to prove a store was not touched)."""
+    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(Path(path).rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def world() -> demo.World:
+    return demo.World()
+
+
+@pytest.fixture(scope="session")
+def tiles_root(tmp_path_factory, world) -> Path:
+    root = tmp_path_factory.mktemp("tiles")
+    for lon, lat in PLACES:
+        demo.write_tile(root, 2024, lon, lat, PX, world=world)
+    return root
+
+
+@pytest.fixture(scope="session")
+def store(tmp_path_factory, tiles_root) -> Path:
+    out = tmp_path_factory.mktemp("stores")
+    run_cli("build", str(tiles_root), "--year", "2024", "--out", str(out), "--scheduler", "threads", "-q")
+    return out / "2024.zarr"

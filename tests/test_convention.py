@@ -1,0 +1,51 @@
+import math
+
+import numpy as np
+import pytest
+
+from builder import convention as conv
+
+
+def test_dequantise_is_int8_times_scale_and_nan_is_no_data():
+    e = np.array([[[1, -2, 127]], [[5, 5, 5]]], dtype=np.int8)  # (2, 1, 3)
+    s = np.array([[0.5], [np.nan]], dtype=np.float32)
+    out = conv.dequantise(e, s)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out[0, 0], [0.5, -1.0, 63.5])
+    assert np.isnan(out[1, 0]).all()
+    zero = conv.dequantise(np.array([3, 4], dtype=np.int8), np.float32(0.0))
+    np.testing.assert_array_equal(zero, [0.0, 0.0])
+    with pytest.raises(TypeError):
+        conv.dequantise(np.zeros(3, dtype=np.int16), np.float32(1))
+
+
+def test_zone_names_and_epsg_codes():
+    assert conv.zone_group_name(7) == "utm07"
+    assert conv.parse_zone_group_name("utm30") == 30
+    assert conv.parse_zone_group_name("utm3") is None
+    assert conv.proj_code(30, False) == "EPSG:32630"
+    assert conv.proj_code(34, True) == "EPSG:32734"
+    assert conv.zone_from_epsg(32734) == (34, True)
+    for bad in (4326, 3857, 32600, 32661):
+        with pytest.raises(ValueError):
+            conv.zone_from_epsg(bad)
+
+
+def test_coordinates_follow_the_pixel_centre_formula():
+    np.testing.assert_array_equal(conv.easting_coords(500000.0, 3), [500005.0, 500015.0, 500025.0])
+    np.testing.assert_array_equal(conv.northing_coords(6200000.0, 2), [6199995.0, 6199985.0])
+    a = conv.spatial_attrs(500000.0, 6200000.0, 5000, 6000)
+    assert a["spatial:bbox"] == [500000.0, 6150000.0, 560000.0, 6200000.0]  # the convention's example
+
+
+def test_quick_check_agrees_with_the_schema_on_planted_errors():
+    attrs = conv.zone_attrs(year=2024, zone=30, south=False, n_bands=128, n_tiles=1, model_version="1.0",
+                            build_version="x", has_rgb=True, origin_e=0.0, origin_n=0.0, height=256, width=256)
+    assert conv.quick_check(attrs, conv.ZONE_SCHEMA) == []
+    bad = dict(attrs, **{"tessera:dataset_version": "v2", "tessera:utm_zone": 61})
+    del bad["tessera:model_version"]
+    msgs = " ".join(conv.quick_check(bad, conv.ZONE_SCHEMA))
+    assert "dataset_version" in msgs and "utm_zone" in msgs and "model_version" in msgs
+    assert conv.registered(attrs, conv.ZONE_CONVENTIONS) == []
+    assert conv.registered({"zarr_conventions": []}, conv.ZONE_CONVENTIONS) == ["tessera:", "proj:", "spatial:"]
+    assert math.isnan(conv.ZONE_ARRAYS["scales"]["fill"])
