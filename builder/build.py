@@ -209,12 +209,13 @@ def _fit_rgb(tiles: list[Tile]) -> RGBModel:
     return RGBModel.fit(np.concatenate(parts))
 
 
-def _check_overlaps(grid: ZoneGrid, placed: list[tuple[Tile, int, int]]) -> None:
-    for i, (a, ar, ac) in enumerate(placed):
-        for b, br, bc in placed[i + 1:]:
-            if ar < br + b.shape[0] and br < ar + a.shape[0] and ac < bc + b.shape[1] and bc < ac + a.shape[1]:
-                raise BuildError(f"overlaps tile {a.name} (use --overlap last to let the later tile win)",
-                                 b.emb.url)
+def _check_overlaps(ztiles: list[Tile], south: bool) -> None:
+    boxes = [(_tile_box(t, south), t) for t in ztiles]
+    for i, (a, ta) in enumerate(boxes):
+        for b, tb in boxes[i + 1:]:
+            if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]:
+                raise BuildError(f"overlaps tile {ta.name} (use --overlap last to let the later tile win)",
+                                 tb.emb.url)
 
 
 def build(cfg: BuildConfig, runner: Runner | None = None) -> BuildReport:
@@ -244,6 +245,12 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
         raise BuildError(f"store has {record['n_bands']} bands, tiles have {n_bands}", str(store))
     if record and record.get("layout") not in (None, cfg.layout.__dict__):
         raise BuildError(f"store was built with layout {record['layout']}, not {cfg.layout.__dict__}", str(store))
+    by_zone: dict[int, list[Tile]] = defaultdict(list)
+    for t in tiles:
+        by_zone[t.zone].append(t)
+    if cfg.overlap == "error":
+        for ztiles in by_zone.values():
+            _check_overlaps(ztiles, _zone_key(ztiles)[1])
     root = open_year(store, cfg.year)
     # A store made by another tool (or whose record is lost) must not be mixed blindly.
     for name in root.group_keys():
@@ -267,9 +274,6 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
         record["rgb"] = rgb_model.to_json()
     _save_json(cfg.record_dir / "record.json", record)  # a resumed run must reuse the same colours
 
-    by_zone: dict[int, list[Tile]] = defaultdict(list)
-    for t in tiles:
-        by_zone[t.zone].append(t)
     for zone_num, ztiles in sorted(by_zone.items()):
         _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, rgb_model, record, report)
     _save_json(cfg.record_dir / "record.json", record)
@@ -315,8 +319,6 @@ def _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, rgb_model, record,
         _set_zone_attrs(root[name], cfg, zone, south, n_bands, 0, grid)
         _save_json(cfg.record_dir / "record.json", record)
     placed = [(t, *_tile_offset(grid, t)) for t in ztiles]
-    if cfg.overlap == "error":
-        _check_overlaps(grid, placed)
     known = zrec["tiles"]
     dirty = [(t, r, c) for t, r, c in placed if known.get(t.name) != t.fingerprint()]
     report.tiles_new += len(dirty)

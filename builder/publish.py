@@ -21,12 +21,13 @@ from builder.validate import validate
 def find_stores(src: Path) -> list[Path]:
     """Year stores (root groups with tessera:dataset_version) at or below `src`."""
     out = []
-    for meta in sorted(src.rglob("zarr.json")) if src.is_dir() else []:
+    for meta in sorted(src.rglob("zarr.json"), key=lambda m: len(m.parts)) if src.is_dir() else []:
         try:
             doc = json.loads(meta.read_text())
         except ValueError:
             continue
-        if doc.get("node_type") == "group" and "tessera:dataset_version" in doc.get("attributes", {}):
+        attrs = doc.get("attributes", {})
+        if doc.get("node_type") == "group" and "tessera:dataset_version" in attrs and "tessera:utm_zone" not in attrs:
             if not any(p in out for p in meta.parents):
                 out.append(meta.parent)
     return out

@@ -42,6 +42,14 @@ def _codec_names(arr: zarr.Array) -> list[str]:
     return [type(c).__name__ for c in (arr.metadata.codecs or [])]
 
 
+def _values(arr: zarr.Array, where: str, probs: list[str]):
+    try:
+        return arr[:]
+    except Exception as e:  # a corrupt chunk or a codec that does not match the bytes
+        probs.append(f"{where}: cannot read values ({type(e).__name__}: {e})")
+        return None
+
+
 def _check_zone(zone: zarr.Group, name: str, root_attrs: dict) -> list[str]:
     where = name
     attrs = dict(zone.attrs)
@@ -96,7 +104,8 @@ def _check_zone(zone: zarr.Group, name: str, root_attrs: dict) -> list[str]:
         if str(a.dtype) != spec["dtype"]:
             probs.append(f"{aw}: dtype {a.dtype}, expected {spec['dtype']}")
         if not _fill_ok(a.fill_value if spec["fill"] is not None else None, spec["fill"]):
-            probs.append(f"{aw}: fill_value {a.fill_value!r}, expected {spec['fill']!r}")
+            fv = a.fill_value.item() if hasattr(a.fill_value, "item") else a.fill_value
+            probs.append(f"{aw}: fill_value {fv!r}, expected {spec['fill']!r}")
         dims = list(a.metadata.dimension_names or [])
         if dims != spec["dims"]:
             probs.append(f"{aw}: dimension_names {dims}, expected {spec['dims']}")
@@ -123,15 +132,17 @@ def _check_zone(zone: zarr.Group, name: str, root_attrs: dict) -> list[str]:
     if nb is not None and "embeddings" in arrays and arrays["embeddings"].shape[-1] != nb:
         probs.append(f"{where}: tessera:n_bands={nb} but embeddings has {arrays['embeddings'].shape[-1]} bands")
     if "band" in arrays and nb is not None:
-        band = arrays["band"][:]
-        if len(band) != nb or not np.array_equal(band, np.arange(len(band))):
+        band = _values(arrays["band"], f"{where}/band", probs)
+        if band is not None and (len(band) != nb or not np.array_equal(band, np.arange(len(band)))):
             probs.append(f"{where}/band: must be [0, 1, ..., {nb - 1}]")
     if h is not None:
         if "easting" in arrays and arrays["easting"].shape == (w,):
-            if not np.allclose(arrays["easting"][:], conv.easting_coords(transform[2], w), rtol=0, atol=1e-6):
+            v = _values(arrays["easting"], f"{where}/easting", probs)
+            if v is not None and not np.allclose(v, conv.easting_coords(transform[2], w), rtol=0, atol=1e-6):
                 probs.append(f"{where}/easting: values are not origin + (i + 0.5) * 10 for spatial:transform")
         if "northing" in arrays and arrays["northing"].shape == (h,):
-            if not np.allclose(arrays["northing"][:], conv.northing_coords(transform[5], h), rtol=0, atol=1e-6):
+            v = _values(arrays["northing"], f"{where}/northing", probs)
+            if v is not None and not np.allclose(v, conv.northing_coords(transform[5], h), rtol=0, atol=1e-6):
                 probs.append(f"{where}/northing: values are not origin - (j + 0.5) * 10 (descending)")
     return probs
 

@@ -1,0 +1,185 @@
+"""Each bad input gets a one-line error naming the file, exit code 2, and an existing store stays intact."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from builder import demo
+from builder.geotiff import write_geotiff
+from builder.tiles import EMBEDDINGS_DIR, LANDMASKS_DIR
+from conftest import PX, run_cli, tree_digest
+
+GOOD = (-0.05, 50.85)
+NAME = "grid_-0.05_50.85"
+
+
+@pytest.fixture()
+def setup(tmp_path, world):
+    """A valid store built from one tile, plus a second tile directory to break."""
+    good = tmp_path / "good"
+    demo.write_tile(good, 2024, *GOOD, PX, world=world)
+    out = tmp_path / "out"
+    run_cli("build", str(good), "--year", "2024", "--out", str(out), "--scheduler", "sync", "-q", "--no-global")
+    bad = tmp_path / "bad"
+    shutil.copytree(good, bad)
+    demo.write_tile(bad, 2024, 0.05, 50.85, PX, world=world)
+    return bad, out
+
+
+def tile_dir(root: Path, name: str, year=2024) -> Path:
+    return root / EMBEDDINGS_DIR / str(year) / name
+
+
+def expect_error(root: Path, out: Path, needle: str, *extra: str, year: str = "2024") -> str:
+    before = tree_digest(out)
+    p = run_cli("build", str(root), "--year", year, "--out", str(out), "--scheduler", "sync", "-q", *extra, check=False)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr
+    assert needle in lines[0], lines[0]
+    assert "Traceback" not in p.stderr
+    assert tree_digest(out) == before  # nothing in the existing store changed
+    return lines[0]
+
+
+def test_mismatched_band_counts(setup):
+    bad, out = setup
+    d = tile_dir(bad, "grid_0.05_50.85")
+    np.save(d / "grid_0.05_50.85.npy", np.load(d / "grid_0.05_50.85.npy")[..., :64])
+    msg = expect_error(bad, out, "64 bands")
+    assert "grid_0.05_50.85.npy" in msg
+
+
+def test_wrong_dtype(setup):
+    bad, out = setup
+    d = tile_dir(bad, "grid_0.05_50.85")
+    np.save(d / "grid_0.05_50.85.npy", np.load(d / "grid_0.05_50.85.npy").astype(np.float32))
+    assert "grid_0.05_50.85.npy" in expect_error(bad, out, "must be int8, got float32")
+
+
+def test_inf_in_scales(setup):
+    bad, out = setup
+    d = tile_dir(bad, "grid_0.05_50.85")
+    s = np.load(d / "grid_0.05_50.85_scales.npy")
+    s[10, 11] = np.inf
+    np.save(d / "grid_0.05_50.85_scales.npy", s)
+    assert "_scales.npy" in expect_error(bad, out, "scales contain inf (pixel row 10, col 11)")
+
+
+def test_float_embeddings_with_nan_are_refused(setup):
+    bad, out = setup
+    d = tile_dir(bad, "grid_0.05_50.85")
+    e = np.load(d / "grid_0.05_50.85.npy").astype(np.float32)
+    e[0, 0, 0] = np.nan
+    np.save(d / "grid_0.05_50.85.npy", e)
+    expect_error(bad, out, "must be int8")
+
+
+def test_unknown_crs(setup):
+    bad, out = setup
+    lm = bad / LANDMASKS_DIR / "grid_0.05_50.85.tiff"
+    write_geotiff(str(lm), np.ones((PX, PX), np.uint8), 3857, 5000.0, 6000000.0)
+    assert "grid_0.05_50.85.tiff" in expect_error(bad, out, "unknown CRS")
+
+
+def test_truncated_file(setup):
+    bad, out = setup
+    f = tile_dir(bad, "grid_0.05_50.85") / "grid_0.05_50.85.npy"
+    f.write_bytes(f.read_bytes()[:5000])
+    assert "grid_0.05_50.85.npy" in expect_error(bad, out, "truncated")
+
+
+def test_missing_landmask(setup):
+    bad, out = setup
+    (bad / LANDMASKS_DIR / "grid_0.05_50.85.tiff").unlink()
+    expect_error(bad, out, "landmask GeoTIFF not found")
+
+
+def test_overlapping_tiles_with_overlap_error(tmp_path, world):
+    root = tmp_path / "t"
+    demo.write_tile(root, 2024, *GOOD, PX, world=world)
+    o = demo.tile_origin(*GOOD, PX, 32630)
+    demo.write_tile(root, 2024, *GOOD, PX, world=world, origin=(o[0] + 300, o[1] - 200), name="grid_-0.05_50.86")
+    out = tmp_path / "out"
+    out.mkdir()
+    msg = expect_error(root, out, "overlaps tile grid_-0.05_50.85", "--overlap", "error")
+    assert "grid_-0.05_50.86" in msg
+    assert not (out / "2024.zarr").exists()
+
+
+def test_overlap_last_wins_where_the_later_tile_has_data(tmp_path, world):
+    import zarr
+    root = tmp_path / "t"
+    demo.write_tile(root, 2024, *GOOD, PX, world=world)
+    o = demo.tile_origin(*GOOD, PX, 32630)
+    d = demo.write_tile(root, 2024, *GOOD, PX, world=world, origin=(o[0] + 300, o[1] - 200), name="grid_-0.05_50.86",
+                        gap=False)
+    # make the later tile recognisable: constant vectors, and a no-data hole where the first tile has data
+    np.save(d / "grid_-0.05_50.86.npy", np.full((PX, PX, 128), 7, np.int8))
+    s = np.full((PX, PX), 0.5, np.float32)
+    s[0:5, 0:5] = np.nan
+    np.save(d / "grid_-0.05_50.86_scales.npy", s)
+    out = tmp_path / "out"
+    run_cli("build", str(root), "--year", "2024", "--out", str(out), "--scheduler", "sync", "-q", "--no-global")
+    z = zarr.open_group(out / "2024.zarr" / "utm30", mode="r")
+    t = z.attrs["spatial:transform"]
+    r, c = round((t[5] - (o[1] - 200)) / 10), round((o[0] + 300 - t[2]) / 10)
+    first = np.load(tile_dir(root, NAME) / f"{NAME}.npy")
+    land = z["scales"][r + 10, c + 10] == 0.5
+    if land:
+        assert (z["embeddings"][r + 10, c + 10] == 7).all()  # later tile wins
+    e = z["embeddings"][r:r + 5, c:c + 5]
+    np.testing.assert_array_equal(np.where(np.isnan(z["scales"][r:r + 5, c:c + 5])[..., None], 0, e),
+                                  np.where(np.isnan(z["scales"][r:r + 5, c:c + 5])[..., None], 0, first[20:25, 30:35]))
+
+
+def test_year_given_twice(setup):
+    bad, out = setup
+    before = tree_digest(out)
+    p = run_cli("build", str(bad), "--year", "2024", "--year", "2024", "--out", str(out), check=False)
+    assert p.returncode == 2 and "year 2024 given twice" in p.stderr
+    assert tree_digest(out) == before
+
+
+def test_store_of_another_dataset_version_or_model(setup):
+    bad, out = setup
+    meta = out / "2024.zarr" / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["attributes"]["tessera:dataset_version"] = "v2"
+    meta.write_text(json.dumps(doc))
+    expect_error(bad, out, "tessera:dataset_version='v2'")
+    doc["attributes"]["tessera:dataset_version"] = "v1"
+    meta.write_text(json.dumps(doc))
+    expect_error(bad, out, "refusing to mix in '2.0'", "--model-version", "2.0")
+
+
+def test_store_for_another_year(setup):
+    bad, out = setup
+    shutil.copytree(tile_dir(bad, NAME).parent, bad / EMBEDDINGS_DIR / "2023")
+    (out / "2024.zarr").rename(out / "2023.zarr")
+    expect_error(bad, out, "store is for year 2024, not 2023", year="2023")
+
+
+def test_unwritable_target(setup, tmp_path):
+    bad, _ = setup
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    p = run_cli("build", str(bad), "--year", "2024", "--store", str(blocker / "2024.zarr"), "--scheduler", "sync",
+                check=False)
+    assert p.returncode == 2 and "cannot create the store" in p.stderr and str(blocker) in p.stderr
+    not_a_store = tmp_path / "stuff"
+    not_a_store.mkdir()
+    (not_a_store / "keep.txt").write_text("precious")
+    p = run_cli("build", str(bad), "--year", "2024", "--store", str(not_a_store), "--scheduler", "sync", check=False)
+    assert p.returncode == 2 and "not a Zarr store" in p.stderr
+    assert sorted(x.name for x in not_a_store.iterdir()) == ["keep.txt"]
+
+
+def test_missing_year_directory(setup):
+    bad, out = setup
+    p = run_cli("build", str(bad), "--year", "1999", "--out", str(out), check=False)
+    assert p.returncode == 2 and "no tiles for year 1999" in p.stderr

@@ -1,0 +1,64 @@
+"""global_rgb: sparse level 0 reprojected from the zone previews, 2x2 mean levels, multiscales metadata."""
+from __future__ import annotations
+
+import numpy as np
+import zarr
+from pyproj import Transformer
+
+
+def test_multiscales_layout(store):
+    g = zarr.open_group(store / "global_rgb", mode="r")
+    layout = g.attrs["multiscales"]["layout"]
+    assert layout[0]["spatial:shape"] == [1_800_000, 3_600_000]
+    assert layout[0]["spatial:transform"] == [0.0001, 0.0, -180.0, 0.0, -0.0001, 90.0]
+    for k in range(1, len(layout)):
+        assert layout[k]["derived_from"] == str(k - 1) and layout[k]["resampling_method"] == "mean"
+        assert layout[k]["transform"] == {"scale": [2.0, 2.0], "translation": [0.0, 0.0]}
+        assert g[f"{k}/rgb"].shape[:2] == tuple(layout[k]["spatial:shape"])
+    assert g.attrs["proj:code"] == "EPSG:4326"
+
+
+def test_level0_is_sparse(store):
+    files = [p for p in (store / "global_rgb" / "0" / "rgb" / "c").rglob("*") if p.is_file()]
+    assert 0 < len(files) < 200  # of 98 million possible chunks
+    assert (store / "global_rgb" / "0" / "rgb").stat().st_size < 10**6
+
+
+def test_level0_pixels_come_from_the_zone_preview(store):
+    root = zarr.open_group(store, mode="r")
+    z = root["utm34"]
+    t = z.attrs["spatial:transform"]
+    rgb = z["rgb"][:]
+    valid = rgb[..., 3] == 255
+    interior = valid.copy()  # pixels whose 3x3 neighbourhood is valid: away from coast and tile edges
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            interior &= np.roll(np.roll(valid, dy, 0), dx, 1)
+    rows, cols = np.nonzero(interior)
+    pick = np.linspace(0, len(rows) - 1, 50).astype(int)
+    e = t[2] + (cols[pick] + 0.5) * 10
+    n = t[5] - (rows[pick] + 0.5) * 10
+    lon, lat = Transformer.from_crs(32734, 4326, always_xy=True).transform(e, n)
+    i = np.floor((90 - lat) / 0.0001).astype(int)
+    j = np.floor((lon + 180) / 0.0001).astype(int)
+    lvl = root["global_rgb/0/rgb"]
+    got = np.array([lvl[a, b] for a, b in zip(i, j)])
+    # the level-0 pixel containing a zone pixel centre shows a zone pixel within one pixel of it
+    assert (got[:, 3] == 255).all()
+    diffs = np.abs(got[:, :3].astype(int) - rgb[rows[pick], cols[pick], :3].astype(int)).max(axis=1)
+    assert np.median(diffs) <= 40
+
+
+def test_each_level_is_the_alpha_weighted_2x2_mean_of_the_one_below(store):
+    g = zarr.open_group(store / "global_rgb", mode="r")
+    files = sorted(p for p in (store / "global_rgb" / "1" / "rgb" / "c").rglob("*") if p.is_file())
+    ci, cj = int(files[0].parts[-3]), int(files[0].parts[-2])
+    up = g["1/rgb"][ci * 256:(ci + 1) * 256, cj * 256:(cj + 1) * 256]
+    below = g["0/rgb"][ci * 512:(ci + 1) * 512, cj * 512:(cj + 1) * 512].astype(np.float64)
+    a = below[..., 3]
+    for y, x in np.argwhere(up[..., 3] > 0)[:200]:
+        blk = below[2 * y:2 * y + 2, 2 * x:2 * x + 2]
+        w = a[2 * y:2 * y + 2, 2 * x:2 * x + 2]
+        want = (blk[..., :3] * w[..., None]).sum(axis=(0, 1)) / w.sum()
+        assert np.abs(up[y, x, :3] - want).max() <= 0.5 + 1e-9
+        assert abs(up[y, x, 3] - w.sum() / 4) <= 0.5 + 1e-9
