@@ -39,7 +39,8 @@ from builder.store import (SHARDED, Layout, ShardedArrayFiles, clean_partials, c
                            resize_zone)
 from builder.tiles import Tile, TileRef, discover, open_tile
 
-SAMPLE_PER_TILE = 4000
+SAMPLE_ROWS = 40  # rows sampled per tile for the RGB PCA
+SAMPLE_PER_ROW = 100
 
 
 @dataclass
@@ -193,17 +194,18 @@ def _write_shard(task: ShardTask) -> tuple[tuple[int, int], int]:
 
 
 def _fit_rgb(tiles: list[Tile]) -> RGBModel:
+    """PCA on a deterministic sample: up to SAMPLE_ROWS rows per tile, read one row at a time."""
     rng = np.random.default_rng(0)
     parts = []
     for t in tiles:
         s = t.scale_values()
-        land = t.land
-        rows, cols = np.nonzero(~np.isnan(s) & land)
-        if rows.size == 0:
-            continue
-        pick = rng.choice(rows.size, size=min(SAMPLE_PER_TILE, rows.size), replace=False)
-        e = t.embeddings()
-        parts.append(conv.dequantise(np.asarray(e[rows[pick], cols[pick]]), s[rows[pick], cols[pick]]))
+        ok = ~np.isnan(s) & t.land
+        rows = np.flatnonzero(ok.any(axis=1))
+        for r in rng.choice(rows, size=min(SAMPLE_ROWS, rows.size), replace=False) if rows.size else []:
+            cols = np.flatnonzero(ok[r])
+            cols = rng.choice(cols, size=min(SAMPLE_PER_ROW, cols.size), replace=False)
+            e = t.embedding_rows(int(r), int(r) + 1)[0]
+            parts.append(conv.dequantise(e[cols], s[r, cols]))
     if not parts:
         raise BuildError("no valid land pixel in any tile; nothing to preview")
     return RGBModel.fit(np.concatenate(parts))

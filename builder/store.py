@@ -31,8 +31,12 @@ class Layout:
     cname: str = "zstd"
     clevel: int = 3
 
-    def compressor(self) -> BloscCodec:
-        return BloscCodec(cname=self.cname, clevel=self.clevel, shuffle="shuffle")
+    def compressor(self, dtype: str) -> BloscCodec:
+        # Bit-shuffling int8/uint8 groups the slowly varying high bits of neighbouring
+        # values (measured on demo shards: 1.15x vs 1.03x with byte shuffle); byte
+        # shuffle suits the float32 scales.
+        shuffle = "bitshuffle" if np.dtype(dtype).itemsize == 1 else "shuffle"
+        return BloscCodec(cname=self.cname, clevel=self.clevel, shuffle=shuffle)
 
 
 def read_attrs(path: Path) -> dict | None:
@@ -81,7 +85,7 @@ def _sharded(group: zarr.Group, name: str, shape: tuple[int, ...], dtype: str, f
     return group.create_array(
         name, shape=shape, dtype=dtype, fill_value=fill,
         shards=(layout.shard, layout.shard, *tail), chunks=(layout.chunk, layout.chunk, *tail),
-        compressors=[layout.compressor()], dimension_names=dims, overwrite=True,
+        compressors=[layout.compressor(dtype)], dimension_names=dims, overwrite=True,
         config={"write_empty_chunks": False})
 
 

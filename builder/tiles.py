@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import fsspec
-from fsspec.implementations.local import LocalFileSystem
 import numpy as np
 from numpy.lib import format as npy_format
 
@@ -145,18 +144,21 @@ class Tile:
         """Identity of the tile's content as far as headers tell (sizes and georeferencing)."""
         return f"{self.emb.size}:{self.scales.size}:{self.epsg}:{self.origin_e}:{self.origin_n}:{self.emb.shape}"
 
-    def _read(self, h: NpyHeader) -> np.ndarray:
-        fs, path = fsspec.core.url_to_fs(h.url)
-        if isinstance(fs, LocalFileSystem):
-            return np.memmap(path, dtype=h.dtype, mode="r", offset=h.offset, shape=h.shape)
-        raw = fs.cat_file(path, start=h.offset, end=h.offset + h.nbytes)
-        return np.frombuffer(raw, dtype=h.dtype).reshape(h.shape)
+    def _read_rows(self, h: NpyHeader, r0: int, r1: int) -> np.ndarray:
+        """Rows r0:r1 of a C-ordered .npy through one ranged read (bounded memory, any fsspec URL)."""
+        row = int(np.prod(h.shape[1:])) * h.dtype.itemsize
+        with fsspec.open(h.url, "rb") as f:
+            f.seek(h.offset + r0 * row)
+            raw = f.read((r1 - r0) * row)
+        if len(raw) != (r1 - r0) * row:
+            raise BuildError("truncated while reading", h.url)
+        return np.frombuffer(raw, dtype=h.dtype).reshape((r1 - r0, *h.shape[1:]))
 
-    def embeddings(self) -> np.ndarray:
-        return self._read(self.emb)
+    def embedding_rows(self, r0: int, r1: int) -> np.ndarray:
+        return self._read_rows(self.emb, r0, r1)
 
     def scale_values(self) -> np.ndarray:
-        s = self._read(self.scales)
+        s = self._read_rows(self.scales, 0, self.scales.shape[0])
         return s[..., 0] if s.ndim == 3 else s
 
     @cached_property
@@ -170,8 +172,8 @@ class Tile:
 
         Raises BuildError when the pixel values break the convention's contract.
         """
-        e = np.asarray(self.embeddings()[r0:r1, c0:c1, :])
-        s = np.array(self.scale_values()[r0:r1, c0:c1], dtype=np.float32)
+        e = self.embedding_rows(r0, r1)[:, c0:c1, :]
+        s = np.array(self._read_rows(self.scales, r0, r1)[:, c0:c1], dtype=np.float32).reshape(r1 - r0, c1 - c0)
         if np.isinf(s).any():
             r, c = np.argwhere(np.isinf(s))[0]
             raise BuildError(f"scales contain inf (pixel row {r0 + r}, col {c0 + c})", self.scales.url)
