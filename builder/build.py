@@ -35,8 +35,8 @@ from builder.errors import BuildError
 from builder.grid import ZoneGrid
 from builder.parallel import Runner
 from builder.rgb import RGBModel
-from builder.store import (SHARDED, Layout, ShardedArrayFiles, clean_partials, create_zone, move_shards, open_year,
-                           resize_zone)
+from builder.store import (SHARDED, Layout, ShardedArrayFiles, clean_partials, consolidate, create_zone, move_shards,
+                           open_year, resize_zone)
 from builder.tiles import Tile, TileRef, discover, open_tile
 
 SAMPLE_ROWS = 40  # rows sampled per tile for the RGB PCA
@@ -283,6 +283,7 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
     if cfg.global_rgb and cfg.rgb:
         from builder.pyramid import update_pyramid
         update_pyramid(store, report.changed_boxes, cfg.global_res, runner)
+    consolidate(store)
     return report
 
 

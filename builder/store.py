@@ -76,7 +76,13 @@ def open_year(path: Path, year: int) -> zarr.Group:
                          f"this builder writes {conv.DATASET_VERSION!r} and will not mix them", str(path))
     if attrs.get("tessera:year") != year:
         raise BuildError(f"store is for year {attrs.get('tessera:year')}, not {year}", str(path))
-    return zarr.open_group(zarr.storage.LocalStore(path), mode="r+", zarr_format=3)
+    return zarr.open_group(zarr.storage.LocalStore(path), mode="r+", zarr_format=3, use_consolidated=False)
+
+
+def consolidate(path: Path) -> None:
+    """Inline every child's metadata into the root zarr.json (zarr-python's v3 consolidated
+    metadata), so a browser learns the zones and arrays of a store from one request."""
+    zarr.consolidate_metadata(zarr.storage.LocalStore(path))
 
 
 def _sharded(group: zarr.Group, name: str, shape: tuple[int, ...], dtype: str, fill, layout: Layout,

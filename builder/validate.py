@@ -181,16 +181,44 @@ def _check_global(g: zarr.Group) -> list[str]:
     return probs
 
 
+def _check_consolidated(root: zarr.Group) -> list[str]:
+    """Consolidated metadata, when present, must equal what every node's own zarr.json says."""
+    import json
+    store = root.store
+    try:
+        raw = zarr.core.sync.sync(store.get("zarr.json", zarr.core.buffer.default_buffer_prototype()))
+        doc = json.loads(raw.to_bytes())
+    except Exception:
+        return []
+    cons = (doc.get("consolidated_metadata") or {}).get("metadata")
+    if not cons:
+        return []
+    probs = []
+    for key, meta in sorted(cons.items()):
+        raw = zarr.core.sync.sync(store.get(f"{key}/zarr.json", zarr.core.buffer.default_buffer_prototype()))
+        if raw is None:
+            probs.append(f"root: consolidated metadata lists {key}, which does not exist")
+            continue
+        own = json.loads(raw.to_bytes())
+        own.pop("consolidated_metadata", None)
+        meta = dict(meta)
+        meta.pop("consolidated_metadata", None)
+        if own != meta:
+            probs.append(f"root: consolidated metadata for {key} is stale (differs from {key}/zarr.json)")
+    return probs
+
+
 def validate(url: str, storage_options: dict | None = None) -> list[str]:
     """Every violation of the convention found in the store at `url` (empty list: valid)."""
     try:
-        root = zarr.open_group(url, mode="r", storage_options=storage_options)
+        root = zarr.open_group(url, mode="r", storage_options=storage_options, use_consolidated=False)
     except Exception as e:  # zarr raises several types for a missing or foreign store
         return [f"{url}: cannot open as a Zarr group ({type(e).__name__}: {e})"]
     if root.metadata.zarr_format != 3:
         return [f"{url}: Zarr format {root.metadata.zarr_format}, the convention requires 3"]
     attrs = dict(root.attrs)
     probs = _schema_problems(attrs, conv.ROOT_SCHEMA, "root") + _registration_problems(attrs, conv.ROOT_CONVENTIONS, "root")
+    probs += _check_consolidated(root)
     zones = 0
     for name, child in sorted(root.groups()):
         if conv.parse_zone_group_name(name) is not None:

@@ -1,0 +1,1 @@
+"""tessera-explorer browser app (runs in Pyodide; its pure parts also on CPython)."""

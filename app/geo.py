@@ -1,0 +1,88 @@
+"""Coordinates in the browser: UTM <-> lon/lat and the Web Mercator display.
+
+pyproj has no wasm build, and proj4js would cost one JS bridge call per
+point; the map reprojects whole images (hundreds of thousands of points) per
+redraw.  So the transverse Mercator is written here as vectorised numpy,
+using Krueger's series to third order in n (the form given by Karney 2011
+and quoted for UTM: about a millimetre within 3000 km of the central
+meridian).  tests/test_app_geo.py checks it against pyproj on CPython.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+A_AXIS = 6378137.0
+F = 1 / 298.257223563
+K0 = 0.9996
+E0 = 500_000.0
+N0_SOUTH = 10_000_000.0
+_n = F / (2 - F)
+_A = A_AXIS / (1 + _n) * (1 + _n**2 / 4 + _n**4 / 64)
+_ALPHA = (_n / 2 - 2 * _n**2 / 3 + 5 * _n**3 / 16, 13 * _n**2 / 48 - 3 * _n**3 / 5, 61 * _n**3 / 240)
+_BETA = (_n / 2 - 2 * _n**2 / 3 + 37 * _n**3 / 96, _n**2 / 48 + _n**3 / 15, 17 * _n**3 / 480)
+_DELTA = (2 * _n - 2 * _n**2 / 3 - 2 * _n**3, 7 * _n**2 / 3 - 8 * _n**3 / 5, 56 * _n**3 / 15)
+_C = 2 * np.sqrt(_n) / (1 + _n)
+R_MERC = 6378137.0
+
+
+def central_meridian(zone: int) -> float:
+    return -183.0 + 6.0 * zone
+
+
+def lonlat_to_utm(lon, lat, zone: int, south: bool):
+    """(easting, northing) of lon/lat (degrees) in UTM `zone`."""
+    lon = np.asarray(lon, dtype=np.float64)
+    lat = np.asarray(lat, dtype=np.float64)
+    phi = np.radians(lat)
+    dl = np.radians(lon - central_meridian(zone))
+    s = np.sin(phi)
+    t = np.sinh(np.arctanh(s) - _C * np.arctanh(_C * s))
+    xi_p = np.arctan2(t, np.cos(dl))
+    eta_p = np.arctanh(np.sin(dl) / np.sqrt(1 + t * t))
+    xi, eta = xi_p.copy(), eta_p.copy()
+    for j, a in enumerate(_ALPHA, start=1):
+        xi += a * np.sin(2 * j * xi_p) * np.cosh(2 * j * eta_p)
+        eta += a * np.cos(2 * j * xi_p) * np.sinh(2 * j * eta_p)
+    e = E0 + K0 * _A * eta
+    n = K0 * _A * xi + (N0_SOUTH if south else 0.0)
+    return e, n
+
+
+def utm_to_lonlat(e, n, zone: int, south: bool):
+    """(lon, lat) in degrees of UTM easting/northing in `zone`."""
+    e = np.asarray(e, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64) - (N0_SOUTH if south else 0.0)
+    xi = n / (K0 * _A)
+    eta = (e - E0) / (K0 * _A)
+    xi_p, eta_p = xi.copy(), eta.copy()
+    for j, b in enumerate(_BETA, start=1):
+        xi_p -= b * np.sin(2 * j * xi) * np.cosh(2 * j * eta)
+        eta_p -= b * np.cos(2 * j * xi) * np.sinh(2 * j * eta)
+    chi = np.arcsin(np.sin(xi_p) / np.cosh(eta_p))
+    phi = chi.copy()
+    for j, d in enumerate(_DELTA, start=1):
+        phi += d * np.sin(2 * j * chi)
+    lon = central_meridian(zone) + np.degrees(np.arctan2(np.sinh(eta_p), np.cos(xi_p)))
+    return lon, np.degrees(phi)
+
+
+def lonlat_to_merc(lon, lat):
+    lon = np.asarray(lon, dtype=np.float64)
+    lat = np.clip(np.asarray(lat, dtype=np.float64), -85.05112878, 85.05112878)
+    return R_MERC * np.radians(lon), R_MERC * np.log(np.tan(np.pi / 4 + np.radians(lat) / 2))
+
+
+def merc_to_lonlat(x, y):
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    return np.degrees(x / R_MERC), np.degrees(2 * np.arctan(np.exp(y / R_MERC)) - np.pi / 2)
+
+
+def utm_bbox_lonlat(bbox, zone: int, south: bool, densify: int = 16):
+    """(west, south, east, north) in degrees enclosing a UTM box (edges densified)."""
+    e0, n0, e1, n1 = bbox
+    t = np.linspace(0, 1, densify)
+    es = np.concatenate([e0 + (e1 - e0) * t, np.full(densify, e1), e1 - (e1 - e0) * t, np.full(densify, e0)])
+    ns = np.concatenate([np.full(densify, n0), n0 + (n1 - n0) * t, np.full(densify, n1), n1 - (n1 - n0) * t])
+    lon, lat = utm_to_lonlat(es, ns, zone, south)
+    return float(lon.min()), float(lat.min()), float(lon.max()), float(lat.max())

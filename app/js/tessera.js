@@ -1,0 +1,169 @@
+// The browser's data path: Zarr v3 reads with zarrita (sharding, Blosc via
+// numcodecs.js wasm), called from Python in Pyodide through `window.tesseraJS`.
+//
+// Two kinds of read:
+//  * pixel reads go through zarrita's FetchStore: one HTTP range request per
+//    inner chunk, the shard index fetched once per shard (suffix range) and
+//    cached by zarrita;
+//  * region reads (previews, similarity) go through WholeFileStore, which
+//    fetches each shard file whole with one GET and answers zarrita's range
+//    reads from memory: one request per shard instead of one per 4x4 chunk.
+// Every request goes through `tracedFetch`, which counts requests and bytes
+// and turns a host that ignores Range (200 instead of 206) into an error
+// rather than silently wrong data.
+import * as zarr from "zarrita";
+import ReferenceStore from "@zarrita/storage/ref";
+
+export const stats = { requests: 0, bytes: 0, log: [] };
+
+export function resetStats() {
+  stats.requests = 0;
+  stats.bytes = 0;
+  stats.log = [];
+}
+
+export class TesseraError extends Error {
+  constructor(kind, message) {
+    super(message);
+    this.kind = kind;
+  }
+}
+
+async function tracedFetch(request) {
+  let resp;
+  try {
+    resp = await fetch(request);
+  } catch (err) {
+    throw new TesseraError("network", `could not fetch ${request.url}: the server is unreachable or refused CORS (${err.message})`);
+  }
+  const len = Number(resp.headers.get("Content-Length") || 0);
+  stats.requests += 1;
+  stats.bytes += len;
+  stats.log.push({ url: request.url, range: request.headers.get("Range"), status: resp.status, bytes: len });
+  if (request.headers.get("Range") && resp.status === 200) {
+    throw new TesseraError("range", `the server ignored an HTTP Range request for ${request.url}; range requests are required`);
+  }
+  return resp;
+}
+
+class WholeFileStore {
+  constructor(base, maxFiles = 64) {
+    this.base = base.endsWith("/") ? base : base + "/";
+    this.files = new Map();
+    this.maxFiles = maxFiles;
+  }
+  url(path) {
+    return this.base + path.replace(/^\//, "");
+  }
+  async file(path) {
+    if (this.files.has(path)) {
+      const hit = this.files.get(path);
+      this.files.delete(path);
+      this.files.set(path, hit); // LRU: most recent last
+      return hit;
+    }
+    const p = (async () => {
+      const resp = await tracedFetch(new Request(this.url(path)));
+      if (resp.status === 404 || resp.status === 403) return null;
+      if (!resp.ok) throw new TesseraError("http", `HTTP ${resp.status} for ${this.url(path)}`);
+      return new Uint8Array(await resp.arrayBuffer());
+    })();
+    this.files.set(path, p);
+    if (this.files.size > this.maxFiles) this.files.delete(this.files.keys().next().value);
+    try {
+      return await p;
+    } catch (e) {
+      this.files.delete(path);
+      throw e;
+    }
+  }
+  async get(path) {
+    const f = await this.file(path);
+    return f === null ? undefined : f;
+  }
+  async getRange(path, range) {
+    const f = await this.file(path);
+    if (f === null) return undefined;
+    if ("suffixLength" in range) return f.subarray(Math.max(0, f.length - range.suffixLength));
+    return f.subarray(range.offset, range.offset + range.length);
+  }
+}
+
+const sources = new Map();
+
+// A source is one store URL (a Zarr v3 store over HTTP, or a Kerchunk JSON
+// reference index ending in .json) with its two readers and opened arrays.
+async function source(url) {
+  if (sources.has(url)) return sources.get(url);
+  const p = (async () => {
+    let pixelStore, regionStore, rootMeta;
+    if (url.endsWith(".json")) {
+      const resp = await tracedFetch(new Request(url));
+      if (resp.status === 404) throw new TesseraError("notfound", `no index at ${url} (HTTP 404)`);
+      if (!resp.ok) throw new TesseraError("http", `HTTP ${resp.status} for ${url}`);
+      const spec = await resp.json();
+      const ref = await ReferenceStore.fromSpec(spec, { target: url, fetch: tracedFetch });
+      pixelStore = ref;
+      regionStore = ref;
+      const raw = await ref.get("/zarr.json");
+      rootMeta = JSON.parse(new TextDecoder().decode(raw));
+    } else {
+      const base = url.endsWith("/") ? url : url + "/";
+      const resp = await tracedFetch(new Request(base + "zarr.json", { headers: { Range: "bytes=0-" } }));
+      if (resp.status === 404) throw new TesseraError("notfound", `no Zarr store at ${base} (zarr.json: HTTP 404)`);
+      if (!resp.ok && resp.status !== 206) throw new TesseraError("http", `HTTP ${resp.status} for ${base}zarr.json`);
+      rootMeta = await resp.json();
+      pixelStore = new zarr.FetchStore(base, { fetch: tracedFetch });
+      regionStore = new WholeFileStore(base);
+      // Probe that the host honours Range: a 1-byte read of the root document.
+      await tracedFetch(new Request(base + "zarr.json", { headers: { Range: "bytes=0-0" } }));
+    }
+    return { url, rootMeta, pixel: zarr.root(pixelStore), region: zarr.root(regionStore), arrays: new Map() };
+  })();
+  sources.set(url, p);
+  try {
+    return await p;
+  } catch (e) {
+    sources.delete(url);
+    throw e;
+  }
+}
+
+async function array(src, kind, path) {
+  const key = kind + ":" + path;
+  if (!src.arrays.has(key)) {
+    const loc = src[kind].resolve(path);
+    const meta = src.rootMeta.consolidated_metadata?.metadata?.[path];
+    src.arrays.set(key, meta ? zarr.open.v3(loc, { kind: "array" }) : zarr.open(loc, { kind: "array" }));
+  }
+  return src.arrays.get(key);
+}
+
+function describe(err) {
+  if (err instanceof TesseraError) return { kind: err.kind, message: err.message };
+  return { kind: "error", message: String(err && err.message ? err.message : err) };
+}
+
+// Root metadata (with consolidated children when present), as a JSON string.
+export async function openSource(url) {
+  try {
+    const src = await source(url);
+    return JSON.stringify({ ok: true, meta: src.rootMeta });
+  } catch (e) {
+    return JSON.stringify({ ok: false, error: describe(e) });
+  }
+}
+
+// Read a box of an array; `sel` is a list of [start, stop] pairs or null
+// (whole dimension).  Returns {ok, data (TypedArray), shape, dtype}.
+export async function read(url, path, sel, whole) {
+  try {
+    const src = await source(url);
+    const arr = await array(src, whole ? "region" : "pixel", path);
+    const selection = Array.from(sel, (s) => (s == null ? null : zarr.slice(s[0], s[1])));
+    const out = await zarr.get(arr, selection);
+    return { ok: true, data: out.data, shape: out.shape, dtype: arr.dtype };
+  } catch (e) {
+    return { ok: false, error: describe(e) };
+  }
+}

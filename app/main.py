@@ -1,0 +1,488 @@
+"""The explorer UI: Panel + Bokeh in Pyodide.  State lives in `Explorer` (param);
+the map, the spectrum plot, the comparison table and the URL are views of it.
+"""
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import math
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.events import Tap
+from bokeh.models import ColumnDataSource, HoverTool, Range1d
+from bokeh.plotting import figure
+
+from app import geo, render
+from app.export import to_csv, to_npy
+from app.model import Pixel, StoreModel, cosine_table
+from app.reader import JSSource, Source, SourceError
+from app.state import UrlState
+
+MAP_W, MAP_H = 760, 520
+COLORS = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+
+
+class Explorer(param.Parameterized):
+    year = param.Selector(objects=[], doc="year store shown")
+    status = param.String("")
+    threshold = param.Number(0.8, bounds=(-1.0, 1.0), step=0.01, doc="similarity threshold")
+    similarity_on = param.Boolean(False)
+
+    def __init__(self, catalog: list[dict], url_state: UrlState, source_factory=JSSource, **kw):
+        super().__init__(**kw)
+        self.catalog = catalog
+        self.url_state = url_state
+        self.source_factory = source_factory
+        self.model: StoreModel | None = None
+        self.selected: Pixel | None = None
+        self.pins: list[Pixel] = []
+        self.sim: tuple | None = None  # (zone, window, map)
+        self.chunk_cache: dict = {}
+        self.zone_cache: dict = {}
+        self._draw_task = None
+        self._redraw_pending = False
+        self.param["year"].objects = [c["year"] for c in catalog]
+        self.base_src = ColumnDataSource(dict(image=[], x=[], y=[], dw=[], dh=[]), name="base-source")
+        self.over_src = ColumnDataSource(dict(image=[], x=[], y=[], dw=[], dh=[]), name="overlay-source")
+        self.pin_src = ColumnDataSource(dict(x=[], y=[], color=[], label=[]), name="pin-source")
+        self.sel_src = ColumnDataSource(dict(x=[], y=[]), name="selected-source")
+        self.spec_src = ColumnDataSource(dict(xs=[], ys=[], color=[], label=[]), name="spectrum-source")
+        self._build_views()
+
+    # ------------------------------------------------------------ views --
+    def _build_views(self) -> None:
+        self.x_range = Range1d(-2e7, 2e7, name="map-x")
+        self.y_range = Range1d(-1.2e7, 1.6e7, name="map-y")
+        fig = figure(width=MAP_W, height=MAP_H, x_range=self.x_range, y_range=self.y_range,
+                     x_axis_type="mercator", y_axis_type="mercator", tools="pan,wheel_zoom,reset,tap",
+                     active_scroll="wheel_zoom", name="map", toolbar_location="above", match_aspect=True)
+        fig.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.base_src)
+        fig.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.over_src)
+        fig.scatter("x", "y", source=self.pin_src, size=11, marker="circle", fill_color="color",
+                    line_color="white", line_width=2)
+        fig.scatter("x", "y", source=self.sel_src, size=16, marker="cross", line_color="black", line_width=3)
+        fig.background_fill_color = "#dfe6ea"
+        fig.on_event(Tap, self._on_tap)
+        self.x_range.on_change("end", self._on_range)
+        self.y_range.on_change("end", self._on_range)
+        self.map_fig = fig
+        spec = figure(width=MAP_W, height=260, title="Embedding (dequantised)", name="spectrum",
+                      x_axis_label="band", y_axis_label="value", tools="pan,wheel_zoom,reset,save")
+        spec.multi_line("xs", "ys", source=self.spec_src, line_color="color", line_width=2, legend_field="label")
+        spec.legend.location = "top_right"
+        spec.add_tools(HoverTool(tooltips=[("pixel", "@label")]))
+        self.spec_fig = spec
+        self.info = pn.pane.Markdown("Click the map to read a pixel's embedding.", name="info", width=380)
+        self.table = pn.pane.HTML("", name="compare", width=380)
+        self.status_pane = pn.pane.Markdown("", name="status", width=380)
+        self.pin_btn = pn.widgets.Button(name="Pin pixel", button_type="primary", disabled=True)
+        self.clear_btn = pn.widgets.Button(name="Clear pins")
+        self.sim_btn = pn.widgets.Toggle(name="Similarity search", value=False, disabled=True)
+        self.slider = pn.widgets.FloatSlider.from_param(self.param.threshold, name="Similarity threshold")
+        self.year_sel = pn.widgets.Select.from_param(self.param.year, name="Year")
+        self.csv_btn = pn.widgets.FileDownload(callback=lambda: _bytes_io(to_csv(self.pins)), filename="pins.csv",
+                                               label="Download pins (CSV)", embed=False)
+        self.npy_btn = pn.widgets.FileDownload(callback=lambda: _bytes_io(to_npy(self.pins)), filename="pins.npy",
+                                               label="Download pins (.npy)", embed=False)
+        self.pin_btn.on_click(lambda e: self.pin())
+        self.clear_btn.on_click(lambda e: self.clear_pins())
+        self.sim_btn.param.watch(lambda e: self.set_similarity(e.new), "value")
+        self.param.watch(lambda e: self._update_overlay(), "threshold")
+        self.param.watch(lambda e: _spawn(self.switch_year(e.new)), "year")
+
+    def layout(self):
+        side = pn.Column(self.year_sel, self.info, pn.Row(self.pin_btn, self.clear_btn), self.sim_btn, self.slider,
+                         self.table, pn.Row(self.csv_btn, self.npy_btn), self.status_pane, width=400)
+        return pn.Row(pn.Column(pn.pane.Bokeh(self.map_fig), pn.pane.Bokeh(self.spec_fig)), side)
+
+    # ------------------------------------------------------------ store --
+    async def open_year(self, year: int) -> None:
+        entry = next(c for c in self.catalog if c["year"] == year)
+        model = StoreModel(self.source_factory(entry["url"]))
+        await model.open()
+        self.model = model
+        self.chunk_cache.clear()
+        self.zone_cache.clear()
+
+    async def switch_year(self, year) -> None:
+        if self.model is not None and self.model.year == year:
+            return
+        try:
+            await self.open_year(year)
+        except SourceError as e:
+            self.status = f"**Cannot open {year}:** {e}"
+            self.status_pane.object = self.status
+            return
+        self.sim = None
+        self.over_src.data = dict(image=[], x=[], y=[], dw=[], dh=[])
+        pins = [(p.lon, p.lat) for p in self.pins]
+        sel = (self.selected.lon, self.selected.lat) if self.selected else None
+        self.pins = []
+        for lon, lat in pins:
+            px = await self.model.pixel_at(lon, lat)
+            if px is not None:
+                self.pins.append(px)
+        if sel:
+            await self.select(*sel)
+        self._refresh_pixels()
+        await self.redraw()
+        if self.similarity_on:
+            await self.compute_similarity()
+
+    def fit_zones(self) -> None:
+        """Fit the first cluster of zones (zones whose boxes lie within 2 degrees of the first)."""
+        zones = sorted(self.model.zones.values(), key=lambda z: z.name)
+        w0, s0, e0, n0 = zones[0].lonlat
+        near = [z.lonlat for z in zones if z.lonlat[0] < e0 + 2 and z.lonlat[2] > w0 - 2 and z.lonlat[1] < n0 + 2
+                and z.lonlat[3] > s0 - 2]
+        ws, ss, es, ns = zip(*near)
+        self.set_view(min(ws), min(ss), max(es), max(ns))
+
+    def set_view(self, w, s, e, n) -> None:
+        x0, y0 = geo.lonlat_to_merc(w, s)
+        x1, y1 = geo.lonlat_to_merc(e, n)
+        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+        half_w = max(x1 - x0, (y1 - y0) * MAP_W / MAP_H) / 2 * 1.1
+        half_h = half_w * MAP_H / MAP_W
+        self.x_range.update(start=float(cx - half_w), end=float(cx + half_w))
+        self.y_range.update(start=float(cy - half_h), end=float(cy + half_h))
+
+    def centre_view(self, lon: float, lat: float, span_m: float) -> None:
+        cx, cy = geo.lonlat_to_merc(lon, lat)
+        half_w = span_m / 2 / math.cos(math.radians(lat))
+        half_h = half_w * MAP_H / MAP_W
+        self.x_range.update(start=float(cx - half_w), end=float(cx + half_w))
+        self.y_range.update(start=float(cy - half_h), end=float(cy + half_h))
+
+    # ------------------------------------------------------------ map --
+    def view(self) -> render.View:
+        return render.View(self.x_range.start, self.x_range.end, self.y_range.start, self.y_range.end, MAP_W, MAP_H)
+
+    def _on_range(self, attr, old, new) -> None:
+        self._schedule_redraw()
+
+    def _schedule_redraw(self) -> None:
+        if self._draw_task is not None and not self._draw_task.done():
+            self._redraw_pending = True
+            return
+        self._draw_task = _spawn(self._redraw_loop())
+
+    async def _redraw_loop(self) -> None:
+        while True:
+            self._redraw_pending = False
+            await self.redraw()
+            if not self._redraw_pending:
+                break
+        self._write_url()
+
+    async def redraw(self) -> None:
+        if self.model is None:
+            return
+        v = self.view()
+        lon, lat = v.lonlat_grid()
+        img = np.zeros((v.height, v.width, 4), dtype=np.uint8)
+        lvl = render.choose_level(self.model.levels, v)
+        if lvl is not None:
+            chunks = {}
+            for ci, cj in render.chunks_in_view(lvl, v):
+                key = (self.model.year, lvl.index, ci, cj)
+                if key not in self.chunk_cache:
+                    c = lvl.chunk
+                    self.chunk_cache[key] = await self.model.source.read(
+                        f"global_rgb/{lvl.index}/rgb", [(ci * c, min((ci + 1) * c, lvl.height)),
+                                                        (cj * c, min((cj + 1) * c, lvl.width)), None], whole=True)
+                data = self.chunk_cache[key]
+                if data.shape[0] < lvl.chunk or data.shape[1] < lvl.chunk:
+                    pad = np.zeros((lvl.chunk, lvl.chunk, 4), np.uint8)
+                    pad[: data.shape[0], : data.shape[1]] = data
+                    data = pad
+                chunks[(ci, cj)] = data
+            img = render.sample_level(lvl, chunks, lon, lat)
+        if v.metres_per_pixel() <= render.ZONE_ZOOM_M:
+            native = np.zeros_like(img)
+            for z in self.model.zones.values():
+                if not z.has_rgb:
+                    continue
+                win = render.zone_window(z, lon, lat)
+                if win is None:
+                    continue
+                row, col, r0, r1, c0, c1, inside = win
+                key = (self.model.year, z.name, r0, r1, c0, c1)
+                if key not in self.zone_cache:
+                    self.zone_cache = {key: await self.model.region(z, "rgb", r0, r1, c0, c1)}
+                render.sample_window(self.zone_cache[key], r0, c0, row, col, inside & (native[..., 3] == 0), native)
+            img = render.composite(img, native)
+        self.base_src.data = dict(image=[render.to_bokeh_image(img)], x=[v.x0], y=[v.y0],
+                                  dw=[v.x1 - v.x0], dh=[v.y1 - v.y0])
+        self._update_overlay(v)
+
+    def _update_overlay(self, v: render.View | None = None) -> None:
+        if not self.sim or not self.similarity_on:
+            self.over_src.data = dict(image=[], x=[], y=[], dw=[], dh=[])
+            return
+        v = v or self.view()
+        zone, (r0, r1, c0, c1), sim = self.sim
+        lon, lat = v.lonlat_grid()
+        row, col = zone.to_rowcol(lon, lat)
+        layer = render.similarity_rgba(sim, self.threshold)
+        out = np.zeros((v.height, v.width, 4), np.uint8)
+        render.sample_window(layer, r0, c0, row, col, np.ones(row.shape, bool), out)
+        self.over_src.data = dict(image=[render.to_bokeh_image(out)], x=[v.x0], y=[v.y0],
+                                  dw=[v.x1 - v.x0], dh=[v.y1 - v.y0])
+        self._write_url()
+
+    # ------------------------------------------------------------ pixels --
+    def _on_tap(self, event) -> None:
+        lon, lat = geo.merc_to_lonlat(event.x, event.y)
+        _spawn(self.select(float(lon), float(lat)))
+
+    async def select(self, lon: float, lat: float) -> Pixel | None:
+        if self.model is None:
+            return None
+        try:
+            px = await self.model.pixel_at(lon, lat)
+        except SourceError as e:
+            self.status_pane.object = f"**Read failed:** {html.escape(str(e))}"
+            return None
+        self.selected = px
+        if px is None:
+            self.info.object = f"**{lon:.5f}, {lat:.5f}**: outside the zones of this store."
+        self._refresh_pixels()
+        if self.similarity_on:
+            await self.compute_similarity()
+        self._write_url()
+        return px
+
+    def pin(self) -> None:
+        if self.selected is not None and self.selected.valid and all(
+                (p.zone, p.row, p.col) != (self.selected.zone, self.selected.row, self.selected.col) for p in self.pins):
+            self.pins.append(self.selected)
+            self._refresh_pixels()
+            self._write_url()
+
+    def clear_pins(self) -> None:
+        self.pins = []
+        self._refresh_pixels()
+        self._write_url()
+
+    def set_similarity(self, on: bool) -> None:
+        self.similarity_on = on
+        if on:
+            _spawn(self.compute_similarity())
+        else:
+            self._update_overlay()
+            self._write_url()
+
+    async def compute_similarity(self) -> None:
+        px = self.selected
+        if px is None or not px.valid:
+            self.status_pane.object = "Select a pixel with data first."
+            return
+        zone = self.model.zones[px.zone]
+        v = self.view()
+        lon, lat = v.lonlat_grid()
+        win = render.zone_window(zone, lon, lat, pad=0)
+        view_box = (win[2], win[3], win[4], win[5]) if win else None
+        window = self.model.similarity_window(zone, px.row, px.col, view_box)
+        import time
+        t0 = time.perf_counter()
+        sim = await self.model.similarity(zone, px.vector, window)
+        ms = (time.perf_counter() - t0) * 1000
+        self.sim = (zone, window, sim)
+        n = int(np.isfinite(sim).sum())
+        self.status_pane.object = (f"Similarity to {px.label()}: {n:,} valid pixels in rows {window[0]}-{window[1]}, "
+                                   f"cols {window[2]}-{window[3]} of {zone.name} ({ms:.0f} ms).")
+        self._update_overlay()
+
+    def _refresh_pixels(self) -> None:
+        px = self.selected
+        lines = []
+        for i, p in enumerate(self.pins):
+            lines.append((p, COLORS[(i + 1) % len(COLORS)], f"pin {i + 1}: {p.label()}"))
+        if px is not None and px.valid:
+            lines.insert(0, (px, COLORS[0], f"selected: {px.label()}"))
+        self.spec_src.data = dict(xs=[list(range(len(p.vector))) for p, _, _ in lines],
+                                  ys=[[float(v) for v in p.vector] for p, _, _ in lines],
+                                  color=[c for _, c, _ in lines], label=[lab for _, _, lab in lines])
+        xs, ys = geo.lonlat_to_merc([p.lon for p in self.pins], [p.lat for p in self.pins])
+        self.pin_src.data = dict(x=list(np.atleast_1d(xs)), y=list(np.atleast_1d(ys)),
+                                 color=[COLORS[(i + 1) % len(COLORS)] for i in range(len(self.pins))],
+                                 label=[p.label() for p in self.pins])
+        if px is not None:
+            x, y = geo.lonlat_to_merc(px.lon, px.lat)
+            self.sel_src.data = dict(x=[float(x)], y=[float(y)])
+            z = px.zone
+            where = (f"**{px.lon:.6f}, {px.lat:.6f}** (lon, lat)  \n{z} (EPSG:{326 if not self.model.zones[z].south else 327}"
+                     f"{self.model.zones[z].zone:02d}) E {px.easting:.1f} N {px.northing:.1f}  \n"
+                     f"row {px.row}, col {px.col}, year {self.model.year}")
+            if px.valid:
+                self.info.object = where + f"  \nscale {px.scale:.6g}, |v| = {float(np.linalg.norm(px.vector)):.3f}"
+            else:
+                self.info.object = where + "  \n**No data** at this pixel (water or no coverage): its scale is NaN."
+        else:
+            self.sel_src.data = dict(x=[], y=[])
+        self.pin_btn.disabled = not (px is not None and px.valid)
+        self.sim_btn.disabled = not (px is not None and px.valid)
+        self.table.object = self._table_html()
+
+    def _table_html(self) -> str:
+        items = ([("selected", self.selected)] if self.selected is not None and self.selected.valid else [])
+        items += [(f"pin {i + 1}", p) for i, p in enumerate(self.pins)]
+        if len(items) < 2:
+            return "<i>Pin pixels to compare them (cosine similarity).</i>"
+        m = cosine_table([p.vector for _, p in items])
+        head = "".join(f"<th>{html.escape(n)}</th>" for n, _ in items)
+        rows = "".join(f"<tr><th>{html.escape(n)}</th>" + "".join(f"<td>{m[i, j]:.3f}</td>" for j in range(len(items)))
+                       + "</tr>" for i, (n, _) in enumerate(items))
+        return f"<table class='cosine' id='cosine-table'><tr><th>cosine</th>{head}</tr>{rows}</table>"
+
+    # ------------------------------------------------------------ URL --
+    def current_state(self) -> UrlState:
+        v = self.view()
+        w, s, e, n = v.lonlat_box()
+        lon, lat = (w + e) / 2, (s + n) / 2
+        span = v.metres_per_pixel() * v.width
+        entry = next((c for c in self.catalog if self.model and c["year"] == self.model.year), None)
+        return UrlState(store=self.url_state.store, year=self.model.year if self.model else None, lon=lon, lat=lat,
+                        span=span, sel=(self.selected.lon, self.selected.lat) if self.selected else None,
+                        pins=[(p.lon, p.lat) for p in self.pins],
+                        sim=self.threshold if self.similarity_on else None, embed=self.url_state.embed) if entry else self.url_state
+
+    def _write_url(self) -> None:
+        try:
+            import js
+            js.history.replaceState(None, "", js.location.pathname + js.location.search + self.current_state().to_hash())
+        except ImportError:
+            pass
+
+
+def _bytes_io(b: bytes):
+    import io
+    return io.BytesIO(b)
+
+
+_tasks: set = set()
+
+
+def _spawn(coro):
+    task = asyncio.ensure_future(coro)
+    _tasks.add(task)
+    task.add_done_callback(_done)
+    return task
+
+
+def _done(task) -> None:
+    _tasks.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        import traceback
+        traceback.print_exception(task.exception())
+
+
+async def load_catalog(state: UrlState) -> list[dict]:
+    """Stores to offer: the one named in the URL, or data/catalog.json next to the app."""
+    if state.store:
+        return [{"year": state.year or 0, "url": _absolute(state.store)}]
+    import js
+    from pyodide.http import pyfetch
+    resp = await pyfetch("data/catalog.json")
+    if resp.status != 200:
+        raise SourceError("notfound", f"no store given (?store=URL) and no data/catalog.json next to the app "
+                                      f"(HTTP {resp.status})")
+    doc = json.loads(await resp.string())
+    base = str(js.URL.new("data/", js.location.href).href)
+    return [{"year": s["year"], "url": str(js.URL.new(s["url"], base).href).rstrip("/")} for s in doc["stores"]]
+
+
+def _absolute(url: str) -> str:
+    import js
+    return str(js.URL.new(url, js.location.href).href).rstrip("/")
+
+
+async def start(target: str) -> Explorer | None:
+    import js
+    from panel.io.pyodide import write
+    state = UrlState.from_url(str(js.location.search), str(js.location.hash))
+    try:
+        catalog = await load_catalog(state)
+        exp = Explorer(catalog, state)
+        year = state.year if state.year in [c["year"] for c in catalog] else catalog[-1]["year"]
+        await exp.open_year(year)
+        if state.store and catalog[0]["year"] == 0:  # a store given by URL: learn its year from the store
+            catalog[0]["year"] = exp.model.year
+            exp.param["year"].objects = [exp.model.year]
+            year = exp.model.year
+        exp.year = year
+    except SourceError as e:
+        titles = {"notfound": "Store not found", "range": "The server does not support HTTP Range requests",
+                  "network": "The store could not be reached (network or CORS)",
+                  "version": "Unsupported tessera dataset version", "invalid": "Not a tessera store"}
+        js.tesseraShowError(titles.get(e.kind, "Cannot open the store"), str(e))
+        return None
+    if state.lon is not None and state.lat is not None:
+        exp.centre_view(state.lon, state.lat, state.span or 20_000)
+    else:
+        exp.fit_zones()
+    if state.sim is not None:
+        exp.threshold = state.sim
+    await write(target, exp.layout())
+    for lon, lat in state.pins:
+        px = await exp.model.pixel_at(lon, lat)
+        if px is not None and px.valid:
+            exp.pins.append(px)
+    if state.sel:
+        await exp.select(*state.sel)
+    exp._refresh_pixels()
+    await exp.redraw()
+    if state.sim is not None and exp.selected is not None and exp.selected.valid:
+        exp.sim_btn.value = True
+        await exp.compute_similarity()
+    _expose(exp)
+    js.document.body.dataset.state = "ready"
+    return exp
+
+
+def _expose(exp: Explorer) -> None:
+    """window.tesseraApi: the hooks tests and embedding pages use (the same code paths as the UI)."""
+    import js
+    from pyodide.ffi import create_proxy, to_js
+
+    def select(lon, lat):
+        async def run():
+            px = await exp.select(float(lon), float(lat))
+            return None if px is None else to_js({"zone": px.zone, "row": px.row, "col": px.col, "valid": px.valid,
+                                                  "scale": px.scale}, dict_converter=js.Object.fromEntries)
+        return _spawn(run())
+
+    def similarity(on):
+        async def run():
+            exp.sim_btn.value = bool(on)
+            if on:
+                await exp.compute_similarity()
+            return True
+        return _spawn(run())
+
+    def pin():
+        exp.pin()
+        return len(exp.pins)
+
+    def sim_at(lon, lat):
+        if not exp.sim:
+            return None
+        zone, (r0, r1, c0, c1), sim = exp.sim
+        row, col = zone.to_rowcol(float(lon), float(lat))
+        if not (r0 <= row < r1 and c0 <= col < c1):
+            return None
+        v = sim[int(row) - r0, int(col) - c0]
+        return None if not np.isfinite(v) else float(v)
+
+    def view(lon, lat, span):
+        exp.centre_view(float(lon), float(lat), float(span))
+        return _spawn(exp.redraw())
+
+    api = {"select": select, "similarity": similarity, "pin": pin, "simAt": sim_at, "view": view,
+           "redraw": lambda: _spawn(exp.redraw())}
+    proxies = {k: create_proxy(v) for k, v in api.items()}
+    js.window.tesseraApi = to_js(proxies, dict_converter=js.Object.fromEntries)

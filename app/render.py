@@ -1,0 +1,137 @@
+"""Drawing the map: the view is a Web Mercator image, sampled from the store's previews.
+
+A view of W x H screen pixels covers a Mercator box; each screen pixel's
+centre is taken back to lon/lat and sampled (nearest) from
+  * the global_rgb level whose resolution best matches the screen pixel
+    (only the chunks that the view touches are read), or
+  * a zone's own rgb preview, reprojected from its UTM grid, once a screen
+    pixel is smaller than ZONE_ZOOM_M metres.
+The similarity overlay is sampled the same way from its zone window.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from app import geo
+from app.model import Level, Zone
+
+ZONE_ZOOM_M = 40.0  # below this many metres per screen pixel, draw zones' native previews
+MAX_CHUNKS = 48
+
+
+@dataclass(frozen=True)
+class View:
+    x0: float
+    x1: float
+    y0: float
+    y1: float
+    width: int
+    height: int
+
+    def lonlat_grid(self) -> tuple[np.ndarray, np.ndarray]:
+        xs = self.x0 + (np.arange(self.width) + 0.5) * (self.x1 - self.x0) / self.width
+        ys = self.y1 - (np.arange(self.height) + 0.5) * (self.y1 - self.y0) / self.height  # top row first
+        lon, _ = geo.merc_to_lonlat(xs, np.zeros_like(xs))
+        _, lat = geo.merc_to_lonlat(np.zeros_like(ys), ys)
+        return np.broadcast_to(lon[None, :], (self.height, self.width)), np.broadcast_to(lat[:, None], (self.height, self.width))
+
+    def metres_per_pixel(self) -> float:
+        _, lat = geo.merc_to_lonlat(0.0, (self.y0 + self.y1) / 2)
+        return (self.x1 - self.x0) / self.width * math.cos(math.radians(float(lat)))
+
+    def lonlat_box(self) -> tuple[float, float, float, float]:
+        w, s = geo.merc_to_lonlat(self.x0, self.y0)
+        e, n = geo.merc_to_lonlat(self.x1, self.y1)
+        return float(w), float(s), float(e), float(n)
+
+
+def choose_level(levels: list[Level], view: View) -> Level | None:
+    """The coarsest level still at least as fine as a screen pixel, limited to MAX_CHUNKS chunks."""
+    if not levels:
+        return None
+    w, s, e, n = view.lonlat_box()
+    deg_per_px = (e - w) / view.width
+    best = levels[0]
+    for lvl in levels:
+        if lvl.res <= deg_per_px:
+            best = lvl
+    for lvl in levels[best.index:]:
+        if len(chunks_in_view(lvl, view)) <= MAX_CHUNKS:
+            return lvl
+    return levels[-1]
+
+
+def chunks_in_view(level: Level, view: View) -> list[tuple[int, int]]:
+    w, s, e, n = view.lonlat_box()
+    step = level.res * level.chunk
+    r0 = max(0, math.floor((90 - n) / step))
+    r1 = min(math.ceil(level.height / level.chunk) - 1, math.floor((90 - s) / step))
+    c0 = max(0, math.floor((w + 180) / step))
+    c1 = min(math.ceil(level.width / level.chunk) - 1, math.floor((e + 180) / step))
+    return [(r, c) for r in range(r0, r1 + 1) for c in range(c0, c1 + 1)]
+
+
+def sample_level(level: Level, chunks: dict[tuple[int, int], np.ndarray], lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
+    """RGBA (H, W, 4) of the view from the level's chunks (missing chunks are transparent)."""
+    out = np.zeros(lon.shape + (4,), dtype=np.uint8)
+    row = np.floor((90 - lat) / level.res).astype(np.int64)
+    col = np.floor((lon + 180) / level.res).astype(np.int64)
+    cr, cc = row // level.chunk, col // level.chunk
+    for (ci, cj), data in chunks.items():
+        m = (cr == ci) & (cc == cj)
+        if m.any():
+            out[m] = data[row[m] - ci * level.chunk, col[m] - cj * level.chunk]
+    return out
+
+
+def zone_window(zone: Zone, lon: np.ndarray, lat: np.ndarray, pad: int = 1):
+    """(rows, cols, r0, r1, c0, c1, inside) of the view pixels in `zone`, or None when none fall in it."""
+    row, col = zone.to_rowcol(lon, lat)
+    inside = zone.contains(row, col)
+    if not inside.any():
+        return None
+    r0, r1 = int(row[inside].min()), int(row[inside].max()) + 1
+    c0, c1 = int(col[inside].min()), int(col[inside].max()) + 1
+    return row, col, max(r0 - pad, 0), min(r1 + pad, zone.height), max(c0 - pad, 0), min(c1 + pad, zone.width), inside
+
+
+def sample_window(values: np.ndarray, r0: int, c0: int, row: np.ndarray, col: np.ndarray, mask: np.ndarray,
+                  out: np.ndarray) -> None:
+    """out[mask] = values[row - r0, col - c0] where (row, col) fall inside `values`."""
+    rr, cc = row - r0, col - c0
+    ok = mask & (rr >= 0) & (rr < values.shape[0]) & (cc >= 0) & (cc < values.shape[1])
+    out[ok] = values[rr[ok], cc[ok]]
+
+
+def composite(under: np.ndarray, over: np.ndarray) -> np.ndarray:
+    """Draw `over` where it is opaque (alpha > 0), `under` elsewhere."""
+    m = over[..., 3] > 0
+    res = under.copy()
+    res[m] = over[m]
+    return res
+
+
+# A perceptually ordered ramp (viridis, 9 stops) for similarity in [-1, 1].
+_VIRIDIS = np.array([[68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141],
+                     [39, 173, 129], [92, 200, 99], [170, 220, 50], [253, 231, 37]], dtype=np.float64)
+
+
+def similarity_rgba(sim: np.ndarray, threshold: float) -> np.ndarray:
+    """Colour a cosine-similarity map; transparent below `threshold` and where NaN."""
+    out = np.zeros(sim.shape + (4,), dtype=np.uint8)
+    ok = np.isfinite(sim) & (sim >= threshold)
+    t = np.clip((np.nan_to_num(sim) + 1) / 2, 0, 1) * (len(_VIRIDIS) - 1)
+    i = np.minimum(np.floor(t).astype(int), len(_VIRIDIS) - 2)
+    f = (t - i)[..., None]
+    rgb = _VIRIDIS[i] * (1 - f) + _VIRIDIS[i + 1] * f
+    out[ok, :3] = np.round(rgb[ok]).astype(np.uint8)
+    out[ok, 3] = 210
+    return out
+
+
+def to_bokeh_image(rgba: np.ndarray) -> np.ndarray:
+    """uint32 (H, W) view for Bokeh's image_rgba, whose first row is the bottom one."""
+    return np.ascontiguousarray(rgba[::-1]).view(np.uint32).reshape(rgba.shape[:2])

@@ -1,0 +1,69 @@
+"""Shareable state: what the URL holds, and how it is written and read back.
+
+    index.html?store=URL&embed=1#year=2024&lon=0.05&lat=50.85&span=3000&sel=0.051,50.849&pins=lon,lat;lon,lat&sim=0.8
+
+`store` may sit in the query (what an embedding page sets) or in the hash
+(what the app writes); the hash wins.  Pins are lon/lat (6 decimals, about
+0.1 m), so a link still points at the same ground when the year changes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, quote, urlencode
+
+
+@dataclass
+class UrlState:
+    store: str | None = None
+    year: int | None = None
+    lon: float | None = None
+    lat: float | None = None
+    span: float | None = None  # metres across the view
+    sel: tuple[float, float] | None = None
+    pins: list[tuple[float, float]] = field(default_factory=list)
+    sim: float | None = None  # similarity threshold when the similarity layer is on
+    embed: bool = False
+
+    def to_hash(self) -> str:
+        q: list[tuple[str, str]] = []
+        if self.store:
+            q.append(("store", self.store))
+        if self.year is not None:
+            q.append(("year", str(self.year)))
+        for k in ("lon", "lat"):
+            v = getattr(self, k)
+            if v is not None:
+                q.append((k, f"{v:.6f}"))
+        if self.span is not None:
+            q.append(("span", f"{self.span:.0f}"))
+        if self.sel:
+            q.append(("sel", f"{self.sel[0]:.6f},{self.sel[1]:.6f}"))
+        if self.pins:
+            q.append(("pins", ";".join(f"{a:.6f},{b:.6f}" for a, b in self.pins)))
+        if self.sim is not None:
+            q.append(("sim", f"{self.sim:.2f}"))
+        return "#" + urlencode(q, safe="/:,;", quote_via=quote)
+
+    @classmethod
+    def from_url(cls, search: str = "", hash_: str = "") -> "UrlState":
+        query = dict(parse_qsl(search.lstrip("?")))
+        h = dict(parse_qsl(hash_.lstrip("#")))
+        s = cls(embed=query.get("embed") == "1")
+        s.store = h.get("store") or query.get("store")
+        try:
+            if "year" in h or "year" in query:
+                s.year = int(h.get("year") or query.get("year"))
+            if "lon" in h and "lat" in h:
+                s.lon, s.lat = float(h["lon"]), float(h["lat"])
+            if "span" in h:
+                s.span = float(h["span"])
+            if h.get("sel"):
+                a, b = h["sel"].split(",")
+                s.sel = (float(a), float(b))
+            if h.get("pins"):
+                s.pins = [tuple(float(x) for x in p.split(",")) for p in h["pins"].split(";") if p]
+            if "sim" in h:
+                s.sim = float(h["sim"])
+        except ValueError:
+            pass  # a hand-edited, broken hash falls back to defaults for what follows
+        return s

@@ -1,0 +1,60 @@
+// Boot sequence: Pyodide, then the packages, then the Python app, with a
+// progress indicator; any failure is shown in the page, never a blank page.
+import * as tessera from "./vendor/tessera.mjs";
+
+window.tesseraJS = tessera;
+const timings = (window.tesseraTimings = { start: performance.now() });
+const el = (id) => document.getElementById(id);
+
+function progress(step, pct, detail = "") {
+  el("loading-step").textContent = step;
+  el("loading-bar").value = pct;
+  el("loading-detail").textContent = detail;
+}
+
+export function showError(title, message) {
+  el("loading").hidden = true;
+  const box = el("error");
+  box.hidden = false;
+  box.innerHTML = "";
+  const t = document.createElement("div");
+  t.className = "title";
+  t.textContent = title;
+  const m = document.createElement("div");
+  m.className = "message";
+  m.textContent = message;
+  box.append(t, m);
+  document.body.dataset.state = "error";
+}
+window.tesseraShowError = showError;
+
+async function main() {
+  const params = new URLSearchParams(location.search);
+  if (params.get("embed") === "1") document.body.classList.add("embed");
+  const boot = await (await fetch("boot.json")).json();
+  progress("Loading Python (Pyodide " + boot.pyodide + ")…", 5);
+  const { loadPyodide } = await import("./pyodide/pyodide.mjs");
+  const pyodide = await loadPyodide({ indexURL: new URL("pyodide/", location.href).href });
+  timings.pyodide = performance.now();
+  progress("Loading packages…", 35, boot.lock_packages.join(", "));
+  const wheels = boot.wheels.map((w) => new URL(w, location.href).href);
+  await pyodide.loadPackage([...boot.lock_packages, ...wheels], { messageCallback: () => {} });
+  timings.packages = performance.now();
+  progress("Starting the app…", 75);
+  pyodide.globals.set("PANEL_CDN_ROOT", new URL(boot.panel_cdn_root, location.href).href);
+  await pyodide.runPythonAsync(`
+import os
+os.environ["PANEL_CDN_ROOT"] = PANEL_CDN_ROOT
+import app.main
+await app.main.start("app-root")
+`);
+  timings.app = performance.now();
+  el("loading").hidden = true;
+  document.body.dataset.state = document.body.dataset.state || "ready";
+  window.pyodide = pyodide;
+}
+
+main().catch((err) => {
+  console.error(err);
+  showError("The explorer could not start", String(err && err.message ? err.message : err));
+});
