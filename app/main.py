@@ -12,7 +12,7 @@ import numpy as np
 import panel as pn
 import param
 from bokeh.events import Tap
-from bokeh.models import ColumnDataSource, HoverTool, Range1d
+from bokeh.models import ColumnDataSource, CustomJS, HoverTool, Range1d
 from bokeh.plotting import figure
 
 from app import geo, render
@@ -57,7 +57,7 @@ class Explorer(param.Parameterized):
         self.x_range = Range1d(-2e7, 2e7, name="map-x")
         self.y_range = Range1d(-1.2e7, 1.6e7, name="map-y")
         fig = figure(width=MAP_W, height=MAP_H, x_range=self.x_range, y_range=self.y_range,
-                     x_axis_type="mercator", y_axis_type="mercator", tools="pan,wheel_zoom,reset,tap",
+                     x_axis_type="mercator", y_axis_type="mercator", tools="pan,wheel_zoom,reset",
                      active_scroll="wheel_zoom", name="map", toolbar_location="above", match_aspect=True)
         fig.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.base_src)
         fig.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.over_src)
@@ -65,7 +65,11 @@ class Explorer(param.Parameterized):
                     line_color="white", line_width=2)
         fig.scatter("x", "y", source=self.sel_src, size=16, marker="cross", line_color="black", line_width=3)
         fig.background_fill_color = "#dfe6ea"
-        fig.on_event(Tap, self._on_tap)
+        # Taps reach Python as a data change of a small source (Bokeh UI events are not
+        # forwarded to Python in Pyodide's standalone documents; model changes are).
+        self.tap_src = ColumnDataSource(dict(x=[], y=[]), name="tap-source")
+        fig.js_on_event(Tap, CustomJS(args=dict(src=self.tap_src), code="src.data = {x: [cb_obj.x], y: [cb_obj.y]};"))
+        self.tap_src.on_change("data", self._on_tap)
         self.x_range.on_change("end", self._on_range)
         self.y_range.on_change("end", self._on_range)
         self.map_fig = fig
@@ -235,8 +239,10 @@ class Explorer(param.Parameterized):
         self._write_url()
 
     # ------------------------------------------------------------ pixels --
-    def _on_tap(self, event) -> None:
-        lon, lat = geo.merc_to_lonlat(event.x, event.y)
+    def _on_tap(self, attr, old, new) -> None:
+        if not new.get("x"):
+            return
+        lon, lat = geo.merc_to_lonlat(new["x"][0], new["y"][0])
         _spawn(self.select(float(lon), float(lat)))
 
     async def select(self, lon: float, lat: float) -> Pixel | None:
@@ -440,6 +446,8 @@ async def start(target: str) -> Explorer | None:
         exp.sim_btn.value = True
         await exp.compute_similarity()
     _expose(exp)
+    global EXPLORER
+    EXPLORER = exp
     js.document.body.dataset.state = "ready"
     return exp
 

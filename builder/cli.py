@@ -155,7 +155,7 @@ def cmd_serve(a) -> int:
     root = Path(a.root)
     if not (root / "index.html").exists():
         raise BuildError("no index.html; build the site first (python -m builder site)", str(root))
-    serve(root, a.host, a.port, ranges=not a.no_range)
+    serve(root, a.host, a.port, ranges=not a.no_range, cors=not a.no_cors)
     return 0
 
 
@@ -239,6 +239,7 @@ def parser() -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument("--no-range", action="store_true", help="ignore Range headers (to test the app's error)")
+    sv.add_argument("--no-cors", action="store_true", help="send no CORS headers (to test the app's error)")
     sv.set_defaults(fn=cmd_serve)
 
     u = sub.add_parser("up", help="the main job: build the demo stores and the site, then serve it")

@@ -25,12 +25,14 @@ CORS = {
 }
 
 
-def make_app(root: Path, ranges: bool = True) -> web.Application:
+def make_app(root: Path, ranges: bool = True, cors: bool = True) -> web.Application:
     root = Path(root).resolve()
+
+    cors_headers = CORS if cors else {}
 
     async def handle(request: web.Request) -> web.StreamResponse:
         if request.method == "OPTIONS":
-            return web.Response(status=204, headers=CORS)
+            return web.Response(status=204, headers=cors_headers)
         rel = request.match_info["path"] or "index.html"
         path = (root / rel).resolve()
         if root not in path.parents and path != root:
@@ -38,8 +40,8 @@ def make_app(root: Path, ranges: bool = True) -> web.Application:
         if path.is_dir():
             path = path / "index.html"
         if not path.is_file():
-            return web.Response(status=404, text="not found", headers=CORS)
-        headers = dict(CORS)
+            return web.Response(status=404, text="not found", headers=cors_headers)
+        headers = dict(cors_headers)
         if "/data/" in f"/{rel}" or "/pyodide/" in f"/{rel}" or "/wheels/" in f"/{rel}":
             headers["Cache-Control"] = "public, max-age=3600"
         else:
@@ -57,7 +59,7 @@ def make_app(root: Path, ranges: bool = True) -> web.Application:
     return app
 
 
-def serve(root: Path, host: str = "127.0.0.1", port: int = 8000, ranges: bool = True, print_url: str = "") -> None:
-    app = make_app(root, ranges)
-    print(f"serving {root} at http://{host}:{port}/{print_url}", flush=True)
+def serve(root: Path, host: str = "127.0.0.1", port: int = 8000, ranges: bool = True, cors: bool = True) -> None:
+    app = make_app(root, ranges, cors)
+    print(f"serving {root} at http://{host}:{port}/  (explorer: http://{host}:{port}/index.html)", flush=True)
     web.run_app(app, host=host, port=port, print=None, access_log=None)

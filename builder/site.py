@@ -44,14 +44,21 @@ CORE_FILES = ["pyodide.asm.wasm", "pyodide.asm.js", "pyodide.mjs", "pyodide.js",
 LOCK_PACKAGES = ["numpy", "pandas", "pillow", "contourpy", "packaging"]
 # Pure-Python wheels from PyPI, pinned.  name -> version
 PURE_WHEELS = {
-    "panel": "1.9.4", "bokeh": "3.9.2", "param": "2.4.2", "pyviz_comms": "3.0.6",
+    "panel": "1.7.5", "bokeh": "3.7.3", "param": "2.4.2", "pyviz_comms": "3.0.6",
     "markdown": "3.11.3", "markdown-it-py": "4.3.0", "mdit-py-plugins": "0.7.0", "mdurl": "0.1.2",
     "linkify-it-py": "2.2.0", "uc-micro-py": "2.0.0", "jinja2": "3.1.6", "xyzservices": "2026.9.1",
-    "narwhals": "2.29.0", "typing_extensions": "4.15.0", "tqdm": "4.70.1",
+    "narwhals": "2.29.0", "typing_extensions": "4.15.0", "tqdm": "4.70.1", "bleach": "6.2.0",
+    "webencodings": "0.5.1",
 }
+# Panel 1.7 is the last line built for Pyodide 0.27 (its converter pins 0.27.5); Panel 1.8+
+# needs pyodide.ffi.jsnull, which only Pyodide 0.28 has, and then drops every browser event.
 # Wheels whose compiled parts are optional speed-ups: rebuilt without them.
 STRIPPED_WHEELS = {"markupsafe": "3.0.3", "pyyaml": "6.0.3"}
 SLIMMED = {"panel": ("panel/dist/", "panel/tests/"), "bokeh": ("bokeh/server/static/", "bokeh/sphinxext/")}
+# Panel 1.7 hard-codes its CDN; this backports Panel 1.8's PANEL_CDN_ROOT setting so that every
+# stylesheet Panel references points at the copy served from vendor/panel/ (boot.js sets it).
+PATCHES = {"panel": {"panel/io/resources.py": ('CDN_ROOT = "https://cdn.holoviz.org/panel/"',
+                                               'CDN_ROOT = os.environ.get("PANEL_CDN_ROOT", "https://cdn.holoviz.org/panel/")')}}
 BOKEH_JS = ["bokeh.min.js", "bokeh-widgets.min.js", "bokeh-tables.min.js"]
 
 
@@ -150,8 +157,9 @@ def _pyodide(node: Path, cache: Path, out: Path) -> list[str]:
     return needed
 
 
-def _strip_wheel(src: Path, dest_dir: Path, drop: tuple[str, ...] = ()) -> Path:
-    """Rebuild a wheel as py3-none-any without compiled extension modules and without `drop` prefixes."""
+def _strip_wheel(src: Path, dest_dir: Path, drop: tuple[str, ...] = (), patches: dict | None = None) -> Path:
+    """Rebuild a wheel as py3-none-any without compiled extension modules and without `drop` prefixes,
+    applying `patches` ({member: (old, new)}; each must apply exactly once)."""
     name, version = src.name.split("-")[:2]
     out = dest_dir / f"{name}-{version}-py3-none-any.whl"
     records = []
@@ -161,6 +169,11 @@ def _strip_wheel(src: Path, dest_dir: Path, drop: tuple[str, ...] = ()) -> Path:
             if n.endswith((".so", ".pyd")) or n.endswith("/RECORD") or n.startswith(drop):
                 continue
             data = zin.read(n)
+            if patches and n in patches:
+                old, new = patches[n]
+                if data.decode().count(old) != 1:
+                    raise BuildError(f"cannot patch {n} in {src.name}: expected text not found once")
+                data = data.decode().replace(old, new).encode()
             if n.endswith(".dist-info/WHEEL"):
                 lines = [ln for ln in data.decode().splitlines() if not ln.startswith(("Tag:", "Root-Is-Purelib:"))]
                 data = ("\n".join(lines + ["Root-Is-Purelib: true", "Tag: py3-none-any"]) + "\n").encode()
@@ -190,7 +203,7 @@ def _pure_wheels(cache: Path, out: Path) -> list[str]:
         if not have or not have[0].name.endswith("-none-any.whl"):
             raise BuildError(f"no pure-Python wheel for {pkg}=={ver}")
         if pkg in SLIMMED:  # their JS/CSS is served as plain files (vendor/), not unpacked in Pyodide
-            names.append(_strip_wheel(have[0], wdir, SLIMMED[pkg]).name)
+            names.append(_strip_wheel(have[0], wdir, SLIMMED[pkg], PATCHES.get(pkg)).name)
         else:
             shutil.copy(have[0], wdir / have[0].name)
             names.append(have[0].name)
@@ -269,7 +282,8 @@ def _web(out: Path, lock_pkgs: list[str], wheels: list[str]) -> None:
         if p.is_file():
             shutil.copy(p, out / p.name)
     boot = {"pyodide": PYODIDE_VERSION, "lock_packages": lock_pkgs, "wheels": [f"wheels/{w}" for w in wheels],
-            "panel_cdn_root": f"vendor/panel/", "bokeh_js": [f"vendor/bokeh/{n}" for n in BOKEH_JS]}
+            "panel_cdn_root": "vendor/panel/",
+            "scripts": [f"vendor/bokeh/{n}" for n in BOKEH_JS] + [f"vendor/panel/{PURE_WHEELS['panel']}/dist/panel.min.js"]}
     (out / "boot.json").write_text(json.dumps(boot, indent=1))
 
 

@@ -51,3 +51,43 @@ def store(tmp_path_factory, tiles_root) -> Path:
     out = tmp_path_factory.mktemp("stores")
     run_cli("build", str(tiles_root), "--year", "2024", "--out", str(out), "--scheduler", "threads", "-q")
     return out / "2024.zarr"
+
+
+# ---------------------------------------------------------------- browser --
+@pytest.fixture(scope="session")
+def site(tmp_path_factory) -> Path:
+    from browser_util import build_test_site
+    return build_test_site(tmp_path_factory.mktemp("site"), tmp_path_factory.mktemp("site-work"))
+
+
+@pytest.fixture(scope="session")
+def server(site):
+    from browser_util import static_server
+    with static_server(site) as base:
+        yield base
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    from playwright.sync_api import sync_playwright
+    from browser_util import CHROMIUM, CHROMIUM_ARGS
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def page(chromium):
+    """A fresh page that records every request and fails the test on Python errors or off-machine requests."""
+    ctx = chromium.new_context(viewport={"width": 1300, "height": 950}, accept_downloads=True)
+    pg = ctx.new_page()
+    pg.requests_seen = []
+    pg.python_errors = []
+    pg.on("request", lambda r: pg.requests_seen.append(r.url))
+    pg.on("console", lambda m: pg.python_errors.append(m.text) if "Traceback" in m.text else None)
+    yield pg
+    ctx.close()
+    outside = [u for u in pg.requests_seen if not u.startswith(("http://127.0.0.1", "data:", "blob:"))]
+    assert not outside, f"requests left the machine: {outside[:5]}"
+    assert not pg.python_errors, pg.python_errors[0][:3000]

@@ -38,8 +38,9 @@ async function tracedFetch(request) {
   }
   const len = Number(resp.headers.get("Content-Length") || 0);
   stats.requests += 1;
-  stats.bytes += len;
-  stats.log.push({ url: request.url, range: request.headers.get("Range"), status: resp.status, bytes: len });
+  stats.bytes += request.method === "HEAD" ? 0 : len;
+  stats.log.push({ url: request.url, method: request.method, range: request.headers.get("Range"), status: resp.status,
+                   bytes: request.method === "HEAD" ? 0 : len });
   if (request.headers.get("Range") && resp.status === 200) {
     throw new TesseraError("range", `the server ignored an HTTP Range request for ${request.url}; range requests are required`);
   }
@@ -89,6 +90,24 @@ class WholeFileStore {
   }
 }
 
+// Answers `<node>/zarr.json` from the root's consolidated metadata and passes
+// every other read through untouched (zarrita's own consolidation extension
+// turns range reads into whole-file reads, which would defeat the pixel path).
+class ConsolidatedStore {
+  constructor(inner, nodes) {
+    this.inner = inner;
+    this.docs = new Map();
+    const enc = new TextEncoder();
+    for (const [key, meta] of Object.entries(nodes)) this.docs.set(`/${key}/zarr.json`, enc.encode(JSON.stringify(meta)));
+  }
+  async get(path, opts) {
+    return this.docs.has(path) ? this.docs.get(path) : this.inner.get(path, opts);
+  }
+  async getRange(path, range, opts) {
+    return this.inner.getRange(path, range, opts);
+  }
+}
+
 const sources = new Map();
 
 // A source is one store URL (a Zarr v3 store over HTTP, or a Kerchunk JSON
@@ -113,10 +132,18 @@ async function source(url) {
       if (resp.status === 404) throw new TesseraError("notfound", `no Zarr store at ${base} (zarr.json: HTTP 404)`);
       if (!resp.ok && resp.status !== 206) throw new TesseraError("http", `HTTP ${resp.status} for ${base}zarr.json`);
       rootMeta = await resp.json();
-      pixelStore = new zarr.FetchStore(base, { fetch: tracedFetch });
+      // Suffix ranges (bytes=-N) read a shard index in one request, without a HEAD first.
+      pixelStore = new zarr.FetchStore(base, { fetch: tracedFetch, useSuffixRequest: true });
       regionStore = new WholeFileStore(base);
       // Probe that the host honours Range: a 1-byte read of the root document.
       await tracedFetch(new Request(base + "zarr.json", { headers: { Range: "bytes=0-0" } }));
+    }
+    // Array metadata comes from the root's consolidated metadata when it has any:
+    // opening an array then costs no request.
+    const nodes = rootMeta.consolidated_metadata?.metadata;
+    if (nodes) {
+      pixelStore = new ConsolidatedStore(pixelStore, nodes);
+      regionStore = new ConsolidatedStore(regionStore, nodes);
     }
     return { url, rootMeta, pixel: zarr.root(pixelStore), region: zarr.root(regionStore), arrays: new Map() };
   })();
@@ -132,9 +159,7 @@ async function source(url) {
 async function array(src, kind, path) {
   const key = kind + ":" + path;
   if (!src.arrays.has(key)) {
-    const loc = src[kind].resolve(path);
-    const meta = src.rootMeta.consolidated_metadata?.metadata?.[path];
-    src.arrays.set(key, meta ? zarr.open.v3(loc, { kind: "array" }) : zarr.open(loc, { kind: "array" }));
+    src.arrays.set(key, zarr.open.v3(src[kind].resolve(path), { kind: "array" }));
   }
   return src.arrays.get(key);
 }

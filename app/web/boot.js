@@ -28,13 +28,28 @@ export function showError(title, message) {
 }
 window.tesseraShowError = showError;
 
+function loadScript(src) {
+  return new Promise((resolve, reject) => {
+    const s = document.createElement("script");
+    s.src = src;
+    s.onload = resolve;
+    s.onerror = () => reject(new Error("could not load " + src));
+    document.head.append(s);
+  });
+}
+
 async function main() {
   const params = new URLSearchParams(location.search);
   if (params.get("embed") === "1") document.body.classList.add("embed");
   const boot = await (await fetch("boot.json")).json();
   progress("Loading Python (Pyodide " + boot.pyodide + ")…", 5);
   const { loadPyodide } = await import("./pyodide/pyodide.mjs");
+  // Bokeh and Panel JS load in order, while Pyodide boots.
+  const scripts = (async () => {
+    for (const src of boot.scripts) await loadScript(src);
+  })();
   const pyodide = await loadPyodide({ indexURL: new URL("pyodide/", location.href).href });
+  await scripts;
   timings.pyodide = performance.now();
   progress("Loading packages…", 35, boot.lock_packages.join(", "));
   const wheels = boot.wheels.map((w) => new URL(w, location.href).href);

@@ -1,0 +1,93 @@
+"""Real servers and real headless Chromium for the browser tests and benchmarks."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def static_server(root: Path, *flags: str):
+    """`python -m builder serve` on a free port of 127.0.0.1; yields its base URL."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "builder", "serve", "--root", str(root), "--port", str(port), *flags],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}/"
+    try:
+        for _ in range(200):
+            try:
+                requests.get(base + "index.html", timeout=0.5)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.05)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def build_test_site(dest: Path, work: Path) -> Path:
+    """The real site (python -m builder site) with demo stores of 256 px tiles in data/."""
+    run = lambda *a: subprocess.run([sys.executable, "-m", "builder", *a], cwd=REPO, check=True,
+                                    capture_output=True, text=True)
+    run("site", "--out", str(dest), "-q")
+    run("demo", "--out", str(dest / "data"), "--tiles", str(work / "tiles"), "--record", str(work / "record"),
+        "--px", "256", "--scheduler", "threads", "-q")
+    return dest
+
+
+def wait_state(page, timeout_ms: int = 120_000) -> str:
+    page.wait_for_function("document.body.dataset.state", timeout=timeout_ms)
+    return page.evaluate("document.body.dataset.state")
+
+
+def map_click_point(page, x: float, y: float) -> tuple[float, float]:
+    """Page coordinates of the Mercator point (x, y) on the map figure."""
+    return tuple(page.evaluate("""([x, y]) => {
+        const m = Bokeh.documents[0].get_model_by_name('map');
+        const v = Bokeh.index.find_one(m);
+        const r = v.el.getBoundingClientRect(), f = v.frame.bbox;
+        const xr = m.x_range, yr = m.y_range;
+        return [r.left + f.left + (x - xr.start) / (xr.end - xr.start) * f.width,
+                r.top + f.top + (yr.end - y) / (yr.end - yr.start) * f.height];
+    }""", [x, y]))
+
+
+def model_data(page, name: str) -> dict:
+    return page.evaluate("""(name) => {
+        const d = Bokeh.documents[0].get_model_by_name(name).data;
+        const out = {};
+        for (const [k, v] of (d instanceof Map ? d.entries() : Object.entries(d)))
+            out[k] = Array.from(v, (x) => (ArrayBuffer.isView(x) || Array.isArray(x)) ? Array.from(x) : x);
+        return out;
+    }""", name)
+
+
+def all_text(page) -> str:
+    """The page's text including what Bokeh/Panel render inside shadow roots."""
+    return page.evaluate("""() => {
+        const parts = [];
+        const walk = (node) => {
+            if (node.nodeType === Node.TEXT_NODE) parts.push(node.textContent);
+            if (node.shadowRoot) walk(node.shadowRoot);
+            for (const c of node.childNodes) walk(c);
+        };
+        walk(document.body);
+        return parts.join(' ');
+    }""")

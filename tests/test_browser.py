@@ -1,0 +1,250 @@
+"""The explorer in real headless Chromium, on real Pyodide, against the real site served on 127.0.0.1."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from pyproj import Transformer
+
+from browser_util import REPO, all_text, map_click_point, model_data, static_server, wait_state
+
+pytestmark = pytest.mark.browser
+ARTIFACTS = REPO / "artifacts"
+
+
+def pixel_lonlat(store: Path, zone: str, row: int, col: int) -> tuple[float, float]:
+    z = zarr.open_group(store / zone, mode="r")
+    t = z.attrs["spatial:transform"]
+    epsg = int(z.attrs["proj:code"].split(":")[1])
+    e, n = t[2] + (col + 0.5) * 10, t[5] - (row + 0.5) * 10
+    lon, lat = Transformer.from_crs(epsg, 4326, always_xy=True).transform(e, n)
+    return float(lon), float(lat)
+
+
+def truth(store: Path, zone: str, row: int, col: int) -> np.ndarray | None:
+    z = zarr.open_group(store / zone, mode="r")
+    s = z["scales"][row, col]
+    return None if np.isnan(s) else z["embeddings"][row, col].astype(np.float32) * s
+
+
+def interior_valid(store: Path, zone: str, k: int = 0) -> tuple[int, int]:
+    s = zarr.open_group(store / zone, mode="r")["scales"][:]
+    v = ~np.isnan(s)
+    inner = v.copy()
+    for dy in range(-3, 4):
+        for dx in range(-3, 4):
+            inner &= np.roll(np.roll(v, dy, 0), dx, 1)
+    rows, cols = np.nonzero(inner)
+    i = len(rows) // 3 + 97 * k
+    return int(rows[i]), int(cols[i])
+
+
+def open_app(page, url: str) -> str:
+    page.goto(url)
+    return wait_state(page)
+
+
+def wait_spectrum(page, n_lines: int, label_part: str | None = None) -> dict:
+    page.wait_for_function("""([n, part]) => {
+        const d = Bokeh.documents[0].get_model_by_name('spectrum-source').data;
+        const labels = d instanceof Map ? d.get('label') : d.label;
+        return labels.length === n && (part === null || labels.some((l) => l.includes(part)));
+    }""", arg=[n_lines, label_part], timeout=30_000)
+    return model_data(page, "spectrum-source")
+
+
+def test_click_a_pixel_plots_exactly_the_cpython_dequantised_vector(page, server, site):
+    store = site / "data" / "2024.zarr"
+    row, col = interior_valid(store, "utm30")
+    lon, lat = pixel_lonlat(store, "utm30", row, col)
+    assert open_app(page, server + "index.html") == "ready"
+    page.evaluate("([lon, lat]) => window.tesseraApi.view(lon, lat, 2500)", [lon, lat])
+    page.wait_for_timeout(500)
+    from app.geo import lonlat_to_merc
+    x, y = lonlat_to_merc(lon, lat)
+    px, py = map_click_point(page, float(x), float(y))
+    page.mouse.click(px, py)  # a real click on the canvas: Bokeh's Tap event, the app's own path
+    data = wait_spectrum(page, 1, f"utm30 r{row} c{col}")
+    want = truth(store, "utm30", row, col)
+    got = np.array(data["ys"][0], dtype=np.float64)
+    np.testing.assert_array_equal(got, want.astype(np.float64))  # bit-exact float32 dequantisation
+    info = all_text(page)
+    assert f"row {row}, col {col}" in info and "utm30" in info and "EPSG:32630" in info
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "explorer-pixel.png"), full_page=True)
+
+
+def test_no_data_pixel_is_shown_as_no_data(page, server, site):
+    store = site / "data" / "2024.zarr"
+    s = zarr.open_group(store / "utm30", mode="r")["scales"][:]
+    rgb = zarr.open_group(store / "utm30", mode="r")["rgb"][:]
+    rows, cols = np.nonzero(np.isnan(s))
+    # a no-data pixel inside the area the tiles cover (sea next to the coast), not outside every tile
+    near = [(r, c) for r, c in zip(rows, cols) if rgb[max(r - 30, 0):r + 30, max(c - 30, 0):c + 30, 3].any()]
+    r, c = near[len(near) // 2]
+    lon, lat = pixel_lonlat(store, "utm30", int(r), int(c))
+    assert open_app(page, server + "index.html") == "ready"
+    res = page.evaluate("async ([lon, lat]) => { const p = await window.tesseraApi.select(lon, lat); return p.toJs ? Object.fromEntries(p.toJs()) : p }", [lon, lat])
+    assert res["valid"] is False and res["row"] == r and res["col"] == c
+    data = model_data(page, "spectrum-source")
+    assert data["ys"] == []  # nothing plotted: never zeros
+    assert "No data" in all_text(page)
+
+
+def test_one_range_request_per_pixel_once_the_shard_index_is_cached(page, server, site):
+    store = site / "data" / "2024.zarr"
+    (r1, c1), (r2, c2) = interior_valid(store, "utm31", 0), interior_valid(store, "utm31", 0)
+    r2, c2 = r1 + 5, c1 + 6  # same shard, another inner chunk
+    assert truth(store, "utm31", r2, c2) is not None and (r1 // 256, c1 // 256) == (r2 // 256, c2 // 256)
+    assert open_app(page, server + "index.html") == "ready"
+    page.evaluate("window.tesseraJS.resetStats()")
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", list(pixel_lonlat(store, "utm31", r1, c1)))
+    first = page.evaluate("window.tesseraJS.stats.log.slice()")
+    assert len(first) <= 4  # embeddings and scales: one index each (first touch) + one chunk each
+    page.evaluate("window.tesseraJS.resetStats()")
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", list(pixel_lonlat(store, "utm31", r2, c2)))
+    log = page.evaluate("window.tesseraJS.stats.log.slice()")
+    emb = [e for e in log if "/embeddings/" in e["url"]]
+    scl = [e for e in log if "/scales/" in e["url"]]
+    assert len(emb) == 1 and len(scl) == 1 and len(log) == 2, log
+    assert all(e["range"] and e["status"] == 206 for e in log)
+    assert 16 * 128 * 0.5 < emb[0]["bytes"] <= 16 * 128 + 64  # one 4x4x128 int8 inner chunk, about 2 KB
+    got = np.array(wait_spectrum(page, 1, f"r{r2} c{c2}")["ys"][0])
+    np.testing.assert_array_equal(got, truth(store, "utm31", r2, c2).astype(np.float64))
+
+
+def test_similarity_ranks_a_known_similar_pixel_high(page, server, site):
+    store = site / "data" / "2024.zarr"
+    z = zarr.open_group(store / "utm30", mode="r")
+    row, col = interior_valid(store, "utm30", 1)
+    target = truth(store, "utm30", row, col)
+    emb = z["embeddings"][:].astype(np.float32) * z["scales"][:][..., None]
+    with np.errstate(invalid="ignore"):
+        cos = (emb @ target) / (np.linalg.norm(emb, axis=-1) * np.linalg.norm(target))
+    # a pixel at least 40 px away, as similar as the class allows, and a clearly different one
+    yy, xx = np.indices(cos.shape)
+    far = (np.hypot(yy - row, xx - col) > 40) & (np.abs(yy - row) < 200) & (np.abs(xx - col) < 200)
+    sim_rc = np.unravel_index(np.nanargmax(np.where(far, cos, np.nan)), cos.shape)
+    dis_rc = np.unravel_index(np.nanargmin(np.where(far, cos, np.nan)), cos.shape)
+    lon, lat = pixel_lonlat(store, "utm30", row, col)
+    assert open_app(page, server + "index.html") == "ready"
+    page.evaluate("([lon, lat]) => window.tesseraApi.view(lon, lat, 6000)", [lon, lat])
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", [lon, lat])
+    page.evaluate("async () => await window.tesseraApi.similarity(true)")
+    at = lambda rc: page.evaluate("([lon, lat]) => window.tesseraApi.simAt(lon, lat)",
+                                  list(pixel_lonlat(store, "utm30", int(rc[0]), int(rc[1]))))
+    assert at((row, col)) == pytest.approx(1.0, abs=1e-6)
+    assert at(sim_rc) == pytest.approx(float(cos[sim_rc]), abs=1e-5) and at(sim_rc) > 0.9
+    assert at(dis_rc) == pytest.approx(float(cos[dis_rc]), abs=1e-5) and at(dis_rc) < at(sim_rc)
+    overlay = model_data(page, "overlay-source")
+    assert len(overlay["image"]) == 1  # the heat-map layer is on the map
+    assert "Similarity to utm30" in all_text(page)
+
+
+def test_state_is_restored_from_the_url(page, server, site):
+    store = site / "data" / "2023.zarr"
+    sel = interior_valid(store, "utm31")
+    pin = interior_valid(store, "utm30")
+    slon, slat = pixel_lonlat(store, "utm31", *sel)
+    plon, plat = pixel_lonlat(store, "utm30", *pin)
+    h = f"#year=2023&lon={slon:.6f}&lat={slat:.6f}&span=4000&sel={slon:.6f},{slat:.6f}&pins={plon:.6f},{plat:.6f}"
+    assert open_app(page, server + "index.html" + h) == "ready"
+    data = wait_spectrum(page, 2, f"utm31 r{sel[0]} c{sel[1]}")
+    assert any(f"pin 1: utm30 r{pin[0]} c{pin[1]}" == lab for lab in data["label"])
+    np.testing.assert_array_equal(np.array(data["ys"][0]), truth(store, "utm31", *sel).astype(np.float64))
+    assert "year 2023" in all_text(page)
+    assert page.locator("#cosine-table").count() == 1
+    # the app keeps writing its state back: a reload of that URL gives the same selection
+    url = page.url
+    assert "sel=" in url and "pins=" in url and "year=2023" in url
+
+
+def test_year_selector_switches_store_and_rereads_the_pixel(page, server, site):
+    s23, s24 = site / "data" / "2023.zarr", site / "data" / "2024.zarr"
+    row, col = interior_valid(s24, "utm30")
+    lon, lat = pixel_lonlat(s24, "utm30", row, col)
+    assert open_app(page, server + "index.html") == "ready"
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", [lon, lat])
+    page.select_option("select", "2023")
+    page.wait_for_function("Bokeh.documents[0].get_model_by_name('info') === null || true")
+    wait_spectrum(page, 1)
+    for _ in range(100):
+        if 'year 2023' in all_text(page):
+            break
+        page.wait_for_timeout(200)
+    data = wait_spectrum(page, 1)
+    np.testing.assert_array_equal(np.array(data["ys"][0]), truth(s23, "utm30", row, col).astype(np.float64))
+
+
+def test_export_pins_as_csv_and_npy(page, server, site, tmp_path):
+    store = site / "data" / "2024.zarr"
+    a, b = interior_valid(store, "utm30", 0), interior_valid(store, "utm34", 0)
+    assert open_app(page, server + "index.html") == "ready"
+    for zone, rc in (("utm30", a), ("utm34", b)):
+        page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", list(pixel_lonlat(store, zone, *rc)))
+        page.get_by_role("button", name="Pin pixel").click()
+    wait_spectrum(page, 3)
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Download pins (.npy)").click()
+    path = tmp_path / "pins.npy"
+    dl.value.save_as(path)
+    got = np.load(path)
+    np.testing.assert_array_equal(got, np.stack([truth(store, "utm30", *a), truth(store, "utm34", *b)]))
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Download pins (CSV)").click()
+    dl.value.save_as(tmp_path / "pins.csv")
+    lines = (tmp_path / "pins.csv").read_text().splitlines()
+    assert lines[0].startswith("zone,row,col,lon,lat,easting,northing,scale,b0") and len(lines) == 3
+    vals = np.array([float(x) for x in lines[2].split(",")[8:]], dtype=np.float32)
+    np.testing.assert_array_equal(vals, truth(store, "utm34", *b))
+
+
+def test_embed_page_loads_the_viewer_in_an_iframe(page, server):
+    page.goto(server + "embed.html?store=data/2024.zarr")
+    assert "<iframe src=" in page.inner_text("#snippet")
+    frame = page.frame_locator("#viewer")
+    frame.locator("body[data-state='ready']").wait_for(timeout=120_000)
+    assert frame.locator("#header").is_hidden()  # embed=1 hides the header
+    frame.get_by_text("Click the map").first.wait_for(timeout=30_000)  # pierces the shadow DOM
+
+
+def error_text(page, url: str) -> str:
+    assert open_app(page, url) == "error"
+    box = page.locator("#error")
+    assert box.is_visible()
+    return box.inner_text()
+
+
+def test_error_for_a_missing_store(page, server):
+    text = error_text(page, server + "index.html?store=data/nope.zarr")
+    assert "Store not found" in text and "nope.zarr" in text
+
+
+def test_error_for_a_server_without_range_support(page, site):
+    with static_server(site, "--no-range") as base:
+        text = error_text(page, base + "index.html")
+    assert "does not support HTTP Range" in text
+
+
+def test_error_for_a_store_of_another_dataset_version(page, site, tmp_path):
+    data = site / "data" / "v2.zarr"
+    if data.exists():
+        shutil.rmtree(data)
+    shutil.copytree(site / "data" / "2024.zarr", data)
+    meta = data / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["attributes"]["tessera:dataset_version"] = "v2"
+    meta.write_text(json.dumps(doc))
+    with static_server(site) as base:
+        text = error_text(page, base + "index.html?store=data/v2.zarr")
+    assert "Unsupported tessera dataset version" in text and "'v2'" in text
+
+
+def test_error_for_a_store_host_without_cors(page, server, site):
+    with static_server(site, "--no-cors") as other:
+        text = error_text(page, server + f"index.html?store={other}data/2024.zarr")
+    assert "network or CORS" in text
