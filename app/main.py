@@ -407,9 +407,15 @@ def _absolute(url: str) -> str:
     return str(js.URL.new(url, js.location.href).href).rstrip("/")
 
 
+def _mark(name: str) -> None:
+    import js
+    setattr(js.tesseraTimings, name, js.performance.now())
+
+
 async def start(target: str) -> Explorer | None:
     import js
     from panel.io.pyodide import write
+    _mark("panel_imported")
     state = UrlState.from_url(str(js.location.search), str(js.location.hash))
     try:
         catalog = await load_catalog(state)
@@ -427,6 +433,7 @@ async def start(target: str) -> Explorer | None:
                   "version": "Unsupported tessera dataset version", "invalid": "Not a tessera store"}
         js.tesseraShowError(titles.get(e.kind, "Cannot open the store"), str(e))
         return None
+    _mark("store_opened")
     if state.lon is not None and state.lat is not None:
         exp.centre_view(state.lon, state.lat, state.span or 20_000)
     else:
@@ -434,6 +441,7 @@ async def start(target: str) -> Explorer | None:
     if state.sim is not None:
         exp.threshold = state.sim
     await write(target, exp.layout())
+    _mark("rendered")
     for lon, lat in state.pins:
         px = await exp.model.pixel_at(lon, lat)
         if px is not None and px.valid:
@@ -490,7 +498,25 @@ def _expose(exp: Explorer) -> None:
         exp.centre_view(float(lon), float(lat), float(span))
         return _spawn(exp.redraw())
 
-    api = {"select": select, "similarity": similarity, "pin": pin, "simAt": sim_at, "view": view,
+    def time_similarity(zone_name, r0, r1, c0, c1):
+        async def run():
+            import time
+            zone = exp.model.zones[str(zone_name)]
+            t0 = time.perf_counter()
+            emb, scl = await asyncio.gather(exp.model.region(zone, "embeddings", r0, r1, c0, c1),
+                                            exp.model.region(zone, "scales", r0, r1, c0, c1))
+            t1 = time.perf_counter()
+            from app.model import cosine_map
+            from builder.convention import dequantise
+            v = dequantise(emb, scl)
+            valid = np.argwhere(np.isfinite(scl))
+            sim = cosine_map(v, v[tuple(valid[len(valid) // 2])])
+            t2 = time.perf_counter()
+            return to_js({"fetch_ms": (t1 - t0) * 1000, "compute_ms": (t2 - t1) * 1000,
+                          "valid": int(np.isfinite(sim).sum())}, dict_converter=js.Object.fromEntries)
+        return _spawn(run())
+
+    api = {"select": select, "timeSimilarity": time_similarity, "similarity": similarity, "pin": pin, "simAt": sim_at, "view": view,
            "redraw": lambda: _spawn(exp.redraw())}
     proxies = {k: create_proxy(v) for k, v in api.items()}
     js.window.tesseraApi = to_js(proxies, dict_converter=js.Object.fromEntries)

@@ -18,7 +18,7 @@ import numpy as np
 from app import geo
 from app.model import Level, Zone
 
-ZONE_ZOOM_M = 40.0  # below this many metres per screen pixel, draw zones' native previews
+ZONE_ZOOM_M = 12.0  # below this many metres per screen pixel, draw zones' native previews (level 0 is ~10 m)
 MAX_CHUNKS = 48
 
 

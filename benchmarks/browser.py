@@ -1,0 +1,105 @@
+"""The explorer in headless Chromium on the local Range server: start-up, pixel reads, similarity.
+
+    python benchmarks/browser.py [--px 384] [--queries 30]
+
+Prints: cold start to interactive with its breakdown (Pyodide, packages, Panel
+import, store open, first render), warm start (HTTP cache), total bytes at
+start, latency/requests/bytes per pixel query once the shard index is cached,
+and similarity over one 256x256 shard (fetch and compute), for the demo store.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
+
+from browser_util import CHROMIUM, CHROMIUM_ARGS, static_server, wait_state  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--px", type=int, default=384)
+    ap.add_argument("--queries", type=int, default=30)
+    a = ap.parse_args()
+    import subprocess
+
+    import numpy as np
+    import zarr
+    from playwright.sync_api import sync_playwright
+
+    from app.model import Zone  # noqa: F401  (import check)
+    with tempfile.TemporaryDirectory() as d:
+        site = Path(d) / "site"
+        run = lambda *x: subprocess.run([sys.executable, "-m", "builder", *x], cwd=REPO, check=True, capture_output=True)
+        run("site", "--out", str(site), "-q")
+        run("demo", "--out", str(site / "data"), "--tiles", f"{d}/tiles", "--record", f"{d}/rec", "--px", str(a.px),
+            "--scheduler", "threads", "-q")
+        store = site / "data" / "2024.zarr"
+        scales = zarr.open_group(store / "utm31", mode="r")["scales"][:]
+        shards = {(r // 256, c // 256) for r, c in np.argwhere(~np.isnan(scales))}
+        sr, sc = max(shards, key=lambda s: (~np.isnan(scales[s[0] * 256:(s[0] + 1) * 256, s[1] * 256:(s[1] + 1) * 256])).sum())
+        block = scales[sr * 256:(sr + 1) * 256, sc * 256:(sc + 1) * 256]
+        pts = np.argwhere(~np.isnan(block)) + [sr * 256, sc * 256]
+        rng = np.random.default_rng(0)
+        pts = pts[rng.choice(len(pts), a.queries + 1, replace=False)]
+        from app.model import StoreModel
+        from app.reader import ZarrSource
+        import asyncio
+        model = asyncio.run(StoreModel(ZarrSource(str(store))).open())
+        zone = model.zones["utm31"]
+        lonlats = [zone.centre_lonlat(int(r), int(c)) for r, c in pts]
+        with static_server(site) as base, sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            ctx = browser.new_context()
+            page = ctx.new_page()
+            t0 = time.perf_counter()
+            page.goto(base + "index.html")
+            assert wait_state(page) == "ready"
+            cold = time.perf_counter() - t0
+            t = page.evaluate("window.tesseraTimings")
+            start_bytes = page.evaluate("performance.getEntriesByType('resource').reduce((s, e) => s + e.transferSize, 0)")
+            page.reload()
+            t1 = time.perf_counter()
+            assert wait_state(page) == "ready"
+            warm = time.perf_counter() - t1
+            tw = page.evaluate("window.tesseraTimings")
+            page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", list(lonlats[0]))  # touch the shard
+            lat_ms, reqs, nbytes = [], [], []
+            for lon, lat in lonlats[1:]:
+                page.evaluate("window.tesseraJS.resetStats()")
+                s = time.perf_counter()
+                page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", [lon, lat])
+                lat_ms.append((time.perf_counter() - s) * 1000)
+                st = page.evaluate("({r: window.tesseraJS.stats.requests, b: window.tesseraJS.stats.bytes})")
+                reqs.append(st["r"])
+                nbytes.append(st["b"])
+            sims = [page.evaluate("async (a) => { const r = await window.tesseraApi.timeSimilarity(...a); return r.toJs ? Object.fromEntries(r.toJs()) : r }",
+                                  ["utm31", int(sr) * 256, (int(sr) + 1) * 256, int(sc) * 256, (int(sc) + 1) * 256]) for _ in range(3)]
+            browser.close()
+    def br(tt):
+        keys = ["pyodide", "packages", "panel_imported", "store_opened", "rendered", "app"]
+        prev, out = tt["start"], []
+        for k in keys:
+            out.append(f"{k} +{(tt[k] - prev) / 1000:.2f}s")
+            prev = tt[k]
+        return ", ".join(out)
+    print(f"cold start to interactive: {cold:.2f} s (goal < 8 s)  [{br(t)}]")
+    print(f"warm start (HTTP cache):   {warm:.2f} s  [{br(tw)}]")
+    print(f"bytes downloaded at cold start: {start_bytes / 1e6:.1f} MB")
+    print(f"pixel query (index cached, {len(lat_ms)} pixels): median {statistics.median(lat_ms):.0f} ms, "
+          f"p90 {sorted(lat_ms)[int(0.9 * len(lat_ms))]:.0f} ms; {statistics.mean(reqs):.2f} requests/pixel "
+          f"(one per array: embeddings + scales), {statistics.median(nbytes) / 1e3:.2f} KB/pixel")
+    best = min(sims, key=lambda s: s["fetch_ms"] + s["compute_ms"])
+    print(f"similarity over one 256x256 shard ({best['valid']:,} valid px): fetch {best['fetch_ms']:.0f} ms "
+          f"(first: {sims[0]['fetch_ms']:.0f} ms), dequantise+cosine {best['compute_ms']:.0f} ms")
+
+
+if __name__ == "__main__":
+    main()

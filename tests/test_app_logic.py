@@ -1,0 +1,150 @@
+"""The browser app's pure-Python parts, run on CPython against real stores."""
+from __future__ import annotations
+
+import asyncio
+import io
+
+import numpy as np
+import pytest
+import zarr
+from pyproj import Transformer
+
+from app import geo, render
+from app.export import to_csv, to_npy
+from app.model import StoreModel, cosine_map, cosine_table
+from app.reader import SourceError, ZarrSource
+from app.state import UrlState
+
+
+@pytest.mark.parametrize("zone,south", [(30, False), (31, False), (34, True), (1, False), (60, True)])
+def test_utm_formulas_match_pyproj(zone, south):
+    rng = np.random.default_rng(zone)
+    cm = geo.central_meridian(zone)
+    lon = cm + rng.uniform(-3.6, 3.6, 2000)
+    lat = rng.uniform(0.1, 83.5, 2000) * (-1 if south else 1)
+    t = Transformer.from_crs(4326, (32700 if south else 32600) + zone, always_xy=True)
+    e, n = t.transform(lon, lat)
+    e2, n2 = geo.lonlat_to_utm(lon, lat, zone, south)
+    assert np.abs(e2 - e).max() < 1e-3 and np.abs(n2 - n).max() < 1e-3  # better than a millimetre
+    lon2, lat2 = geo.utm_to_lonlat(e, n, zone, south)
+    assert np.abs(lon2 - lon).max() < 1e-8 and np.abs(lat2 - lat).max() < 1e-8
+
+
+def test_mercator_round_trip_matches_pyproj():
+    lon, lat = np.array([-179.9, -0.05, 18.45, 120.0]), np.array([-80.0, 50.85, -33.95, 10.0])
+    x, y = geo.lonlat_to_merc(lon, lat)
+    px, py = Transformer.from_crs(4326, 3857, always_xy=True).transform(lon, lat)
+    np.testing.assert_allclose(x, px, atol=1e-6)
+    np.testing.assert_allclose(y, py, atol=1e-6)
+    lo, la = geo.merc_to_lonlat(x, y)
+    np.testing.assert_allclose(lo, lon, atol=1e-10)
+    np.testing.assert_allclose(la, lat, atol=1e-10)
+
+
+def test_url_state_round_trip():
+    s = UrlState(store="https://example.org/a b/2024.zarr", year=2024, lon=0.05, lat=50.85, span=3000,
+                 sel=(0.051, 50.849), pins=[(0.1, 50.8), (18.45, -33.95)], sim=0.85)
+    back = UrlState.from_url("?embed=1", s.to_hash())
+    assert back.store == s.store and back.year == 2024 and back.span == 3000 and back.sim == 0.85
+    assert back.sel == pytest.approx(s.sel) and back.pins == [pytest.approx(p) for p in s.pins]
+    assert back.embed is True
+    q = UrlState.from_url("?store=data/x.zarr", "#year=2023&lon=bad")
+    assert q.store == "data/x.zarr" and q.year == 2023 and q.lon is None
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_model_reads_the_same_pixels_as_zarr(store):
+    m = run(StoreModel(ZarrSource(str(store))).open())
+    assert m.year == 2024 and sorted(m.zones) == ["utm30", "utm31", "utm34"]
+    assert len(m.levels) == 12 and m.levels[0].res == 0.0001
+    z = zarr.open_group(store / "utm34", mode="r")
+    s = z["scales"][:]
+    r, c = map(int, np.argwhere(~np.isnan(s))[len(np.argwhere(~np.isnan(s))) // 2])
+    zone = m.zones["utm34"]
+    lon, lat = zone.centre_lonlat(r, c)
+    hit = m.locate(lon, lat)
+    assert hit is not None and hit[0].name == "utm34" and hit[1:] == (r, c)
+    px = run(m.pixel_at(lon, lat))
+    np.testing.assert_array_equal(px.vector, z["embeddings"][r, c].astype(np.float32) * s[r, c])
+    e, n = Transformer.from_crs(4326, 32734, always_xy=True).transform(lon, lat)
+    assert abs(e - px.easting) < 1e-3 and abs(n - px.northing) < 1e-3
+
+
+def test_similarity_equals_a_direct_numpy_cosine(store):
+    m = run(StoreModel(ZarrSource(str(store))).open())
+    zone = m.zones["utm30"]
+    z = zarr.open_group(store / "utm30", mode="r")
+    v = z["embeddings"][:].astype(np.float32) * z["scales"][:][..., None]
+    r, c = map(int, np.argwhere(~np.isnan(v[..., 0]))[10])
+    win = m.similarity_window(zone, r, c, None)
+    sim = run(m.similarity(zone, v[r, c], win))
+    sub = v[win[0]:win[1], win[2]:win[3]]
+    want = (sub @ v[r, c]) / (np.linalg.norm(sub, axis=-1) * np.linalg.norm(v[r, c]))
+    np.testing.assert_allclose(sim, want, rtol=1e-5, equal_nan=True)
+    assert sim[r - win[0], c - win[2]] == pytest.approx(1.0)
+    assert np.isnan(sim).any()  # no-data pixels stay NaN
+    t = cosine_table([v[r, c], v[r, c] * 2, -v[r, c]])
+    np.testing.assert_allclose(t, [[1, 1, -1], [1, 1, -1], [-1, -1, 1]], atol=1e-6)
+
+
+def test_store_errors_are_classified(tmp_path, store):
+    with pytest.raises(SourceError) as e:
+        run(StoreModel(ZarrSource(str(tmp_path / "nope.zarr"))).open())
+    assert e.value.kind == "notfound"
+    import json
+    import shutil
+    bad = tmp_path / "v2.zarr"
+    shutil.copytree(store, bad)
+    doc = json.loads((bad / "zarr.json").read_text())
+    doc["attributes"]["tessera:dataset_version"] = "v2"
+    (bad / "zarr.json").write_text(json.dumps(doc))
+    with pytest.raises(SourceError) as e:
+        run(StoreModel(ZarrSource(str(bad))).open())
+    assert e.value.kind == "version" and "'v2'" in str(e.value)
+
+
+def test_level_choice_and_overview_sampling(store):
+    m = run(StoreModel(ZarrSource(str(store))).open())
+    x0, y0 = geo.lonlat_to_merc(-180, -80)
+    x1, y1 = geo.lonlat_to_merc(180, 80)
+    world = render.View(x0, x1, y0, y1, 760, 520)
+    lvl = render.choose_level(m.levels, world)
+    assert lvl.index == len(m.levels) - 1 and len(render.chunks_in_view(lvl, world)) <= render.MAX_CHUNKS
+    x0, y0 = geo.lonlat_to_merc(-0.1, 50.8)
+    x1, y1 = geo.lonlat_to_merc(0.1, 50.9)
+    local = render.View(x0, x1, y0, y1, 760, 520)
+    fine = render.choose_level(m.levels, local)
+    assert fine.index < 3 and fine.res <= (0.2 / 760) * 2
+    chunks = {}
+    for ci, cj in render.chunks_in_view(fine, local):
+        a = zarr.open_array(store / "global_rgb" / str(fine.index) / "rgb", mode="r")
+        chunks[(ci, cj)] = a[ci * 256:(ci + 1) * 256, cj * 256:(cj + 1) * 256]
+    lon, lat = local.lonlat_grid()
+    img = render.sample_level(fine, chunks, lon, lat)
+    assert (img[..., 3] > 0).mean() > 0.005  # the (96 px) Sussex tiles show up
+    bok = render.to_bokeh_image(img)
+    assert bok.shape == (520, 760) and bok.dtype == np.uint32
+
+
+def test_exports(store):
+    m = run(StoreModel(ZarrSource(str(store))).open())
+    z = m.zones["utm31"]
+    s = zarr.open_group(store / "utm31", mode="r")["scales"][:]
+    pts = np.argwhere(~np.isnan(s))[[5, 500]]
+    pixels = [run(m.pixel(z, int(r), int(c))) for r, c in pts]
+    arr = np.load(io.BytesIO(to_npy(pixels)))
+    np.testing.assert_array_equal(arr, np.stack([p.vector for p in pixels]))
+    rows = to_csv(pixels).decode().splitlines()
+    assert len(rows) == 3 and rows[1].startswith(f"utm31,{pts[0][0]},{pts[0][1]},")
+    np.testing.assert_array_equal(np.array(rows[2].split(",")[8:], dtype=np.float32), pixels[1].vector)
+
+
+def test_similarity_colours():
+    sim = np.array([[np.nan, -1.0, 0.5, 0.9, 1.0]], dtype=np.float32)
+    rgba = render.similarity_rgba(sim, 0.8)
+    assert list(rgba[0, :, 3]) == [0, 0, 0, 210, 210]
+    assert tuple(rgba[0, 4, :3]) == (253, 231, 37)
+    assert np.isnan(cosine_map(np.zeros((1, 1, 4), np.float32), np.ones(4, np.float32))).all()
