@@ -1,0 +1,251 @@
+"""VirtualiZarr parsers: existing files -> ManifestStore (chunk references, no bytes copied).
+
+Each parser is a callable `parser(url, registry=None) -> ManifestStore`, the
+VirtualiZarr parser protocol.  Only headers are read (range reads through
+fsspec: local paths, file://, http(s)://, s3://).
+
+* `TileParser`: one TESSERA source tile (the geotessera layout builder.tiles
+  reads).  `url` is the tile's embeddings .npy; scales and landmask are its
+  siblings.  The result is a zone-like group: `embeddings` and `scales` whose
+  single chunk is the raw .npy payload (uncompressed, C order), tessera:,
+  proj: and spatial: attributes.
+* `YearsParser`: several year stores of one dataset -> per zone
+  `embeddings(year, northing, easting, band)` and `scales(year, northing,
+  easting)`, whose chunks are the existing shard files, referenced whole.
+  Grids of one zone differ between years only by whole shards (builder.grid),
+  so the index spans their union and remaps each year's shard keys; stores of
+  other shard/chunk sizes, codecs, CRS or model versions are refused.
+* `PyramidParser`: a store's `global_rgb` levels as a hierarchical store with
+  its `multiscales` metadata.
+
+Coordinate arrays exist in no source file; the writer derives them from the
+groups' spatial:transform (and tessera:years) when it serialises an index.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import PurePosixPath
+
+import fsspec
+import numpy as np
+from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
+from virtualizarr.manifests.utils import create_v3_array_metadata
+
+from builder import convention as conv
+from builder.errors import BuildError
+from builder.geotiff import read_geoinfo
+from builder.grid import ZoneGrid
+from builder.tiles import read_npy_header
+
+MULTIYEAR_KEY = "tessera:years"
+
+
+def _abs(url: str) -> str:
+    if "://" in url:
+        return url
+    return "file://" + os.path.abspath(url)
+
+
+def _sibling(url: str, name: str) -> str:
+    return url.rsplit("/", 1)[0] + "/" + name
+
+
+class TileParser:
+    """parser(url_of_embeddings_npy) -> ManifestStore of one tile."""
+
+    def __call__(self, url: str, registry=None) -> ManifestStore:
+        url = _abs(url)
+        name = PurePosixPath(url).name
+        if not name.endswith(".npy") or name.endswith("_scales.npy"):
+            raise BuildError("expected a tile's embeddings file grid_<lon>_<lat>.npy", url)
+        stem = name[:-4]
+        emb = read_npy_header(url)
+        scl = read_npy_header(_sibling(url, f"{stem}_scales.npy"))
+        if emb.dtype != np.int8 or len(emb.shape) != 3:
+            raise BuildError(f"embeddings must be int8 (H, W, B), got {emb.dtype} {emb.shape}", url)
+        if scl.dtype != np.float32 or scl.shape[:2] != emb.shape[:2]:
+            raise BuildError(f"scales {scl.dtype} {scl.shape} do not match embeddings {emb.shape}", scl.url)
+        # .../global_0.1_degree_representation/{year}/grid_x/grid_x.npy -> .../global_0.1_degree_tiff_all/grid_x.tiff
+        root = url.rsplit("/", 4)[0]
+        year = int(url.rsplit("/", 3)[1])
+        lm_url = f"{root}/global_0.1_degree_tiff_all/{stem}.tiff"
+        try:
+            with fsspec.open(lm_url, "rb") as f:
+                geo = read_geoinfo(f)
+        except FileNotFoundError:
+            raise BuildError("landmask GeoTIFF not found (it carries the tile's CRS)", lm_url) from None
+        if geo.shape != emb.shape[:2]:
+            raise BuildError(f"landmask shape {geo.shape} disagrees with embeddings {emb.shape[:2]}", lm_url)
+        zone, south = conv.zone_from_epsg(geo.epsg)
+        h, w, b = emb.shape
+        attrs = conv.zone_attrs(year=year, zone=zone, south=south, n_bands=b, n_tiles=1,
+                                model_version="unknown (source tile)", build_version="virtual index",
+                                has_rgb=False, origin_e=geo.origin_x, origin_n=geo.origin_y, height=h, width=w)
+        attrs["tessera:source_tile"] = stem
+        arrays = {}
+        for aname, hdr, shape, dims, fill in (("embeddings", emb, (h, w, b), ["northing", "easting", "band"], 0),
+                                              ("scales", scl, scl.shape, ["northing", "easting"] + (["one"] if len(scl.shape) == 3 else []), float("nan"))):
+            meta = create_v3_array_metadata(shape=shape, data_type=hdr.dtype, chunk_shape=shape, fill_value=fill,
+                                            codecs=[{"name": "bytes", "configuration": {"endian": "little"}}],
+                                            dimension_names=dims)
+            key = ".".join(["0"] * len(shape))
+            arrays[aname] = ManifestArray(meta, ChunkManifest({key: {"path": hdr.url, "offset": hdr.offset,
+                                                                     "length": hdr.nbytes}}))
+        return ManifestStore(ManifestGroup(arrays=arrays, attributes=attrs), registry=registry)
+
+
+def _read_json(fs, path: str) -> dict:
+    try:
+        return json.loads(fs.cat_file(path))
+    except FileNotFoundError:
+        raise BuildError("not found", path) from None
+
+
+def _open_store(url: str):
+    fs, root = fsspec.core.url_to_fs(url)
+    doc = _read_json(fs, f"{root}/zarr.json")
+    attrs = doc.get("attributes", {})
+    if attrs.get("tessera:dataset_version") != conv.DATASET_VERSION or "tessera:year" not in attrs:
+        raise BuildError("not a tessera v1 year store", url)
+    cons = (doc.get("consolidated_metadata") or {}).get("metadata")
+    if cons is None:  # fall back to listing the store
+        cons = {}
+        for p in fs.ls(root, detail=False):
+            name = p.rstrip("/").rsplit("/", 1)[-1]
+            if conv.parse_zone_group_name(name) is not None or name == conv.GLOBAL_GROUP:
+                cons[name] = _read_json(fs, f"{root}/{name}/zarr.json")
+                for a in fs.ls(f"{root}/{name}", detail=False):
+                    an = a.rstrip("/").rsplit("/", 1)[-1]
+                    if fs.exists(f"{root}/{name}/{an}/zarr.json"):
+                        cons[f"{name}/{an}"] = _read_json(fs, f"{root}/{name}/{an}/zarr.json")
+    return fs, root, attrs, cons
+
+
+def _shard_files(fs, array_root: str, ndim: int) -> dict[tuple[int, int], tuple[str, int]]:
+    """{(sr, sc): (path, size)} of the shard files of a sharded 2- or 3-D array."""
+    out = {}
+    base = f"{array_root}/c"
+    if not fs.exists(base):
+        return out
+    for path, info in fs.find(base, detail=True).items():
+        rel = path[len(fs._strip_protocol(base)):].strip("/").split("/")
+        if len(rel) != ndim or ".partial" in rel[-1]:
+            continue
+        out[(int(rel[0]), int(rel[1]))] = (path, int(info["size"]))
+    return out
+
+
+class YearsParser:
+    """parser([store urls]) -> ManifestStore with a year dimension per zone."""
+
+    def __call__(self, urls, registry=None) -> ManifestStore:
+        if isinstance(urls, str):
+            urls = [urls]
+        opened = []
+        for u in urls:
+            fs, root, attrs, cons = _open_store(u)
+            opened.append((attrs["tessera:year"], u, fs, root, cons))
+        years = [o[0] for o in opened]
+        if len(set(years)) != len(years):
+            raise BuildError(f"year {next(y for y in years if years.count(y) > 1)} is given twice")
+        opened.sort(key=lambda o: o[0])
+        years = sorted(years)
+        zone_names = sorted({k for o in opened for k in o[4] if "/" not in k and conv.parse_zone_group_name(k)})
+        groups = {}
+        for zname in zone_names:
+            groups[zname] = self._zone(zname, opened)
+        attrs = {"zarr_conventions": [dict(conv.TESSERA)], "tessera:dataset_version": conv.DATASET_VERSION,
+                 MULTIYEAR_KEY: years}
+        return ManifestStore(ManifestGroup(groups=groups, attributes=attrs), registry=registry)
+
+    def _zone(self, zname: str, opened) -> ManifestGroup:
+        per_year = []
+        for year, url, fs, root, cons in opened:
+            if zname not in cons:
+                continue
+            za = cons[zname]["attributes"]
+            emb = cons[f"{zname}/embeddings"]
+            shard = emb["chunk_grid"]["configuration"]["chunk_shape"]
+            grid = ZoneGrid.from_attrs(za, shard[0])
+            per_year.append((year, url, fs, root, za, cons, grid))
+        first = per_year[0]
+        for year, url, fs, root, za, cons, grid in per_year[1:]:
+            for key, what in (("tessera:model_version", "model_version"), ("proj:code", "CRS"),
+                              ("tessera:n_bands", "band count")):
+                if za.get(key) != first[4].get(key):
+                    raise BuildError(f"{zname}: {what} {za.get(key)!r} differs from {first[0]}'s "
+                                     f"{first[4].get(key)!r}; years cannot be stacked", url)
+            for arr in ("embeddings", "scales"):
+                a, b = dict(cons[f"{zname}/{arr}"]), dict(first[5][f"{zname}/{arr}"])
+                for k in ("shape", "attributes"):
+                    a.pop(k, None)
+                    b.pop(k, None)
+                if a != b:
+                    raise BuildError(f"{zname}/{arr}: shard layout or codecs differ from year {first[0]}; "
+                                     "years cannot be stacked without rewriting", url)
+        union = first[6]
+        for *_, grid in per_year[1:]:
+            try:
+                union = union.union(grid)
+            except ValueError as e:
+                raise BuildError(f"{zname}: {e}") from None
+        n_years = len(opened)
+        year_index = {o[0]: i for i, o in enumerate(opened)}
+        arrays = {}
+        for arr in ("embeddings", "scales"):
+            src = first[5][f"{zname}/{arr}"]
+            tail = src["shape"][2:]
+            shape = (n_years, union.height, union.width, *tail)
+            shard_cfg = src["codecs"][0]["configuration"]
+            codecs = [{"name": "sharding_indexed", "configuration": {
+                "chunk_shape": [1, *shard_cfg["chunk_shape"]], "codecs": shard_cfg["codecs"],
+                "index_codecs": shard_cfg["index_codecs"], "index_location": shard_cfg.get("index_location", "end")}}]
+            meta = create_v3_array_metadata(
+                shape=shape, data_type=np.dtype(src["data_type"]), chunk_shape=(1, union.shard, union.shard, *tail),
+                chunk_key_encoding={"name": "default", "configuration": {"separator": "/"}},
+                fill_value=src["fill_value"] if src["fill_value"] != "NaN" else float("nan"), codecs=codecs,
+                dimension_names=["year", *src["dimension_names"]])
+            entries = {}
+            for year, url, fs, root, za, cons, grid in per_year:
+                dr, dc = union.offset_of(grid)
+                for (sr, sc), (path, size) in _shard_files(fs, f"{root}/{zname}/{arr}", len(src["shape"])).items():
+                    key = ".".join(map(str, [year_index[year], sr + dr, sc + dc] + [0] * len(tail)))
+                    entries[key] = {"path": fs.unstrip_protocol(path), "offset": 0, "length": size}
+            arrays[arr] = ManifestArray(meta, ChunkManifest(entries, shape=tuple(
+                [n_years, union.height // union.shard, union.width // union.shard] + [1] * len(tail))))
+        za = dict(first[4])
+        za.update(conv.spatial_attrs(union.origin_e, union.origin_n, union.height, union.width))
+        za.pop("tessera:year", None)
+        za.pop("tessera:has_rgb_preview", None)
+        za[MULTIYEAR_KEY] = [o[0] for o in opened]
+        za["tessera:n_tiles"] = sum(p[4].get("tessera:n_tiles", 0) for p in per_year)
+        return ManifestGroup(arrays=arrays, attributes=za)
+
+
+class PyramidParser:
+    """parser(store url) -> ManifestStore of its global_rgb levels (hierarchical, multiscales metadata)."""
+
+    def __call__(self, url: str, registry=None) -> ManifestStore:
+        fs, root, attrs, cons = _open_store(url)
+        g = cons.get(conv.GLOBAL_GROUP)
+        if g is None:
+            raise BuildError("store has no global_rgb pyramid", url)
+        levels = {}
+        for item in g["attributes"]["multiscales"]["layout"]:
+            asset = item["asset"]
+            src = cons[f"{conv.GLOBAL_GROUP}/{asset}/rgb"]
+            chunk = src["chunk_grid"]["configuration"]["chunk_shape"]
+            meta = create_v3_array_metadata(
+                shape=tuple(src["shape"]), data_type=np.dtype(src["data_type"]), chunk_shape=tuple(chunk),
+                chunk_key_encoding={"name": "default", "configuration": {"separator": "/"}},
+                fill_value=src["fill_value"], codecs=src["codecs"], dimension_names=src["dimension_names"])
+            base = f"{root}/{conv.GLOBAL_GROUP}/{asset}/rgb/c"
+            entries = {}
+            if fs.exists(base):
+                for path, info in fs.find(base, detail=True).items():
+                    rel = path[len(fs._strip_protocol(base)):].strip("/").split("/")
+                    entries[".".join(rel)] = {"path": fs.unstrip_protocol(path), "offset": 0, "length": int(info["size"])}
+            grid = tuple(-(-s // c) for s, c in zip(src["shape"], chunk))
+            levels[asset] = ManifestGroup(arrays={"rgb": ManifestArray(meta, ChunkManifest(entries, shape=grid))})
+        return ManifestStore(ManifestGroup(groups=levels, attributes=dict(g["attributes"])), registry=registry)

@@ -1,0 +1,197 @@
+"""Virtual Zarr indexes over tiles, year stores and the pyramid, read back by zarr-python and xarray."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+from builder import demo
+from builder.errors import BuildError
+from builder.tiles import EMBEDDINGS_DIR
+from builder.virtual.parsers import PyramidParser, TileParser, YearsParser
+from builder.virtual.writer import open_index, write_tile_index
+from conftest import PX, run_cli
+
+
+@pytest.fixture(scope="module")
+def two_years(tmp_path_factory, world):
+    """2023 with one tile, 2024 with a second tile to the north: the zone grids differ by whole shards."""
+    root = tmp_path_factory.mktemp("vt")
+    demo.write_tile(root, 2023, -0.05, 50.85, PX, world=world)
+    demo.write_tile(root, 2024, -0.05, 50.85, PX, world=world)
+    demo.write_tile(root, 2024, -0.05, 50.95, PX, world=world)
+    out = root / "stores"
+    run_cli("build", str(root), "--year", "2023", "--year", "2024", "--out", str(out), "--scheduler", "sync", "-q")
+    return root, out
+
+
+def tile_npy(root: Path, year: int, name: str) -> Path:
+    return root / EMBEDDINGS_DIR / str(year) / name / f"{name}.npy"
+
+
+@pytest.mark.parametrize("fmt,ext", [(3, "json"), (2, "json"), (2, "parquet")])
+def test_tile_index_reads_identical_values(tiles_root, tmp_path, fmt, ext):
+    name = "grid_18.45_-33.95"
+    store = TileParser()(str(tile_npy(tiles_root, 2024, name)))
+    out = tmp_path / f"tile.{ext}"
+    write_tile_index(store, str(out), zarr_format=fmt)
+    g = open_index(str(out))
+    np.testing.assert_array_equal(g["embeddings"][:], np.load(tile_npy(tiles_root, 2024, name)))
+    np.testing.assert_array_equal(g["scales"][:], np.load(tile_npy(tiles_root, 2024, name).with_name(f"{name}_scales.npy")))
+    assert g.attrs["proj:code"] == "EPSG:32734" and g.attrs["spatial:shape"] == [PX, PX]
+    t = g.attrs["spatial:transform"]
+    np.testing.assert_array_equal(g["easting"][:], t[2] + (np.arange(PX) + 0.5) * 10)
+    if ext == "json":  # no pixel byte is in the index: it is references and metadata only
+        assert out.stat().st_size < 20_000
+
+
+def test_tile_index_cli_and_xarray(tiles_root, tmp_path):
+    out = tmp_path / "tiles.json"
+    p = run_cli("index", "tiles", str(tiles_root), "--year", "2024", "-o", str(out))
+    assert "wrote" in p.stdout
+    g = open_index(str(out))
+    assert sorted(g.group_keys()) == sorted(f"grid_{lon:.2f}_{lat:.2f}" for lon, lat in
+                                            [(-0.05, 50.85), (0.05, 50.85), (-0.05, 50.75), (18.45, -33.95)])
+    ds = xr.open_zarr(g.store, group="grid_0.05_50.85", consolidated=False, zarr_format=3)
+    np.testing.assert_array_equal(ds["embeddings"].values, np.load(tile_npy(tiles_root, 2024, "grid_0.05_50.85")))
+    assert ds["embeddings"].dims == ("northing", "easting", "band")
+
+
+def test_years_index_stacks_years_without_copying(two_years, tmp_path):
+    root, stores = two_years
+    out = tmp_path / "years.json"
+    run_cli("index", "years", str(stores / "2023.zarr"), str(stores / "2024.zarr"), "-o", str(out))
+    doc = json.loads(out.read_text())
+    targets = {v[0] for v in doc["refs"].values() if isinstance(v, list)}
+    assert targets and all("/c/" in t for t in targets)  # whole shard files of the year stores
+    assert all(v[1] == 0 for v in doc["refs"].values() if isinstance(v, list))
+    g = open_index(str(out))
+    e = g["utm30/embeddings"]
+    assert e.metadata.dimension_names == ("year", "northing", "easting", "band")
+    assert list(g["utm30/year"][:]) == [2023, 2024]
+    z23 = zarr.open_group(stores / "2023.zarr" / "utm30", mode="r")
+    z24 = zarr.open_group(stores / "2024.zarr" / "utm30", mode="r")
+    t = g["utm30"].attrs["spatial:transform"]
+    assert t[5] == z24.attrs["spatial:transform"][5] > z23.attrs["spatial:transform"][5]  # 2024 grew north
+    np.testing.assert_array_equal(e[1], z24["embeddings"][:])
+    dr = round((t[5] - z23.attrs["spatial:transform"][5]) / 2560) * 256
+    h23 = z23["embeddings"].shape[0]
+    np.testing.assert_array_equal(e[0, dr:dr + h23], z23["embeddings"][:])
+    assert np.isnan(g["utm30/scales"][0, :dr]).all()  # 2023 has nothing north of its grid
+    np.testing.assert_array_equal(g["utm30/northing"][:], z24["northing"][:])
+    ds = xr.open_zarr(g.store, group="utm30", consolidated=False, zarr_format=3)
+    np.testing.assert_array_equal(ds["scales"].sel(year=2024).values, z24["scales"][:])
+
+
+def test_years_index_v2_references_inner_chunks(two_years, tmp_path):
+    _, stores = two_years
+    store = YearsParser()([str(stores / "2023.zarr"), str(stores / "2024.zarr")])
+    write_tile_index(store, str(tmp_path / "y2.json"), zarr_format=2)
+    g = open_index(str(tmp_path / "y2.json"))
+    z24 = zarr.open_group(stores / "2024.zarr" / "utm30", mode="r")
+    np.testing.assert_array_equal(g["utm30/embeddings"][1], z24["embeddings"][:])
+    np.testing.assert_array_equal(g["utm30/scales"][1], z24["scales"][:])
+
+
+def test_templates_and_url_overrides(two_years, tmp_path):
+    _, stores = two_years
+    store = YearsParser()([str(stores / "2023.zarr"), str(stores / "2024.zarr")])
+    out = tmp_path / "rel.json"
+    write_tile_index(store, str(out), template_base="{{base}}")
+    doc = json.loads(out.read_text())
+    assert doc["templates"] == {"base": ""}
+    assert all(v[0].startswith("{{base}}20") for v in doc["refs"].values() if isinstance(v, list))
+    with pytest.raises(ValueError, match="pass base"):
+        open_index(str(out))
+    moved = tmp_path / "moved"
+    shutil.copytree(stores, moved)
+    g = open_index(str(out), base=str(moved) + "/")
+    np.testing.assert_array_equal(g["utm30/embeddings"][1], zarr.open_group(moved / "2024.zarr/utm30")["embeddings"][:])
+    over = tmp_path / "over.json"
+    write_tile_index(store, str(over), url_overrides={f"file://{stores}/": f"file://{moved}/"})
+    doc = json.loads(over.read_text())
+    assert all(str(moved) in v[0] for v in doc["refs"].values() if isinstance(v, list))
+    np.testing.assert_array_equal(open_index(str(over))["utm30/scales"][1],
+                                  zarr.open_group(moved / "2024.zarr/utm30")["scales"][:])
+
+
+def test_pyramid_index_keeps_multiscales(store, tmp_path):
+    out = tmp_path / "pyr.json"
+    write_tile_index(PyramidParser()(str(store)), str(out))
+    g = open_index(str(out))
+    src = zarr.open_group(store / "global_rgb", mode="r")
+    assert g.attrs["multiscales"] == src.attrs["multiscales"]
+    k = len(g.attrs["multiscales"]["layout"]) - 1
+    np.testing.assert_array_equal(g[f"{k}/rgb"][:], src[f"{k}/rgb"][:])
+    f = sorted(p for p in (store / "global_rgb" / "0" / "rgb" / "c").rglob("*") if p.is_file())[0]
+    i, j = int(f.parts[-3]), int(f.parts[-2])
+    np.testing.assert_array_equal(g["0/rgb"][i * 256:(i + 1) * 256, j * 256:(j + 1) * 256],
+                                  src["0/rgb"][i * 256:(i + 1) * 256, j * 256:(j + 1) * 256])
+    write_tile_index(PyramidParser()(str(store)), str(tmp_path / "two.json"), segments=["0", "2"])
+    assert sorted(open_index(str(tmp_path / "two.json")).group_keys()) == ["0", "2"]
+
+
+def test_writer_argument_errors(tiles_root, tmp_path):
+    store = TileParser()(str(tile_npy(tiles_root, 2024, "grid_0.05_50.85")))
+    cases = [(dict(output=str(tmp_path / "x.txt")), "must end in .json or .parquet"),
+             (dict(output=str(tmp_path / "x.json"), zarr_format=4), "zarr_format must be 2 or 3"),
+             (dict(output=str(tmp_path / "x.json"), template_base="{{base}}", url_overrides={"a": "b"}), "mutually exclusive"),
+             (dict(output=str(tmp_path / "x.parquet"), zarr_format=3), "Zarr v2 layouts only"),
+             (dict(output=str(tmp_path / "x.json"), segments=["nope"]), "unknown segment")]
+    for kw, msg in cases:
+        output = kw.pop("output")
+        with pytest.raises(ValueError, match=msg):
+            write_tile_index(store, output, **kw)
+    p = run_cli("index", "tiles", str(tiles_root), "--year", "2024", "-o", str(tmp_path / "x.json"), "--zarr-format", "5",
+                check=False)
+    assert p.returncode == 2 and "zarr_format must be 2 or 3" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_bad_tiles_and_vanished_files(tiles_root, tmp_path, world):
+    root = tmp_path / "t"
+    shutil.copytree(tiles_root, root)
+    d = root / EMBEDDINGS_DIR / "2024" / "grid_0.05_50.85"
+    f = d / "grid_0.05_50.85.npy"
+    data = f.read_bytes()
+    f.write_bytes(data[:4000])
+    p = run_cli("index", "tiles", str(root), "--year", "2024", "-o", str(tmp_path / "a.json"), check=False)
+    assert p.returncode == 2 and "truncated" in p.stderr and "grid_0.05_50.85.npy" in p.stderr
+    np.save(f, np.load(tile_npy(tiles_root, 2024, "grid_0.05_50.85"))[..., :64])
+    p = run_cli("index", "tiles", str(root), "--year", "2024", "-o", str(tmp_path / "a.json"), check=False)
+    assert p.returncode == 2 and "64 bands" in p.stderr
+    shutil.rmtree(d)
+    with pytest.raises(BuildError, match="file not found"):
+        TileParser()(str(f))
+    # an index whose target file disappears: the read error names the key and the URL
+    out = tmp_path / "ok.json"
+    run_cli("index", "tiles", str(root), "--year", "2024", "-o", str(out))
+    g = open_index(str(out))
+    victim = root / EMBEDDINGS_DIR / "2024" / "grid_-0.05_50.85" / "grid_-0.05_50.85_scales.npy"
+    victim.unlink()
+    with pytest.raises(Exception) as e:
+        g["grid_-0.05_50.85/scales"][:]
+    assert "grid_-0.05_50.85/scales/c/0/0" in str(e.value) and str(victim) in str(e.value)
+
+
+def test_years_that_cannot_be_stacked(two_years, tmp_path):
+    _, stores = two_years
+    other = tmp_path / "other.zarr"
+    shutil.copytree(stores / "2024.zarr", other)
+    meta = other / "utm30" / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["attributes"]["tessera:model_version"] = "2.0"
+    doc["attributes"]["tessera:year"] = 2025
+    meta.write_text(json.dumps(doc))
+    root = json.loads((other / "zarr.json").read_text())
+    root["attributes"]["tessera:year"] = 2025
+    root.pop("consolidated_metadata", None)
+    (other / "zarr.json").write_text(json.dumps(root))
+    with pytest.raises(BuildError, match="model_version '2.0' differs"):
+        YearsParser()([str(stores / "2024.zarr"), str(other)])
+    with pytest.raises(BuildError, match="given twice"):
+        YearsParser()([str(stores / "2024.zarr"), str(stores / "2024.zarr")])
