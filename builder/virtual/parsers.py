@@ -41,6 +41,47 @@ from builder.tiles import read_npy_header
 MULTIYEAR_KEY = "tessera:years"
 
 
+class SparseChunkManifest(ChunkManifest):
+    """A ChunkManifest that keeps only the chunks that exist.
+
+    virtualizarr's ChunkManifest holds dense numpy arrays over the whole chunk
+    grid; global_rgb level 0 has 98 million chunk slots of which a handful
+    exist, which costs minutes and gigabytes densely.  This keeps the same
+    interface (entries by key, grid shape) over a dict.
+    """
+
+    def __init__(self, entries: dict, shape: tuple[int, ...]):
+        self._entries = dict(entries)
+        self._shape = tuple(shape)
+
+    @property
+    def ndim_chunk_grid(self) -> int:
+        return len(self._shape)
+
+    @property
+    def shape_chunk_grid(self) -> tuple[int, ...]:
+        return self._shape
+
+    def __getitem__(self, key):
+        return self._entries[key]
+
+    def __iter__(self):
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def dict(self) -> dict:
+        return dict(self._entries)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(e["path"]) + 16 for e in self._entries.values())
+
+    def __repr__(self) -> str:
+        return f"SparseChunkManifest<shape={self._shape}, {len(self._entries)} chunks>"
+
+
 def _abs(url: str) -> str:
     if "://" in url:
         return url
@@ -212,7 +253,7 @@ class YearsParser:
                 for (sr, sc), (path, size) in _shard_files(fs, f"{root}/{zname}/{arr}", len(src["shape"])).items():
                     key = ".".join(map(str, [year_index[year], sr + dr, sc + dc] + [0] * len(tail)))
                     entries[key] = {"path": fs.unstrip_protocol(path), "offset": 0, "length": size}
-            arrays[arr] = ManifestArray(meta, ChunkManifest(entries, shape=tuple(
+            arrays[arr] = ManifestArray(meta, SparseChunkManifest(entries, tuple(
                 [n_years, union.height // union.shard, union.width // union.shard] + [1] * len(tail))))
         za = dict(first[4])
         za.update(conv.spatial_attrs(union.origin_e, union.origin_n, union.height, union.width))
@@ -247,5 +288,5 @@ class PyramidParser:
                     rel = path[len(fs._strip_protocol(base)):].strip("/").split("/")
                     entries[".".join(rel)] = {"path": fs.unstrip_protocol(path), "offset": 0, "length": int(info["size"])}
             grid = tuple(-(-s // c) for s, c in zip(src["shape"], chunk))
-            levels[asset] = ManifestGroup(arrays={"rgb": ManifestArray(meta, ChunkManifest(entries, shape=grid))})
+            levels[asset] = ManifestGroup(arrays={"rgb": ManifestArray(meta, SparseChunkManifest(entries, grid))})
         return ManifestStore(ManifestGroup(groups=levels, attributes=dict(g["attributes"])), registry=registry)
