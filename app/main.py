@@ -40,6 +40,7 @@ class Explorer(param.Parameterized):
         self.selected: Pixel | None = None
         self.pins: list[Pixel] = []
         self.sim: tuple | None = None  # (zone, window, map)
+        self.years_model: StoreModel | None = None
         self.chunk_cache: dict = {}
         self.zone_cache: dict = {}
         self._draw_task = None
@@ -79,6 +80,17 @@ class Explorer(param.Parameterized):
         spec.legend.location = "top_right"
         spec.add_tools(HoverTool(tooltips=[("pixel", "@label")]))
         self.spec_fig = spec
+        self.years_src = ColumnDataSource(dict(xs=[], ys=[], color=[], label=[]), name="years-source")
+        self.change_src = ColumnDataSource(dict(year=[], cosine=[], label=[]), name="change-source")
+        yfig = figure(width=MAP_W, height=240, title="The selected pixel across years (multi-year index)",
+                      name="years", x_axis_label="band", y_axis_label="value", tools="pan,wheel_zoom,reset,save")
+        yfig.multi_line("xs", "ys", source=self.years_src, line_color="color", line_width=2, legend_field="label")
+        cfig = figure(width=380, height=240, title="Change: cosine similarity to the previous year", name="change",
+                      x_axis_label="year", y_axis_label="cosine", tools="save", y_range=(-1.05, 1.05))
+        cfig.line("year", "cosine", source=self.change_src, line_width=2)
+        cfig.scatter("year", "cosine", source=self.change_src, size=9)
+        cfig.xaxis.ticker.desired_num_ticks = 4
+        self.years_fig, self.change_fig = yfig, cfig
         self.info = pn.pane.Markdown("Click the map to read a pixel's embedding.", name="info", width=380)
         self.table = pn.pane.HTML("", name="compare", width=380)
         self.status_pane = pn.pane.Markdown("", name="status", width=380)
@@ -100,7 +112,41 @@ class Explorer(param.Parameterized):
     def layout(self):
         side = pn.Column(self.year_sel, self.info, pn.Row(self.pin_btn, self.clear_btn), self.sim_btn, self.slider,
                          self.table, pn.Row(self.csv_btn, self.npy_btn), self.status_pane, width=400)
-        return pn.Row(pn.Column(pn.pane.Bokeh(self.map_fig), pn.pane.Bokeh(self.spec_fig)), side)
+        main = [pn.pane.Bokeh(self.map_fig), pn.pane.Bokeh(self.spec_fig)]
+        if self.years_model is not None:
+            main.append(pn.pane.Bokeh(self.years_fig))
+            side.append(pn.pane.Bokeh(self.change_fig))
+        return pn.Row(pn.Column(*main), side)
+
+    async def open_years_index(self, url: str) -> None:
+        """Open the multi-year virtual index; failures only disable the across-years views."""
+        model = StoreModel(self.source_factory(url))
+        try:
+            await model.open()
+        except SourceError as e:
+            self.status_pane.object = f"Multi-year index unavailable: {html.escape(str(e))}"
+            return
+        self.years_model = model
+
+    async def refresh_years(self) -> None:
+        px = self.selected
+        if self.years_model is None:
+            return
+        res = await self.years_model.pixel_years(px.lon, px.lat) if px is not None else None
+        if res is None:
+            self.years_src.data = dict(xs=[], ys=[], color=[], label=[])
+            self.change_src.data = dict(year=[], cosine=[], label=[])
+            return
+        zone, row, col, vecs = res
+        years = self.years_model.years
+        lines = [(y, v) for y, v in zip(years, vecs) if v is not None]
+        self.years_src.data = dict(xs=[list(range(len(v))) for _, v in lines], ys=[[float(x) for x in v] for _, v in lines],
+                                   color=[COLORS[i % len(COLORS)] for i in range(len(lines))],
+                                   label=[f"{y} ({zone.name} r{row} c{col} of the index)" for y, _ in lines])
+        pts = []
+        for (y0, v0), (y1, v1) in zip(lines, lines[1:]):
+            pts.append((y1, float(cosine_table([v0, v1])[0, 1]), f"{y0}->{y1}"))
+        self.change_src.data = dict(year=[p[0] for p in pts], cosine=[p[1] for p in pts], label=[p[2] for p in pts])
 
     # ------------------------------------------------------------ store --
     async def open_year(self, year: int) -> None:
@@ -257,6 +303,7 @@ class Explorer(param.Parameterized):
         if px is None:
             self.info.object = f"**{lon:.5f}, {lat:.5f}**: outside the zones of this store."
         self._refresh_pixels()
+        await self.refresh_years()
         if self.similarity_on:
             await self.compute_similarity()
         self._write_url()
@@ -399,7 +446,10 @@ async def load_catalog(state: UrlState) -> list[dict]:
                                       f"(HTTP {resp.status})")
     doc = json.loads(await resp.string())
     base = str(js.URL.new("data/", js.location.href).href)
-    return [{"year": s["year"], "url": str(js.URL.new(s["url"], base).href).rstrip("/")} for s in doc["stores"]]
+    stores = [{"year": s["year"], "url": str(js.URL.new(s["url"], base).href).rstrip("/")} for s in doc["stores"]]
+    if doc.get("multiyear"):
+        state.multiyear = str(js.URL.new(doc["multiyear"], base).href)
+    return stores
 
 
 def _absolute(url: str) -> str:
@@ -434,6 +484,8 @@ async def start(target: str) -> Explorer | None:
         js.tesseraShowError(titles.get(e.kind, "Cannot open the store"), str(e))
         return None
     _mark("store_opened")
+    if getattr(state, "multiyear", None):
+        await exp.open_years_index(_absolute(state.multiyear))
     if state.lon is not None and state.lat is not None:
         exp.centre_view(state.lon, state.lat, state.span or 20_000)
     else:

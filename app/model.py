@@ -97,11 +97,14 @@ class StoreModel:
         self.zones: dict[str, Zone] = {}
         self.levels: list[Level] = []
         self.year: int | None = None
+        self.years: list[int] | None = None  # a multi-year virtual index (builder.virtual)
 
     async def open(self) -> "StoreModel":
         doc = await self.source.meta()
         attrs = doc.get("attributes", {})
-        problems = conv.quick_check(attrs, conv.ROOT_SCHEMA, "store root")
+        multi = "tessera:years" in attrs
+        schema = conv.MULTIYEAR_ROOT_SCHEMA if multi else conv.ROOT_SCHEMA
+        problems = conv.quick_check(attrs, schema, "store root")
         if problems:
             version = attrs.get("tessera:dataset_version")
             if version != conv.DATASET_VERSION:
@@ -109,7 +112,10 @@ class StoreModel:
                                              f"reads {conv.DATASET_VERSION!r} stores only")
             raise SourceError("invalid", "; ".join(problems))
         self.root = attrs
-        self.year = attrs["tessera:year"]
+        if multi:
+            self.years = list(attrs["tessera:years"])
+        else:
+            self.year = attrs["tessera:year"]
         cons = (doc.get("consolidated_metadata") or {}).get("metadata") or {}
         if not cons:
             raise SourceError("invalid", "the store has no consolidated metadata in its root zarr.json "
@@ -157,6 +163,21 @@ class StoreModel:
     async def pixel_at(self, lon: float, lat: float) -> Pixel | None:
         hit = self.locate(lon, lat)
         return None if hit is None else await self.pixel(*hit)
+
+    async def pixel_years(self, lon: float, lat: float) -> tuple[Zone, int, int, list[np.ndarray | None]] | None:
+        """One pixel's dequantised vector in every year of a multi-year index (None where no data)."""
+        hit = self.locate(lon, lat)
+        if hit is None or self.years is None:
+            return None
+        zone, row, col = hit
+        n = len(self.years)
+        e, s = await asyncio.gather(
+            self.source.read(f"{zone.name}/embeddings", [(0, n), (row, row + 1), (col, col + 1), None]),
+            self.source.read(f"{zone.name}/scales", [(0, n), (row, row + 1), (col, col + 1)]))
+        e = e.reshape(n, -1).astype(np.int8)
+        s = s.reshape(n)
+        vecs = [None if math.isnan(float(s[i])) else conv.dequantise(e[i], np.float32(s[i])) for i in range(n)]
+        return zone, row, col, vecs
 
     # ------------------------------------------------------------ regions --
     async def region(self, zone: Zone, array: str, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:

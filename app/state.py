@@ -23,6 +23,7 @@ class UrlState:
     pins: list[tuple[float, float]] = field(default_factory=list)
     sim: float | None = None  # similarity threshold when the similarity layer is on
     embed: bool = False
+    multiyear: str | None = None  # URL of a multi-year index (from catalog.json or ?years=URL)
 
     def to_hash(self) -> str:
         q: list[tuple[str, str]] = []
@@ -50,6 +51,7 @@ class UrlState:
         h = dict(parse_qsl(hash_.lstrip("#")))
         s = cls(embed=query.get("embed") == "1")
         s.store = h.get("store") or query.get("store")
+        s.multiyear = query.get("years")
         try:
             if "year" in h or "year" in query:
                 s.year = int(h.get("year") or query.get("year"))

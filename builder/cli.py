@@ -50,8 +50,20 @@ def write_catalog(data_dir: Path) -> Path:
         attrs = read_attrs(s)
         stores.append({"year": attrs["tessera:year"], "url": s.relative_to(data_dir).as_posix()})
     stores.sort(key=lambda s: s["year"])
+    doc = {"stores": stores}
+    if (data_dir / "years.json").exists():
+        doc["multiyear"] = "years.json"
     out = data_dir / "catalog.json"
-    out.write_text(json.dumps({"stores": stores}, indent=1))
+    out.write_text(json.dumps(doc, indent=1))
+    return out
+
+
+def write_years_index(data_dir: Path, stores: list[Path]) -> Path:
+    """data_dir/years.json: a relocatable multi-year virtual index over the year stores."""
+    from builder.virtual.parsers import YearsParser
+    from builder.virtual.writer import write_tile_index
+    out = data_dir / "years.json"
+    write_tile_index(YearsParser()([str(s.resolve()) for s in stores]), str(out), template_base="{{base}}")
     return out
 
 
@@ -115,6 +127,8 @@ def cmd_demo(a) -> int:
                               quiet=a.quiet)
             _report(build(cfg, runner), t0)
             _validate_or_fail(store)
+    if len(a.years) > 1:
+        print(f"multi-year index: {write_years_index(out, [out / f'{y}.zarr' for y in a.years])}")
     print(f"catalog: {write_catalog(out)}")
     return 0
 

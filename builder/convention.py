@@ -85,6 +85,16 @@ ROOT_SCHEMA: dict[str, Any] = {
         "tessera:year": {"type": "integer", "minimum": 1900, "maximum": 2200},
     },
 }
+# Root of a multi-year virtual index (builder.virtual): tessera:years instead of tessera:year.
+MULTIYEAR_ROOT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["zarr_conventions", "tessera:dataset_version", "tessera:years"],
+    "properties": {
+        "zarr_conventions": _CONVENTIONS_LIST,
+        "tessera:dataset_version": {"const": DATASET_VERSION},
+        "tessera:years": {"type": "array", "items": {"type": "integer"}, "minItems": 1},
+    },
+}
 ZONE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": [

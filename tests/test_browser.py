@@ -248,3 +248,35 @@ def test_error_for_a_store_host_without_cors(page, server, site):
     with static_server(site, "--no-cors") as other:
         text = error_text(page, server + f"index.html?store={other}data/2024.zarr")
     assert "network or CORS" in text
+
+
+def test_multi_year_index_shows_a_pixel_across_years_with_a_change_plot(page, server, site):
+    s23, s24 = site / "data" / "2023.zarr", site / "data" / "2024.zarr"
+    doc = json.loads((site / "data" / "years.json").read_text())
+    assert all(v[0].startswith("{{base}}") for v in doc["refs"].values() if isinstance(v, list))  # relocatable
+    row, col = interior_valid(s24, "utm30", 2)
+    lon, lat = pixel_lonlat(s24, "utm30", row, col)
+    assert open_app(page, server + "index.html") == "ready"
+    page.evaluate("window.tesseraJS.resetStats()")
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", [lon, lat])
+    page.wait_for_function("""() => {
+        const d = Bokeh.documents[0].get_model_by_name('years-source').data;
+        return (d instanceof Map ? d.get('ys') : d.ys).length === 2; }""", timeout=30_000)
+    data = model_data(page, "years-source")
+    # the same ground in each year's own store (their grids differ: the index lines them up)
+    from pyproj import Transformer
+    vecs = []
+    for s in (s23, s24):
+        z = zarr.open_group(s / "utm30", mode="r")
+        t = z.attrs["spatial:transform"]
+        e, n = Transformer.from_crs(4326, 32630, always_xy=True).transform(lon, lat)
+        r, c = int((t[5] - n) // 10), int((e - t[2]) // 10)
+        vecs.append(truth(s, "utm30", r, c))
+    for got, want in zip(data["ys"], vecs):
+        np.testing.assert_array_equal(np.array(got), want.astype(np.float64))
+    change = model_data(page, "change-source")
+    want = float(np.dot(vecs[0], vecs[1]) / (np.linalg.norm(vecs[0]) * np.linalg.norm(vecs[1])))
+    assert change["year"] == [2024] and change["cosine"][0] == pytest.approx(want, abs=1e-6)
+    # the index's references resolve to the year stores' own shard files
+    urls = [e["url"] for e in page.evaluate("window.tesseraJS.stats.log.slice()")]
+    assert any("/data/2023.zarr/utm30/embeddings/c/" in u for u in urls)

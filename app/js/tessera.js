@@ -121,7 +121,11 @@ async function source(url) {
       if (resp.status === 404) throw new TesseraError("notfound", `no index at ${url} (HTTP 404)`);
       if (!resp.ok) throw new TesseraError("http", `HTTP ${resp.status} for ${url}`);
       const spec = await resp.json();
-      const ref = await ReferenceStore.fromSpec(spec, { target: url, fetch: tracedFetch });
+      // A relocatable index ({{base}} templates written empty) resolves against its own directory.
+      if (spec.templates && "base" in spec.templates && !spec.templates.base) {
+        spec.templates.base = new URL(".", url).href;
+      }
+      const ref = ReferenceStore.fromSpec(spec, { fetch: tracedFetch });
       pixelStore = ref;
       regionStore = ref;
       const raw = await ref.get("/zarr.json");
