@@ -13,23 +13,28 @@ import numpy as np
 from app import geo
 from app.reader import Source, SourceError
 from builder import convention as conv
+from builder.grid import ZoneGrid
 
 MAX_REGION = 768  # pixels per side of a similarity region (3x3 shards at most)
 
 
 @dataclass(frozen=True)
 class Zone:
+    """A zone group as the browser sees it: its grid (the builder's ZoneGrid) plus what the UI needs."""
+
     name: str
-    zone: int
-    south: bool
-    origin_e: float
-    origin_n: float
-    height: int
-    width: int
+    grid: ZoneGrid
     n_bands: int
     has_rgb: bool
     lonlat: tuple[float, float, float, float]  # west, south, east, north
-    shard: int
+
+    zone = property(lambda self: self.grid.zone)
+    south = property(lambda self: self.grid.south)
+    origin_e = property(lambda self: self.grid.origin_e)
+    origin_n = property(lambda self: self.grid.origin_n)
+    height = property(lambda self: self.grid.height)
+    width = property(lambda self: self.grid.width)
+    shard = property(lambda self: self.grid.shard)
 
     def to_rowcol(self, lon, lat):
         e, n = geo.lonlat_to_utm(lon, lat, self.zone, self.south)
@@ -86,8 +91,9 @@ def _zone_from_meta(name: str, attrs: dict, arrays: dict) -> Zone:
     emb = arrays.get("embeddings", {})
     shard = emb.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape", [conv.SHARD])[0]
     bbox = attrs.get("spatial:bbox") or [t[2], t[5] - h * conv.PIXEL_SIZE, t[2] + w * conv.PIXEL_SIZE, t[5]]
-    return Zone(name, zone, south, float(t[2]), float(t[5]), int(h), int(w), int(attrs["tessera:n_bands"]),
-                bool(attrs.get("tessera:has_rgb_preview", False)), geo.utm_bbox_lonlat(bbox, zone, south), int(shard))
+    grid = ZoneGrid(zone, south, float(t[2]), float(t[5]), int(h), int(w), int(shard))
+    return Zone(name, grid, int(attrs["tessera:n_bands"]), bool(attrs.get("tessera:has_rgb_preview", False)),
+                geo.utm_bbox_lonlat(bbox, zone, south))
 
 
 class StoreModel:

@@ -221,7 +221,7 @@ def _app_wheel(out: Path) -> str:
     """The browser half of this project as a wheel: app/ and the pure modules of builder/ it imports."""
     from builder import __version__
     files = {p: p.relative_to(REPO).as_posix() for p in sorted((REPO / "app").glob("*.py"))}
-    for mod in ("__init__.py", "convention.py", "shardio.py"):
+    for mod in ("__init__.py", "convention.py", "grid.py", "shardio.py"):
         files[REPO / "builder" / mod] = f"builder/{mod}"
     name = f"tessera_explorer_app-{__version__}-py3-none-any.whl"
     dist = f"tessera_explorer_app-{__version__}.dist-info"
