@@ -201,3 +201,21 @@ def test_years_that_cannot_be_stacked(two_years, tmp_path):
         YearsParser()([str(stores / "2024.zarr"), str(other)])
     with pytest.raises(BuildError, match="given twice"):
         YearsParser()([str(stores / "2024.zarr"), str(stores / "2024.zarr")])
+
+
+def test_tile_parser_reads_headers_over_http_with_range_requests(tiles_root, tmp_path):
+    """The parser on an http:// URL (our Range-honouring server): references point at the HTTP files."""
+    from browser_util import static_server
+    name = "grid_0.05_50.85"
+    served = tmp_path / "served"
+    shutil.copytree(tiles_root, served)
+    (served / "index.html").write_text("tiles")  # `builder serve` serves a site root
+    with static_server(served) as base:
+        url = f"{base}{EMBEDDINGS_DIR}/2024/{name}/{name}.npy"
+        store = TileParser()(url)
+        out = tmp_path / "http.json"
+        write_tile_index(store, str(out))
+        doc = json.loads(out.read_text())
+        assert all(v[0].startswith(base) for v in doc["refs"].values() if isinstance(v, list))
+        g = open_index(str(out))
+        np.testing.assert_array_equal(g["embeddings"][:], np.load(tile_npy(tiles_root, 2024, name)))

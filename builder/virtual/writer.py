@@ -292,6 +292,8 @@ def open_index(path: str, *, base: str | None = None, remote_options: dict | Non
             u = str(v[0]).replace(TEMPLATE, base or "")
             protocol = u.split("://", 1)[0] if "://" in u else "file"
             break
+    if protocol not in (None, "file"):
+        opts.setdefault("asynchronous", True)  # the reference fs is async; its target must be too
     fs = fsspec.filesystem("reference", fo=doc, remote_protocol=protocol or "file", remote_options=opts,
                            asynchronous=True)
     fmt = 3 if "zarr.json" in doc["refs"] else 2
