@@ -77,9 +77,10 @@ def main() -> None:
                 s = time.perf_counter()
                 page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", [lon, lat])
                 lat_ms.append((time.perf_counter() - s) * 1000)
-                st = page.evaluate("({r: window.tesseraJS.stats.requests, b: window.tesseraJS.stats.bytes})")
-                reqs.append(st["r"])
-                nbytes.append(st["b"])
+                log = [e for e in page.evaluate("window.tesseraJS.stats.log.slice()")
+                       if (e["source"] or "").endswith("/data/2024.zarr")]  # the store, not the multi-year index
+                reqs.append(len(log))
+                nbytes.append(sum(e["bytes"] for e in log))
             sims = [page.evaluate("async (a) => { const r = await window.tesseraApi.timeSimilarity(...a); return r.toJs ? Object.fromEntries(r.toJs()) : r }",
                                   ["utm31", int(sr) * 256, (int(sr) + 1) * 256, int(sc) * 256, (int(sc) + 1) * 256]) for _ in range(3)]
             browser.close()

@@ -101,13 +101,21 @@ def test_one_range_request_per_pixel_once_the_shard_index_is_cached(page, server
     r2, c2 = r1 + 5, c1 + 6  # same shard, another inner chunk
     assert truth(store, "utm31", r2, c2) is not None and (r1 // 256, c1 // 256) == (r2 // 256, c2 // 256)
     assert open_app(page, server + "index.html") == "ready"
+    page.evaluate("async () => await window.tesseraApi.redraw()")  # let map reads settle first
+
+    def pixel_log():  # requests of the pixel path in the 2024 store (not the map's rgb, not the multi-year index)
+        log = page.evaluate("window.tesseraJS.stats.log.slice()")
+        return [e for e in log if (e["source"] or "").endswith("/data/2024.zarr")
+                and ("/utm31/embeddings/" in e["url"] or "/utm31/scales/" in e["url"])]
+
     page.evaluate("window.tesseraJS.resetStats()")
     page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", list(pixel_lonlat(store, "utm31", r1, c1)))
-    first = page.evaluate("window.tesseraJS.stats.log.slice()")
-    assert len(first) <= 4  # embeddings and scales: one index each (first touch) + one chunk each
+    first = pixel_log()
+    summary = [(e["method"], e["url"].split("/data/")[-1], e["range"], e["status"]) for e in first]
+    assert len(first) <= 4, summary  # embeddings and scales: one index each (first touch) + one chunk each
     page.evaluate("window.tesseraJS.resetStats()")
     page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", list(pixel_lonlat(store, "utm31", r2, c2)))
-    log = page.evaluate("window.tesseraJS.stats.log.slice()")
+    log = pixel_log()
     emb = [e for e in log if "/embeddings/" in e["url"]]
     scl = [e for e in log if "/scales/" in e["url"]]
     assert len(emb) == 1 and len(scl) == 1 and len(log) == 2, log

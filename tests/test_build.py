@@ -183,7 +183,8 @@ def test_interrupted_build_leaves_no_partial_shard_and_resumes(tmp_path, world):
     proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     shard_dir = out / "2024.zarr" / "utm30" / "embeddings" / "c"
     deadline = time.time() + 120
-    while time.time() < deadline and len([p for p in shard_dir.rglob("*") if p.is_file()]) < 3:
+    while time.time() < deadline and len([p for p in shard_dir.rglob("*")
+                                          if p.is_file() and ".partial" not in p.name]) < 3:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()

@@ -29,7 +29,10 @@ export class TesseraError extends Error {
   }
 }
 
-async function tracedFetch(request) {
+// One fetch wrapper per source, so the log tells which store a request served.
+const tracedFetchFor = (source) => (request) => tracedFetch(request, source);
+
+async function tracedFetch(request, source = null) {
   let resp;
   try {
     resp = await fetch(request);
@@ -39,8 +42,8 @@ async function tracedFetch(request) {
   const len = Number(resp.headers.get("Content-Length") || 0);
   stats.requests += 1;
   stats.bytes += request.method === "HEAD" ? 0 : len;
-  stats.log.push({ url: request.url, method: request.method, range: request.headers.get("Range"), status: resp.status,
-                   bytes: request.method === "HEAD" ? 0 : len });
+  stats.log.push({ url: request.url, source, method: request.method, range: request.headers.get("Range"),
+                   status: resp.status, bytes: request.method === "HEAD" ? 0 : len });
   if (request.headers.get("Range") && resp.status === 200) {
     throw new TesseraError("range", `the server ignored an HTTP Range request for ${request.url}; range requests are required`);
   }
@@ -48,8 +51,9 @@ async function tracedFetch(request) {
 }
 
 class WholeFileStore {
-  constructor(base, maxFiles = 64) {
+  constructor(base, fetchFn, maxFiles = 64) {
     this.base = base.endsWith("/") ? base : base + "/";
+    this.fetchFn = fetchFn;
     this.files = new Map();
     this.maxFiles = maxFiles;
   }
@@ -64,7 +68,7 @@ class WholeFileStore {
       return hit;
     }
     const p = (async () => {
-      const resp = await tracedFetch(new Request(this.url(path)));
+      const resp = await this.fetchFn(new Request(this.url(path)));
       if (resp.status === 404 || resp.status === 403) return null;
       if (!resp.ok) throw new TesseraError("http", `HTTP ${resp.status} for ${this.url(path)}`);
       return new Uint8Array(await resp.arrayBuffer());
@@ -125,7 +129,7 @@ async function source(url) {
       if (spec.templates && "base" in spec.templates && !spec.templates.base) {
         spec.templates.base = new URL(".", url).href;
       }
-      const ref = ReferenceStore.fromSpec(spec, { fetch: tracedFetch });
+      const ref = ReferenceStore.fromSpec(spec, { fetch: tracedFetchFor(url) });
       pixelStore = ref;
       regionStore = ref;
       const raw = await ref.get("/zarr.json");
@@ -137,8 +141,8 @@ async function source(url) {
       if (!resp.ok && resp.status !== 206) throw new TesseraError("http", `HTTP ${resp.status} for ${base}zarr.json`);
       rootMeta = await resp.json();
       // Suffix ranges (bytes=-N) read a shard index in one request, without a HEAD first.
-      pixelStore = new zarr.FetchStore(base, { fetch: tracedFetch, useSuffixRequest: true });
-      regionStore = new WholeFileStore(base);
+      pixelStore = new zarr.FetchStore(base, { fetch: tracedFetchFor(url), useSuffixRequest: true });
+      regionStore = new WholeFileStore(base, tracedFetchFor(url));
       // Probe that the host honours Range: a 1-byte read of the root document.
       await tracedFetch(new Request(base + "zarr.json", { headers: { Range: "bytes=0-0" } }));
     }
