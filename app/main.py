@@ -18,7 +18,7 @@ from bokeh.plotting import figure
 from app import geo, render
 from app.export import to_csv, to_npy
 from app.model import Pixel, StoreModel, cosine_table
-from app.reader import JSSource, Source, SourceError
+from app.reader import JSSource, SourceError
 from app.state import UrlState
 
 MAP_W, MAP_H = 760, 520

@@ -34,7 +34,6 @@ def main() -> None:
     import zarr
     from playwright.sync_api import sync_playwright
 
-    from app.model import Zone  # noqa: F401  (import check)
     with tempfile.TemporaryDirectory() as d:
         site = Path(d) / "site"
         run = lambda *x: subprocess.run([sys.executable, "-m", "builder", *x], cwd=REPO, check=True, capture_output=True)

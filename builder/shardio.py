@@ -39,12 +39,6 @@ def _blocks(shard: np.ndarray, chunk_shape: tuple[int, ...]) -> np.ndarray:
     return shard.reshape(shape).transpose(order)
 
 
-def is_fill(a: np.ndarray, fill) -> np.ndarray | bool:
-    if isinstance(fill, float) and np.isnan(fill):
-        return bool(np.isnan(a).all())
-    return bool((a == fill).all())
-
-
 def encode_shard(shard: np.ndarray, chunk_shape: tuple[int, ...], fill, compress: Callable[[np.ndarray], bytes],
                  crc32c: Callable[[bytes], int]) -> bytes | None:
     """Bytes of one shard, or None when every inner chunk equals the fill value (write nothing)."""

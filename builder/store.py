@@ -127,25 +127,6 @@ def resize_zone(group: zarr.Group, grid: ZoneGrid, n_bands: int) -> None:
     write_coords(group, grid, n_bands)
 
 
-def shard_key(array_dir: Path, sr: int, sc: int) -> Path:
-    """File of shard (sr, sc) of a 2- or 3-D sharded array (default chunk key encoding, '/' separator)."""
-    meta = json.loads((array_dir / "zarr.json").read_text())
-    tail = ["0"] * (len(meta["shape"]) - 2)
-    return array_dir.joinpath("c", str(sr), str(sc), *tail)
-
-
-def list_shards(array_dir: Path) -> list[tuple[int, int]]:
-    base = array_dir / "c"
-    out = []
-    if not base.exists():
-        return out
-    for p in base.rglob("*"):
-        if p.is_file() and ".partial" not in p.name:
-            parts = p.relative_to(base).parts
-            out.append((int(parts[0]), int(parts[1])))
-    return sorted(out)
-
-
 def clean_partials(zone_dir: Path) -> int:
     """Remove temporary files left by a write that was killed (never visible as shard keys)."""
     n = 0

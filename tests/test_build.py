@@ -1,8 +1,6 @@
 """A real build of real tile files: exact round trip, sparsity, zones, incremental and resumable builds."""
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
 import sys

@@ -30,7 +30,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import struct
 from pathlib import Path
 
 import fsspec
