@@ -239,6 +239,38 @@ def _app_wheel(out: Path) -> str:
     return name
 
 
+def _add_pycs(node: Path, out: Path, wheels: list[str], cache: Path) -> None:
+    """Add bytecode compiled by Pyodide's own CPython (under node) to the pure wheels.
+
+    Importing Panel and Bokeh from source costs seconds of compilation in the browser;
+    with __pycache__/*.cpython-312.pyc (unchecked-hash) in the wheels it is skipped.
+    """
+    import tempfile
+    paths = [out / "wheels" / w for w in wheels]
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        _run(["node", str(REPO / "builder" / "pycompile.mjs"), str(out / "pyodide"), tmp, *map(str, paths)])
+        for i, whl in enumerate(paths):
+            extra = {p.relative_to(Path(tmp) / str(i)).as_posix(): p.read_bytes()
+                     for p in (Path(tmp) / str(i)).rglob("*.pyc")}
+            if extra:
+                _rewrite_wheel(whl, extra)
+
+
+def _rewrite_wheel(path: Path, extra: dict[str, bytes]) -> None:
+    """Rewrite a wheel in place with `extra` members added and its RECORD regenerated."""
+    tmp = path.with_suffix(".tmp")
+    records = []
+    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zout:
+        members = [(n, zin.read(n)) for n in zin.namelist() if not n.endswith(".dist-info/RECORD")]
+        dist_info = next(n for n, _ in members if n.endswith(".dist-info/WHEEL")).rsplit("/", 1)[0]
+        for n, data in members + sorted(extra.items()):
+            zout.writestr(n, data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            records.append(f"{n},sha256={digest},{len(data)}")
+        zout.writestr(f"{dist_info}/RECORD", "\n".join(records + [f"{dist_info}/RECORD,,"]) + "\n")
+    tmp.replace(path)
+
+
 def _js(node: Path, out: Path) -> None:
     vend = out / "vendor"
     vend.mkdir(parents=True, exist_ok=True)
@@ -310,6 +342,8 @@ def build_site(out: Path, cache: Path, quiet: bool = False) -> dict:
     say("site: pure-Python wheels")
     wheels = _pure_wheels(cache, out)
     wheels.append(_app_wheel(out))
+    say("site: bytecode for Pyodide's CPython 3.12 (compiled by Pyodide under node)")
+    _add_pycs(node, out, wheels, cache)
     say("site: JavaScript bundle and Bokeh/Panel assets")
     _js(node, out)
     _bokeh_panel_assets(cache, out)
