@@ -211,3 +211,24 @@ def test_dask_local_cluster_builds_the_same_store(tmp_path, tiles_root, store):
     for name in ("utm30", "utm34"):
         np.testing.assert_array_equal(a[name]["embeddings"][:], b[name]["embeddings"][:])
     assert tree_digest(out / "2024.zarr" / "utm34" / "scales") == tree_digest(store / "utm34" / "scales")
+
+
+def test_build_on_an_existing_dask_cluster(tmp_path, tiles_root, store):
+    """--scheduler tcp://...: a separately started dask scheduler and worker do the work."""
+    from browser_util import free_port
+    port = free_port()
+    sched = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                              "--port", str(port), "--no-dashboard"], cwd=REPO,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", f"tcp://127.0.0.1:{port}",
+                               "--nthreads", "1", "--no-dashboard"], cwd=REPO,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        out = tmp_path / "cluster"
+        run_cli("build", str(tiles_root), "--year", "2024", "--out", str(out), "--scheduler",
+                f"tcp://127.0.0.1:{port}", "-q", "--no-global")
+        assert tree_digest(out / "2024.zarr" / "utm30" / "embeddings") == tree_digest(store / "utm30" / "embeddings")
+    finally:
+        for p in (worker, sched):
+            p.terminate()
+            p.wait(timeout=30)
