@@ -85,15 +85,14 @@ ROOT_SCHEMA: dict[str, Any] = {
         "tessera:year": {"type": "integer", "minimum": 1900, "maximum": 2200},
     },
 }
-# Root of a multi-year virtual index (builder.virtual): tessera:years instead of tessera:year.
+# Root of a multi-year virtual index (builder.virtual): tessera:years, a list of valid
+# tessera:year values, instead of tessera:year; everything else as ROOT_SCHEMA.
+_ROOT_PROPS = {k: v for k, v in ROOT_SCHEMA["properties"].items() if k != "tessera:year"}
 MULTIYEAR_ROOT_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "required": ["zarr_conventions", "tessera:dataset_version", "tessera:years"],
-    "properties": {
-        "zarr_conventions": _CONVENTIONS_LIST,
-        "tessera:dataset_version": {"const": DATASET_VERSION},
-        "tessera:years": {"type": "array", "items": {"type": "integer"}, "minItems": 1},
-    },
+    "required": [k if k != "tessera:year" else "tessera:years" for k in ROOT_SCHEMA["required"]],
+    "properties": {**_ROOT_PROPS, "tessera:years": {"type": "array", "minItems": 1,
+                                                    "items": ROOT_SCHEMA["properties"]["tessera:year"]}},
 }
 ZONE_SCHEMA: dict[str, Any] = {
     "type": "object",

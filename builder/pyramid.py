@@ -174,7 +174,7 @@ def _render_level(chunk: tuple[int, int], store: str, k: int) -> tuple[tuple[int
 def update_pyramid(store: Path, changed: dict[str, list], res0: float, runner: Runner) -> int:
     """Recompute the pyramid chunks over the shards in `changed` ({zone: [(grid, shards)]}).  Returns chunks written."""
     store = Path(store)
-    g = _open_levels(store, res0)
+    _open_levels(store, res0)
     shapes = level_shapes(res0)
     zones = _zones(store)
     dirty: set[tuple[int, int]] = set()
@@ -195,5 +195,4 @@ def update_pyramid(store: Path, changed: dict[str, list], res0: float, runner: R
         results = runner.map(_render_level, sorted(dirty), f"global_rgb level {k}: {len(dirty)} chunks",
                              store=str(store), k=k)
         written += sum(ok for _, ok in results)
-    del g
     return written

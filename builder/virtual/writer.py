@@ -48,7 +48,7 @@ def _v3_array_json(arr: ManifestArray) -> dict:
     return json.loads(buf.to_bytes())
 
 
-def _v2_compressor(codecs: list[dict]) -> tuple[dict | None, list[dict]]:
+def _v2_compressor(codecs: list[dict]) -> dict | None:
     comp = None
     for c in codecs:
         if c["name"] == "blosc":
@@ -58,7 +58,7 @@ def _v2_compressor(codecs: list[dict]) -> tuple[dict | None, list[dict]]:
                     "blocksize": cfg.get("blocksize", 0)}
         elif c["name"] not in ("bytes",):
             raise ValueError(f"codec {c['name']!r} has no Zarr v2 equivalent here")
-    return comp, []
+    return comp
 
 
 def _fill_json(v):
@@ -128,15 +128,15 @@ class _Refs:
         sharded = codecs[0]["name"] == "sharding_indexed"
         if sharded:
             inner = codecs[0]["configuration"]
-            comp, _ = _v2_compressor(inner["codecs"])
+            comp = _v2_compressor(inner["codecs"])
             ichunks = inner["chunk_shape"]
         else:
-            comp, _ = _v2_compressor(codecs)
+            comp = _v2_compressor(codecs)
             ichunks = chunks
         self.refs[f"{path}/.zarray"] = json.dumps({
             "zarr_format": 2, "shape": meta["shape"], "chunks": ichunks,
             "dtype": np.dtype(meta["data_type"]).newbyteorder("<").str, "compressor": comp,
-            "fill_value": _fill_json(meta["fill_value"]) if not isinstance(meta["fill_value"], str) else meta["fill_value"],
+            "fill_value": _fill_json(meta["fill_value"]),
             "order": "C", "filters": None, "dimension_separator": "."})
         self.refs[f"{path}/.zattrs"] = json.dumps({"_ARRAY_DIMENSIONS": meta.get("dimension_names") or []})
         if not sharded:
