@@ -7,6 +7,7 @@ import asyncio
 import html
 import json
 import math
+import numbers
 
 import numpy as np
 import panel as pn
@@ -16,10 +17,12 @@ from bokeh.models import ColumnDataSource, CustomJS, HoverTool, Range1d
 from bokeh.plotting import figure
 
 from app import geo, render
+from app.catalog import parse_catalog
 from app.export import to_csv, to_npy
 from app.model import Pixel, StoreModel, cosine_table
 from app.reader import JSSource, SourceError
 from app.state import UrlState
+from builder import convention as conv
 
 MAP_W, MAP_H = 760, 520
 COLORS = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
@@ -45,7 +48,7 @@ class Explorer(param.Parameterized):
         self.zone_cache: dict = {}
         self._draw_task = None
         self._redraw_pending = False
-        self.param["year"].objects = [c["year"] for c in catalog]
+        self.param["year"].objects = _year_options(catalog)
         self.base_src = ColumnDataSource(dict(image=[], x=[], y=[], dw=[], dh=[]), name="base-source")
         self.over_src = ColumnDataSource(dict(image=[], x=[], y=[], dw=[], dh=[]), name="overlay-source")
         self.pin_src = ColumnDataSource(dict(x=[], y=[], color=[], label=[]), name="pin-source")
@@ -91,9 +94,11 @@ class Explorer(param.Parameterized):
         cfig.scatter("year", "cosine", source=self.change_src, size=9)
         cfig.xaxis.ticker.desired_num_ticks = 4
         self.years_fig, self.change_fig = yfig, cfig
-        self.info = pn.pane.Markdown("Click the map to read a pixel's embedding.", name="info", width=380)
+        # Every text pane is HTML built by `_html`, which escapes every value: text from a store,
+        # a catalog, an index or an error message is data and is never rendered as markup.
+        self.info = pn.pane.HTML("Click the map to read a pixel's embedding.", name="info", width=380)
         self.table = pn.pane.HTML("", name="compare", width=380)
-        self.status_pane = pn.pane.Markdown("", name="status", width=380)
+        self.status_pane = pn.pane.HTML("", name="status", width=380)
         self.pin_btn = pn.widgets.Button(name="Pin pixel", button_type="primary", disabled=True)
         self.clear_btn = pn.widgets.Button(name="Clear pins")
         self.sim_btn = pn.widgets.Toggle(name="Similarity search", value=False, disabled=True)
@@ -123,16 +128,24 @@ class Explorer(param.Parameterized):
         model = StoreModel(self.source_factory(url))
         try:
             await model.open()
+            if model.years is None:
+                raise SourceError("invalid", f"{url} is a single-year store, not a multi-year index")
         except SourceError as e:
-            self.status_pane.object = f"Multi-year index unavailable: {html.escape(str(e))}"
+            self.set_status("<b>Multi-year index unavailable:</b> {}", e)
             return
         self.years_model = model
+        versions = sorted({z.model_version for z in model.zones.values()})
+        self.set_status("Multi-year index: years {}; model {}.", ", ".join(map(str, model.years)), ", ".join(versions))
 
     async def refresh_years(self) -> None:
         px = self.selected
         if self.years_model is None:
             return
-        res = await self.years_model.pixel_years(px.lon, px.lat) if px is not None else None
+        try:
+            res = await self.years_model.pixel_years(px.lon, px.lat) if px is not None else None
+        except SourceError as e:
+            self.set_status("<b>Multi-year index read failed:</b> {}", e)
+            res = None
         if res is None:
             self.years_src.data = dict(xs=[], ys=[], color=[], label=[])
             self.change_src.data = dict(year=[], cosine=[], label=[])
@@ -163,8 +176,9 @@ class Explorer(param.Parameterized):
         try:
             await self.open_year(year)
         except SourceError as e:
-            self.status = f"**Cannot open {year}:** {e}"
-            self.status_pane.object = self.status
+            self.set_status("<b>Cannot open {}:</b> {}", year, e)
+            if self.model is not None:
+                self.year = self.model.year  # the selector goes back to the year the map shows
             return
         self.sim = None
         self.over_src.data = dict(image=[], x=[], y=[], dw=[], dh=[])
@@ -297,11 +311,11 @@ class Explorer(param.Parameterized):
         try:
             px = await self.model.pixel_at(lon, lat)
         except SourceError as e:
-            self.status_pane.object = f"**Read failed:** {html.escape(str(e))}"
+            self.set_status("<b>Read failed:</b> {}", e)
             return None
         self.selected = px
         if px is None:
-            self.info.object = f"**{lon:.5f}, {lat:.5f}**: outside the zones of this store."
+            self.info.object = _html("<b>{:.5f}, {:.5f}</b>: outside the zones of this store.", lon, lat)
         self._refresh_pixels()
         await self.refresh_years()
         if self.similarity_on:
@@ -332,7 +346,7 @@ class Explorer(param.Parameterized):
     async def compute_similarity(self) -> None:
         px = self.selected
         if px is None or not px.valid:
-            self.status_pane.object = "Select a pixel with data first."
+            self.set_status("Select a pixel with data first.")
             return
         zone = self.model.zones[px.zone]
         v = self.view()
@@ -346,8 +360,8 @@ class Explorer(param.Parameterized):
         ms = (time.perf_counter() - t0) * 1000
         self.sim = (zone, window, sim)
         n = int(np.isfinite(sim).sum())
-        self.status_pane.object = (f"Similarity to {px.label()}: {n:,} valid pixels in rows {window[0]}-{window[1]}, "
-                                   f"cols {window[2]}-{window[3]} of {zone.name} ({ms:.0f} ms).")
+        self.set_status("Similarity to {}: {:,} valid pixels in rows {}-{}, cols {}-{} of {} ({:.0f} ms).",
+                        px.label(), n, window[0], window[1], window[2], window[3], zone.name, ms)
         self._update_overlay()
 
     def _refresh_pixels(self) -> None:
@@ -367,14 +381,16 @@ class Explorer(param.Parameterized):
         if px is not None:
             x, y = geo.lonlat_to_merc(px.lon, px.lat)
             self.sel_src.data = dict(x=[float(x)], y=[float(y)])
-            z = px.zone
-            where = (f"**{px.lon:.6f}, {px.lat:.6f}** (lon, lat)  \n{z} (EPSG:{326 if not self.model.zones[z].south else 327}"
-                     f"{self.model.zones[z].zone:02d}) E {px.easting:.1f} N {px.northing:.1f}  \n"
-                     f"row {px.row}, col {px.col}, year {self.model.year}")
+            z = self.model.zones[px.zone]
+            where = _html("<b>{:.6f}, {:.6f}</b> (lon, lat)<br>{} ({}) E {:.1f} N {:.1f}<br>row {}, col {}, year {}<br>"
+                          "<span class='store'>model {}, build {}</span>", px.lon, px.lat, z.name,
+                          conv.proj_code(z.zone, z.south), px.easting, px.northing, px.row, px.col, self.model.year,
+                          z.model_version, z.build_version)
             if px.valid:
-                self.info.object = where + f"  \nscale {px.scale:.6g}, |v| = {float(np.linalg.norm(px.vector)):.3f}"
+                self.info.object = where + _html("<br>scale {:.6g}, |v| = {:.3f}", px.scale,
+                                                 float(np.linalg.norm(px.vector)))
             else:
-                self.info.object = where + "  \n**No data** at this pixel (water or no coverage): its scale is NaN."
+                self.info.object = where + "<br><b>No data</b> at this pixel (water or no coverage): its scale is NaN."
         else:
             self.sel_src.data = dict(x=[], y=[])
         self.pin_btn.disabled = not (px is not None and px.valid)
@@ -391,6 +407,10 @@ class Explorer(param.Parameterized):
         rows = "".join(f"<tr><th>{html.escape(n)}</th>" + "".join(f"<td>{m[i, j]:.3f}</td>" for j in range(len(items)))
                        + "</tr>" for i, (n, _) in enumerate(items))
         return f"<table class='cosine' id='cosine-table'><tr><th>cosine</th>{head}</tr>{rows}</table>"
+
+    def set_status(self, template: str, *values) -> None:
+        self.status = _html(template, *values)
+        self.status_pane.object = self.status
 
     # ------------------------------------------------------------ URL --
     def current_state(self) -> UrlState:
@@ -410,6 +430,16 @@ class Explorer(param.Parameterized):
             js.history.replaceState(None, "", js.location.pathname + js.location.search + self.current_state().to_hash())
         except ImportError:
             pass
+
+
+def _year_options(catalog: list[dict]) -> dict:
+    """The year selector's options: catalog labels (shown as text by the widget) to years."""
+    return {str(c.get("label", c["year"])): c["year"] for c in catalog}
+
+
+def _html(template: str, *values) -> str:
+    """`template` (trusted markup written here) filled with `values`, each escaped: the one way text reaches a pane."""
+    return template.format(*(v if isinstance(v, numbers.Number) else html.escape(str(v)) for v in values))
 
 
 def _bytes_io(b: bytes):
@@ -435,21 +465,22 @@ def _done(task) -> None:
 
 
 async def load_catalog(state: UrlState) -> list[dict]:
-    """Stores to offer: the one named in the URL, or data/catalog.json next to the app."""
+    """Stores to offer: the one named in the URL, or the catalog (data/catalog.json next to the app, or ?catalog=URL).
+
+    Store and index URLs in a catalog are relative to the catalog's own URL."""
     if state.store:
         return [{"year": state.year or 0, "url": _absolute(state.store)}]
     import js
-    from pyodide.http import pyfetch
-    resp = await pyfetch("data/catalog.json")
-    if resp.status != 200:
-        raise SourceError("notfound", f"no store given (?store=URL) and no data/catalog.json next to the app "
-                                      f"(HTTP {resp.status})")
-    doc = json.loads(await resp.string())
-    base = str(js.URL.new("data/", js.location.href).href)
-    stores = [{"year": s["year"], "url": str(js.URL.new(s["url"], base).href).rstrip("/")} for s in doc["stores"]]
-    if doc.get("multiyear"):
-        state.multiyear = str(js.URL.new(doc["multiyear"], base).href)
-    return stores
+    res = json.loads(await js.tesseraJS.fetchJSON(state.catalog))  # size and depth checked in JS
+    if not res["ok"]:
+        if res["error"]["kind"] == "notfound":
+            raise SourceError("notfound", f"no store given (?store=URL) and no catalog at {state.catalog}")
+        raise SourceError(res["error"]["kind"], f"{state.catalog}: {res['error']['message']}")
+    base = str(js.URL.new(state.catalog, js.location.href).href)
+    stores, multiyear = parse_catalog(res["value"])
+    if multiyear and not state.multiyear:  # ?years=URL wins over the catalog's index
+        state.multiyear = str(js.URL.new(multiyear, base).href)
+    return [dict(s, url=str(js.URL.new(s["url"], base).href).rstrip("/")) for s in stores]
 
 
 def _absolute(url: str) -> str:
@@ -474,13 +505,14 @@ async def start(target: str) -> Explorer | None:
         await exp.open_year(year)
         if state.store and catalog[0]["year"] == 0:  # a store given by URL: learn its year from the store
             catalog[0]["year"] = exp.model.year
-            exp.param["year"].objects = [exp.model.year]
+            exp.param["year"].objects = _year_options(catalog)
             year = exp.model.year
         exp.year = year
     except SourceError as e:
         titles = {"notfound": "Store not found", "range": "The server does not support HTTP Range requests",
                   "network": "The store could not be reached (network or CORS)",
-                  "version": "Unsupported tessera dataset version", "invalid": "Not a tessera store"}
+                  "version": "Unsupported tessera dataset version", "invalid": "Not a tessera store",
+                  "refused": "A reference was refused"}
         js.tesseraShowError(titles.get(e.kind, "Cannot open the store"), str(e))
         return None
     _mark("store_opened")

@@ -27,6 +27,8 @@ class Zone:
     n_bands: int
     has_rgb: bool
     lonlat: tuple[float, float, float, float]  # west, south, east, north
+    model_version: str = ""
+    build_version: str = ""
 
     zone = property(lambda self: self.grid.zone)
     south = property(lambda self: self.grid.south)
@@ -93,7 +95,8 @@ def _zone_from_meta(name: str, attrs: dict, arrays: dict) -> Zone:
     bbox = attrs.get("spatial:bbox") or [t[2], t[5] - h * conv.PIXEL_SIZE, t[2] + w * conv.PIXEL_SIZE, t[5]]
     grid = ZoneGrid(zone, south, float(t[2]), float(t[5]), int(h), int(w), int(shard))
     return Zone(name, grid, int(attrs["tessera:n_bands"]), bool(attrs.get("tessera:has_rgb_preview", False)),
-                geo.utm_bbox_lonlat(bbox, zone, south))
+                geo.utm_bbox_lonlat(bbox, zone, south), str(attrs.get("tessera:model_version", "")),
+                str(attrs.get("tessera:build_version", "")))
 
 
 class StoreModel:
@@ -107,16 +110,28 @@ class StoreModel:
 
     async def open(self) -> "StoreModel":
         doc = await self.source.meta()
+        if not isinstance(doc, dict):
+            raise SourceError("invalid", "not a tessera store: its root zarr.json is not a JSON object")
+        try:
+            return self._read_root(doc)
+        except SourceError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+            # Metadata that passes the root checks but not the zone/level parsing: one line, no traceback.
+            what = f"missing {e}" if isinstance(e, KeyError) else str(e)
+            raise SourceError("invalid", f"not a tessera store: {what}") from None
+
+    def _read_root(self, doc: dict) -> "StoreModel":
         attrs = doc.get("attributes", {})
         multi = "tessera:years" in attrs
         schema = conv.MULTIYEAR_ROOT_SCHEMA if multi else conv.ROOT_SCHEMA
         problems = conv.quick_check(attrs, schema, "store root")
         if problems:
             version = attrs.get("tessera:dataset_version")
-            if version != conv.DATASET_VERSION:
+            if version is not None and version != conv.DATASET_VERSION:
                 raise SourceError("version", f"this store has tessera:dataset_version={version!r}; the explorer "
                                              f"reads {conv.DATASET_VERSION!r} stores only")
-            raise SourceError("invalid", "; ".join(problems))
+            raise SourceError("invalid", "not a tessera store: " + "; ".join(problems))
         self.root = attrs
         if multi:
             self.years = list(attrs["tessera:years"])
@@ -124,7 +139,7 @@ class StoreModel:
             self.year = attrs["tessera:year"]
         cons = (doc.get("consolidated_metadata") or {}).get("metadata") or {}
         if not cons:
-            raise SourceError("invalid", "the store has no consolidated metadata in its root zarr.json "
+            raise SourceError("invalid", "not a tessera store: no consolidated metadata in its root zarr.json "
                                          "(rebuild or re-consolidate it with zarr.consolidate_metadata)")
         for key, meta in cons.items():
             if "/" not in key and conv.parse_zone_group_name(key) is not None and meta.get("node_type") == "group":
@@ -140,7 +155,7 @@ class StoreModel:
                 h, w = item["spatial:shape"]
                 self.levels.append(Level(int(item["asset"]), float(item["spatial:transform"][0]), h, w, chunk))
         if not self.zones:
-            raise SourceError("invalid", "the store has no zone group (utmNN)")
+            raise SourceError("invalid", "not a tessera store: no zone group (utmNN)")
         return self
 
     # ------------------------------------------------------------ pixels --

@@ -24,6 +24,7 @@ class UrlState:
     sim: float | None = None  # similarity threshold when the similarity layer is on
     embed: bool = False
     multiyear: str | None = None  # URL of a multi-year index (from catalog.json or ?years=URL)
+    catalog: str = "data/catalog.json"  # ?catalog=URL: the year stores to offer when no store is given
 
     def to_hash(self) -> str:
         q: list[tuple[str, str]] = []
@@ -52,6 +53,7 @@ class UrlState:
         s = cls(embed=query.get("embed") == "1")
         s.store = h.get("store") or query.get("store")
         s.multiyear = query.get("years")
+        s.catalog = query.get("catalog") or s.catalog
         try:
             if "year" in h or "year" in query:
                 s.year = int(h.get("year") or query.get("year"))

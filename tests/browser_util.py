@@ -30,16 +30,28 @@ def static_server(root: Path, *flags: str):
                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}/"
     try:
-        for _ in range(200):
-            try:
-                requests.get(base + "index.html", timeout=0.5)
-                break
-            except requests.ConnectionError:
-                time.sleep(0.05)
+        wait_http(base + "index.html", proc)
         yield base
     finally:
         proc.terminate()
         proc.wait()
+
+
+def wait_http(url: str, proc: subprocess.Popen | None = None, deadline_s: float = 60.0) -> None:
+    """Wait until `url` answers (any status); refused connections and read timeouts both mean "not yet".
+    Raises after the deadline, or at once if the server process has exited."""
+    end = time.monotonic() + deadline_s
+    last: Exception | None = None
+    while time.monotonic() < end:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server for {url} exited with code {proc.returncode} before answering")
+        try:
+            requests.get(url, timeout=2)
+            return
+        except requests.RequestException as e:  # ConnectionError, ReadTimeout, ...
+            last = e
+            time.sleep(0.05)
+    raise TimeoutError(f"{url} did not answer within {deadline_s:.0f} s (last error: {last})")
 
 
 def build_test_site(dest: Path, work: Path) -> Path:
@@ -50,6 +62,24 @@ def build_test_site(dest: Path, work: Path) -> Path:
     run("demo", "--out", str(dest / "data"), "--tiles", str(work / "tiles"), "--record", str(work / "record"),
         "--px", "256", "--scheduler", "threads", "-q")
     return dest
+
+
+# The page's text including what Bokeh/Panel render inside shadow roots.
+_PAGE_TEXT = """(() => {
+    const parts = [];
+    const walk = (node) => {
+        if (node.nodeType === Node.TEXT_NODE) parts.push(node.textContent);
+        if (node.shadowRoot) walk(node.shadowRoot);
+        for (const c of node.childNodes) walk(c);
+    };
+    walk(document.body);
+    return parts.join(' ');
+})()"""
+
+
+def wait_text(page, text: str, timeout_ms: int = 60_000) -> None:
+    """Wait until `text` is part of the page's text (shadow roots included)."""
+    page.wait_for_function(f"(want) => {_PAGE_TEXT}.includes(want)", arg=text, timeout=timeout_ms)
 
 
 def wait_state(page, timeout_ms: int = 120_000) -> str:
@@ -81,13 +111,4 @@ def model_data(page, name: str) -> dict:
 
 def all_text(page) -> str:
     """The page's text including what Bokeh/Panel render inside shadow roots."""
-    return page.evaluate("""() => {
-        const parts = [];
-        const walk = (node) => {
-            if (node.nodeType === Node.TEXT_NODE) parts.push(node.textContent);
-            if (node.shadowRoot) walk(node.shadowRoot);
-            for (const c of node.childNodes) walk(c);
-        };
-        walk(document.body);
-        return parts.join(' ');
-    }""")
+    return page.evaluate(_PAGE_TEXT)

@@ -148,3 +148,51 @@ def test_similarity_colours():
     assert list(rgba[0, :, 3]) == [0, 0, 0, 210, 210]
     assert tuple(rgba[0, 4, :3]) == (253, 231, 37)
     assert np.isnan(cosine_map(np.zeros((1, 1, 4), np.float32), np.ones(4, np.float32))).all()
+
+
+@pytest.mark.parametrize("doc,want", [
+    ([], 'expected an object with a non-empty "stores" list'),
+    ({"stores": []}, 'expected an object with a non-empty "stores" list'),
+    ({"stores": [{"year": 2024}]}, "store 0 has no url"),
+    ({"stores": [{"year": "2024", "url": "a.zarr"}]}, "store 0 has no integer year"),
+    ({"stores": [{"year": True, "url": "a.zarr"}]}, "store 0 has no integer year"),
+    ({"stores": [{"year": 2024, "url": "a.zarr"}], "multiyear": ["x"]}, "multiyear is not a URL"),
+])
+def test_a_bad_catalog_is_one_clear_error(doc, want):
+    from app.catalog import parse_catalog
+    with pytest.raises(SourceError) as e:
+        parse_catalog(doc)
+    assert e.value.kind == "invalid" and str(e.value) == f"catalog: {want}"
+
+
+def test_catalog_labels_default_to_the_year():
+    from app.catalog import parse_catalog
+    stores, multi = parse_catalog({"stores": [{"year": 2023, "url": "a.zarr"}, {"year": 2024, "url": "b", "label": 7}],
+                                   "multiyear": "years.json"})
+    assert [s["label"] for s in stores] == ["2023", "7"] and multi == "years.json"
+
+
+class _DocSource(ZarrSource):
+    def __init__(self, doc):
+        self.doc = doc
+
+    async def meta(self):
+        return self.doc
+
+
+@pytest.mark.parametrize("edit,want", [
+    (lambda d: d.update(attributes="x"), "not a tessera store: "),
+    (lambda d: d["attributes"].pop("tessera:year"), "not a tessera store: store root: missing required attribute"),
+    (lambda d: d["consolidated_metadata"]["metadata"]["utm30"]["attributes"].update({"spatial:shape": "wide"}),
+     "not a tessera store: "),
+    (lambda d: d["consolidated_metadata"]["metadata"]["utm30"]["attributes"].pop("proj:code"),
+     "not a tessera store: missing 'proj:code'"),
+    (lambda d: d.pop("consolidated_metadata"), "not a tessera store: no consolidated metadata"),
+])
+def test_metadata_that_is_not_a_tessera_store_is_one_line(store, edit, want):
+    import json
+    doc = json.loads((store / "zarr.json").read_text())
+    edit(doc)
+    with pytest.raises(SourceError) as e:
+        asyncio.run(StoreModel(_DocSource(doc)).open())
+    assert e.value.kind == "invalid" and str(e.value).startswith(want) and "\n" not in str(e.value)

@@ -10,7 +10,7 @@ import pytest
 import zarr
 from pyproj import Transformer
 
-from browser_util import REPO, all_text, map_click_point, model_data, static_server, wait_state
+from browser_util import REPO, all_text, map_click_point, model_data, static_server, wait_state, wait_text
 
 pytestmark = pytest.mark.browser
 ARTIFACTS = REPO / "artifacts"
@@ -62,10 +62,13 @@ def test_click_a_pixel_plots_exactly_the_cpython_dequantised_vector(page, server
     row, col = interior_valid(store, "utm30")
     lon, lat = pixel_lonlat(store, "utm30", row, col)
     assert open_app(page, server + "index.html") == "ready"
-    page.evaluate("([lon, lat]) => window.tesseraApi.view(lon, lat, 2500)", [lon, lat])
-    page.wait_for_timeout(500)
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 2500)", [lon, lat])
     from app.geo import lonlat_to_merc
     x, y = lonlat_to_merc(lon, lat)
+    page.wait_for_function("""([x, y]) => {  // the browser's map shows the new view before we click
+        const m = Bokeh.documents[0].get_model_by_name('map');
+        return m.x_range.start < x && x < m.x_range.end && m.y_range.start < y && y < m.y_range.end
+            && m.x_range.end - m.x_range.start < 10000; }""", arg=[float(x), float(y)], timeout=30_000)
     px, py = map_click_point(page, float(x), float(y))
     page.mouse.click(px, py)  # a real click on the canvas: Bokeh's Tap event, the app's own path
     data = wait_spectrum(page, 1, f"utm30 r{row} c{col}")
@@ -178,12 +181,7 @@ def test_year_selector_switches_store_and_rereads_the_pixel(page, server, site):
     assert open_app(page, server + "index.html") == "ready"
     page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", [lon, lat])
     page.select_option("select", "2023")
-    page.wait_for_function("Bokeh.documents[0].get_model_by_name('info') === null || true")
-    wait_spectrum(page, 1)
-    for _ in range(100):
-        if 'year 2023' in all_text(page):
-            break
-        page.wait_for_timeout(200)
+    wait_text(page, "year 2023")
     data = wait_spectrum(page, 1)
     np.testing.assert_array_equal(np.array(data["ys"][0]), truth(s23, "utm30", row, col).astype(np.float64))
 

@@ -29,6 +29,108 @@ export class TesseraError extends Error {
   }
 }
 
+// Limits on documents that come from a store, a catalog or an index: they are
+// data from somewhere else, so neither their size nor their nesting may take
+// the tab down (a 300 MB zarr.json exhausts memory; JSON nested 100,000 deep
+// overflows CPython's stack in Pyodide, which is fatal to the whole runtime).
+export const LIMITS = { metadataBytes: 16 * 2 ** 20, indexBytes: 64 * 2 ** 20, depth: 64 };
+
+// The body of `resp`, refused as soon as it is known to exceed `limit` bytes
+// (from Content-Length when the host sends it, otherwise while streaming).
+async function cappedText(resp, url, limit) {
+  const declared = Number(resp.headers.get("Content-Length") || 0);
+  const tooLarge = (n) => new TesseraError("invalid", `${url} is ${n} bytes or more; documents over ${limit} bytes are refused`);
+  if (declared > limit) {
+    resp.body?.cancel();
+    throw tooLarge(declared);
+  }
+  const reader = resp.body.getReader();
+  const parts = [];
+  let n = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    n += value.length;
+    if (n > limit) {
+      reader.cancel();
+      throw tooLarge(n);
+    }
+    parts.push(value);
+  }
+  const all = new Uint8Array(n);
+  let at = 0;
+  for (const p of parts) {
+    all.set(p, at);
+    at += p.length;
+  }
+  return new TextDecoder().decode(all);
+}
+
+// Depth of a parsed JSON value, walked iteratively (no recursion to overflow).
+function checkDepth(value, url, limit = LIMITS.depth) {
+  const stack = [[value, 1]];
+  while (stack.length) {
+    const [v, d] = stack.pop();
+    if (v === null || typeof v !== "object") continue;
+    if (d > limit) throw new TesseraError("invalid", `${url} is nested more than ${limit} levels deep`);
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      if (child !== null && typeof child === "object") stack.push([child, d + 1]);
+    }
+  }
+  return value;
+}
+
+export function parseJSON(text, url) {
+  let value;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new TesseraError("invalid", `${url} is not valid JSON (${err.message})`);
+  }
+  return checkDepth(value, url);
+}
+
+async function fetchJSONDoc(request, source, limit) {
+  const resp = await tracedFetch(request, source);
+  if (resp.status === 404) throw new TesseraError("notfound", `${request.url}: HTTP 404`);
+  if (!resp.ok) throw new TesseraError("http", `HTTP ${resp.status} for ${request.url}`);
+  return parseJSON(await cappedText(resp, request.url, limit), request.url);
+}
+
+// Every URL an index refers to must lie on an allowed origin (the index's own
+// and the page's): a hostile index must not make the page send requests to a
+// third host.  Checked for every reference when the index is opened, and again
+// for every request its store makes.
+function allowedOrigins(indexUrl) {
+  return new Set([new URL(indexUrl).origin, globalThis.location ? location.origin : new URL(indexUrl).origin]);
+}
+
+function checkReference(target, indexUrl, allowed, key) {
+  let u;
+  try {
+    u = new URL(target, indexUrl);
+  } catch {
+    throw new TesseraError("refused", `index ${indexUrl}: reference ${key} is not a URL: ${target}`);
+  }
+  if (!allowed.has(u.origin)) {
+    throw new TesseraError("refused", `index ${indexUrl}: reference ${key} points to another origin (${u.origin}); refused`);
+  }
+  return u.href;
+}
+
+function checkIndexReferences(spec, indexUrl, allowed) {
+  const templates = spec.templates || {};
+  const fill = (s) => s.replace(/\{\{(\w+)\}\}/g, (m, k) => (k in templates ? templates[k] : m));
+  for (const [key, ref] of Object.entries(spec.refs || {})) {
+    if (Array.isArray(ref) && typeof ref[0] === "string") checkReference(fill(ref[0]), indexUrl, allowed, key);
+  }
+}
+
+const containedFetch = (indexUrl, allowed) => async (request) => {
+  checkReference(request.url, indexUrl, allowed, "(request)");
+  return tracedFetch(request, indexUrl);
+};
+
 // One fetch wrapper per source, so the log tells which store a request served.
 const tracedFetchFor = (source) => (request) => tracedFetch(request, source);
 
@@ -121,25 +223,34 @@ async function source(url) {
   const p = (async () => {
     let pixelStore, regionStore, rootMeta;
     if (url.endsWith(".json")) {
-      const resp = await tracedFetch(new Request(url));
-      if (resp.status === 404) throw new TesseraError("notfound", `no index at ${url} (HTTP 404)`);
-      if (!resp.ok) throw new TesseraError("http", `HTTP ${resp.status} for ${url}`);
-      const spec = await resp.json();
+      const spec = await fetchJSONDoc(new Request(url), url, LIMITS.indexBytes);
+      if (spec === null || typeof spec !== "object" || typeof spec.refs !== "object" || spec.refs === null) {
+        throw new TesseraError("invalid", `${url} is not a reference index (no "refs" object)`);
+      }
       // A relocatable index ({{base}} templates written empty) resolves against its own directory.
       if (spec.templates && "base" in spec.templates && !spec.templates.base) {
         spec.templates.base = new URL(".", url).href;
       }
-      const ref = ReferenceStore.fromSpec(spec, { fetch: tracedFetchFor(url) });
+      const allowed = allowedOrigins(url);
+      checkIndexReferences(spec, url, allowed);
+      const ref = ReferenceStore.fromSpec(spec, { fetch: containedFetch(url, allowed) });
       pixelStore = ref;
       regionStore = ref;
       const raw = await ref.get("/zarr.json");
-      rootMeta = JSON.parse(new TextDecoder().decode(raw));
+      if (raw === undefined) throw new TesseraError("invalid", `${url} has no root zarr.json reference`);
+      if (raw.length > LIMITS.metadataBytes) {
+        throw new TesseraError("invalid", `${url}: root zarr.json is ${raw.length} bytes; documents over ${LIMITS.metadataBytes} bytes are refused`);
+      }
+      rootMeta = parseJSON(new TextDecoder().decode(raw), url + " (zarr.json)");
     } else {
       const base = url.endsWith("/") ? url : url + "/";
       const resp = await tracedFetch(new Request(base + "zarr.json", { headers: { Range: "bytes=0-" } }));
       if (resp.status === 404) throw new TesseraError("notfound", `no Zarr store at ${base} (zarr.json: HTTP 404)`);
       if (!resp.ok && resp.status !== 206) throw new TesseraError("http", `HTTP ${resp.status} for ${base}zarr.json`);
-      rootMeta = await resp.json();
+      rootMeta = parseJSON(await cappedText(resp, base + "zarr.json", LIMITS.metadataBytes), base + "zarr.json");
+      if (rootMeta === null || typeof rootMeta !== "object" || Array.isArray(rootMeta)) {
+        throw new TesseraError("invalid", `${base}zarr.json is not a JSON object`);
+      }
       // Suffix ranges (bytes=-N) read a shard index in one request, without a HEAD first.
       pixelStore = new zarr.FetchStore(base, { fetch: tracedFetchFor(url), useSuffixRequest: true });
       regionStore = new WholeFileStore(base, tracedFetchFor(url));
@@ -175,6 +286,17 @@ async function array(src, kind, path) {
 function describe(err) {
   if (err instanceof TesseraError) return { kind: err.kind, message: err.message };
   return { kind: "error", message: String(err && err.message ? err.message : err) };
+}
+
+// A JSON document (catalog.json) with the same limits, as a checked JSON string
+// that Python can parse safely.
+export async function fetchJSON(url) {
+  try {
+    const abs = new URL(url, location.href).href;
+    return JSON.stringify({ ok: true, value: await fetchJSONDoc(new Request(abs), abs, LIMITS.metadataBytes) });
+  } catch (e) {
+    return JSON.stringify({ ok: false, error: describe(e) });
+  }
 }
 
 // Root metadata (with consolidated children when present), as a JSON string.

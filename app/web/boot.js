@@ -71,5 +71,7 @@ await app.main.start("app-root")
 
 main().catch((err) => {
   console.error(err);
-  showError("The explorer could not start", String(err && err.message ? err.message : err));
+  // A Python exception's message is its whole traceback: the page shows its last line only.
+  const lines = String(err && err.message ? err.message : err).trim().split("\n");
+  showError("The explorer could not start", lines[lines.length - 1]);
 });
