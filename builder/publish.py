@@ -1,21 +1,42 @@
 """Publish stores to static hosting: a local directory or any fsspec URL (s3://, memory://, ...).
 
-Order matters for readers that look while an upload runs: shard and chunk
-files go first, then the `zarr.json` documents deepest first, the root's
-last.  A store therefore only becomes visible when everything it points to
-is already there.  Every tessera store under the source is validated first;
-an invalid one is not published.
+The destination becomes a mirror of the source.
+
+* Published: every regular file under the source except dotfiles (any path segment starting with
+  '.') and build records (`*.build/` directories, `record.json`, `*.done`, `*.partial`).  A symbolic
+  link or other non-regular file anywhere in the source is refused before anything is written:
+  publish never follows a link.
+* Order, for readers that look while a publish runs: data files (every file but `*.json`) first,
+  new keys before keys replaced in place; then the `*.json` documents deepest first, so each store's
+  root `zarr.json` (whose consolidated metadata is what readers open) is that store's last write, and
+  `catalog.json` comes after the stores.  Files the source no longer has are deleted only after that
+  switch.  Unchanged files are not rewritten.  A local file is written to a temporary dotfile and
+  renamed, an object is one PUT, so every file is whole: the old version or the new one.
+* Dotfiles at the destination are left alone (the mirror's temporary files excepted); everything
+  else there that the source does not publish is deleted, build records included.
+* A destination equal to, inside or containing the source is refused.
+* Every tessera store under the source is validated first; an invalid one is not published.
 """
 from __future__ import annotations
 
+import filecmp
+import hashlib
 import json
-from pathlib import Path
+import os
+import shutil
+import signal
+import stat
+from pathlib import Path, PurePosixPath
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 from builder.errors import BuildError
 from builder.parallel import progress_bar
 from builder.validate import validate
+
+TMP_SUFFIX = ".publishing"  # local temporary files: .{name}.{pid}.publishing, renamed into place
+STOP_AFTER = "TESSERA_PUBLISH_STOP_AFTER"  # tests only: SIGSTOP this process after that many destination changes
 
 
 def find_stores(src: Path) -> list[Path]:
@@ -33,17 +54,128 @@ def find_stores(src: Path) -> list[Path]:
     return out
 
 
-def _order(files: list[Path]) -> list[Path]:
-    data = [f for f in files if f.name != "zarr.json"]
-    meta = sorted((f for f in files if f.name == "zarr.json"), key=lambda f: -len(f.parts))
-    return data + meta
+def hidden(rel: str) -> bool:
+    """A dotfile, or anything inside a dot-directory."""
+    return any(part.startswith(".") for part in rel.split("/"))
+
+
+def excluded(rel: str) -> bool:
+    """Never published: dotfiles and build records."""
+    parts = rel.split("/")
+    return (hidden(rel) or any(p.endswith(".build") for p in parts)
+            or parts[-1] == "record.json" or parts[-1].endswith((".done", ".partial")))
+
+
+def is_metadata(rel: str) -> bool:
+    return rel.endswith(".json")
+
+
+def source_files(src: Path) -> dict[str, Path]:
+    """The files to publish, by key relative to `src`.  Refuses links and special files (naming them)."""
+    out: dict[str, Path] = {}
+    for dirpath, dirnames, filenames in os.walk(src):
+        here = Path(dirpath)
+        base = here.relative_to(src).as_posix()
+        descend = []
+        for name in sorted(dirnames) + sorted(filenames):
+            rel = name if base == "." else f"{base}/{name}"
+            if excluded(rel):
+                continue
+            path = here / name
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                raise BuildError(f"is a symbolic link to {os.readlink(path)}; publish never follows links "
+                                 "(copy the file in or remove the link)", str(path))
+            if stat.S_ISDIR(mode):
+                descend.append(name)
+            elif stat.S_ISREG(mode):
+                out[rel] = path
+            else:
+                raise BuildError("is not a regular file (device, pipe or socket); refusing to publish it", str(path))
+        dirnames[:] = descend
+    return out
+
+
+def _refuse_overlap(src: Path, fs, root: str) -> None:
+    """A destination equal to, inside or containing the source would copy the source onto itself."""
+    if not isinstance(fs, LocalFileSystem):
+        return
+    s, d = src.resolve(), Path(root).resolve()
+    if d == s:
+        raise BuildError(f"destination is the source {src}; publish needs a separate destination", root)
+    if s in d.parents:
+        raise BuildError(f"destination is inside the source {src}; every publish would nest another copy", root)
+    if d in s.parents:
+        raise BuildError(f"destination contains the source {src}; the mirror would delete the source", root)
+
+
+def _listing(fs, root: str) -> dict[str, dict]:
+    """What the destination holds now, by key relative to `root`."""
+    try:
+        found = fs.find(root, detail=True)
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        raise BuildError(f"cannot list the destination ({e.strerror or e})", root) from None
+    prefix = f"{root}/"
+    return {p[len(prefix):]: info for p, info in found.items() if p.startswith(prefix)}
+
+
+def _unchanged(fs, local: Path, target: str, info: dict) -> bool:
+    """Whether the destination already holds exactly `local`'s bytes (local compare, or the S3 ETag = MD5)."""
+    if info.get("size") != local.stat().st_size:
+        return False
+    if isinstance(fs, LocalFileSystem):
+        return filecmp.cmp(local, target, shallow=False)
+    etag = str(info.get("ETag") or info.get("etag") or "").strip('"')
+    return "-" not in etag and etag == hashlib.md5(local.read_bytes(), usedforsecurity=False).hexdigest()
+
+
+def plan_uploads(files: dict[str, Path], listing: dict[str, dict], fs, root: str) -> list[str]:
+    """Changed files in publishing order: new data keys, data replaced in place, metadata deepest first
+    (each store's root zarr.json after its nodes, catalog.json last)."""
+    todo = [r for r in sorted(files) if r not in listing or not _unchanged(fs, files[r], f"{root}/{r}", listing[r])]
+    data = [r for r in todo if not is_metadata(r)]
+    meta = [r for r in todo if is_metadata(r)]
+    meta.sort(key=lambda r: (PurePosixPath(r).name == "catalog.json", -r.count("/"), r))
+    return [r for r in data if r not in listing] + [r for r in data if r in listing] + meta
+
+
+def _put(fs, local: Path, target: str) -> None:
+    """Write one file so that a reader gets the old or the new version, never a part."""
+    parent, name = target.rsplit("/", 1)
+    fs.makedirs(parent, exist_ok=True)
+    if not isinstance(fs, LocalFileSystem):
+        fs.put_file(str(local), target)  # an object store replaces a key at once
+        return
+    tmp = f"{parent}/.{name}.{os.getpid()}{TMP_SUFFIX}"
+    shutil.copyfile(local, tmp)
+    os.replace(tmp, target)
+
+
+def _prune_empty_dirs(root: str, removed: list[str]) -> None:
+    """Local destinations: remove the directories that deletions left empty."""
+    dirs = {p for r in removed for p in PurePosixPath(r).parents if p.name}
+    for d in sorted(dirs, key=lambda p: -len(p.parts)):
+        try:
+            os.rmdir(f"{root}/{d}")
+        except OSError:
+            pass  # not empty
 
 
 def publish(src: Path, dest: str, storage_options: dict | None = None, quiet: bool = False) -> int:
+    """Mirror `src` to `dest`; returns the number of files written."""
     src = Path(src)
     if not src.exists():
         raise BuildError("source does not exist", str(src))
-    stores = find_stores(src)
+    try:
+        fs, root = fsspec.core.url_to_fs(dest, **(storage_options or {}))
+    except (ValueError, ImportError) as e:
+        raise BuildError(f"cannot use destination ({e})", dest) from None
+    root = root.rstrip("/")
+    _refuse_overlap(src, fs, root)
+    files = source_files(src) if src.is_dir() else {}
+    stores = [s for s in find_stores(src) if s == src or not excluded(s.relative_to(src).as_posix())]
     if not stores:
         raise BuildError("no tessera store (root zarr.json with tessera:dataset_version) found", str(src))
     for s in stores:
@@ -51,28 +183,31 @@ def publish(src: Path, dest: str, storage_options: dict | None = None, quiet: bo
         if probs:
             raise BuildError(f"store is invalid, not publishing: {probs[0]} (+{len(probs) - 1} more)", str(s))
     try:
-        fs, root = fsspec.core.url_to_fs(dest, **(storage_options or {}))
-    except (ValueError, ImportError) as e:
-        raise BuildError(f"cannot use destination ({e})", dest) from None
-    files = _order([p for p in src.rglob("*") if p.is_file() and ".partial" not in p.name])
-    root = root.rstrip("/")
-    prog = progress_bar()
-    prog.disable = quiet
-    try:
         fs.makedirs(root, exist_ok=True)
     except OSError as e:
         raise BuildError(f"destination is not writable ({e.strerror or e})", dest) from None
+    listing = _listing(fs, root)
+    uploads = plan_uploads(files, listing, fs, root)
+    stale = [r for r in sorted(listing) if r not in files and (not hidden(r) or r.endswith(TMP_SUFFIX))]
+    stop_after = int(os.environ.get(STOP_AFTER) or 0)
+    prog = progress_bar()
+    prog.disable = quiet
     with prog:
-        task = prog.add_task(f"publishing to {dest}", total=len(files))
-        for f in files:
-            target = f"{root}/{f.relative_to(src).as_posix()}"
+        task = prog.add_task(f"publishing to {dest}", total=len(uploads) + len(stale))
+        for n, (rel, action) in enumerate([(r, "upload") for r in uploads] + [(r, "delete") for r in stale], 1):
+            target = f"{root}/{rel}"
             try:
-                fs.makedirs(target.rsplit("/", 1)[0], exist_ok=True)
-                fs.put_file(str(f), target)
-            except (OSError, PermissionError) as e:
-                raise BuildError(f"upload failed ({e.strerror or e})", target) from None
+                _put(fs, files[rel], target) if action == "upload" else fs.rm_file(target)
+            except OSError as e:
+                raise BuildError(f"{action} failed ({e.strerror or e})", target) from None
             prog.advance(task)
-    return len(files)
+            if n == stop_after:
+                os.kill(os.getpid(), signal.SIGSTOP)
+    if isinstance(fs, LocalFileSystem):
+        _prune_empty_dirs(root, stale)
+    if stale:
+        print(f"removed {len(stale)} files that {src} does not have from {dest}")
+    return len(uploads)
 
 
 def parse_options(pairs: list[str]) -> dict:

@@ -1,15 +1,24 @@
 """A static file server for the site that honours HTTP Range, like production hosts do.
 
 aiohttp's FileResponse implements Range (single and suffix ranges, 206/416),
-conditional requests and sendfile; this module adds what netlify.toml sets
-in production: CORS, Accept-Ranges, the .wasm/.mjs MIME types, and cache
-headers.  `--no-range` turns Range support off, to test how the app reports
-a host that ignores it.
+conditional requests (ETag, If-None-Match -> 304) and sendfile; this module adds
+what netlify.toml sets in production: CORS, Accept-Ranges, the .wasm/.mjs MIME
+types, and cache headers (every *.json is metadata: `no-cache`, i.e. revalidate
+by ETag on each use; other files under data/, pyodide/, wheels/ may be cached an
+hour).  `--no-range` turns Range support off, to test how the app reports a host
+that ignores it.
+
+Hostile requests: only GET, HEAD and OPTIONS (405 otherwise); a path with NUL
+or control characters, invalid percent-encoding or invalid UTF-8 is 400; a
+dotfile (any segment starting with '.'), an overlong path or name, and anything
+outside the root (`..`, links) is 404; `Range: bytes=-0` is 416.
 """
 from __future__ import annotations
 
 import mimetypes
+import re
 from pathlib import Path
+from urllib.parse import unquote_to_bytes
 
 from aiohttp import web
 
@@ -18,41 +27,101 @@ mimetypes.add_type("text/javascript", ".mjs")
 mimetypes.add_type("text/javascript", ".js")
 mimetypes.add_type("application/json", ".json")
 
+METHODS = "GET, HEAD, OPTIONS"
 CORS = {
     "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": METHODS,
     "Access-Control-Allow-Headers": "Range, If-None-Match, If-Modified-Since",
     "Access-Control-Expose-Headers": "Content-Range, Content-Length, Accept-Ranges, ETag",
 }
+MAX_PATH = 2048  # bytes of a request path; no file of the site has a longer one
+MAX_NAME = 255  # bytes of one path segment (NAME_MAX)
+BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+EMPTY_SUFFIX_RANGE = re.compile(r"\s*bytes\s*=\s*-0+\s*")
+
+
+class Refused(Exception):
+    def __init__(self, status: int, reason: str):
+        self.status = status
+        super().__init__(reason)
+
+
+def path_segments(raw_path: str) -> list[str]:
+    """The decoded segments of a raw (percent-encoded) request path; Refused if it is malformed or hidden."""
+    if len(raw_path) > MAX_PATH:
+        raise Refused(404, "not found")
+    if BAD_ESCAPE.search(raw_path):
+        raise Refused(400, "invalid percent-encoding")
+    out = []
+    for part in filter(None, raw_path.split("/")):
+        try:
+            seg = unquote_to_bytes(part).decode("utf-8")
+        except UnicodeDecodeError:
+            raise Refused(400, "path is not UTF-8") from None
+        if any(ord(c) < 32 or ord(c) == 127 for c in seg):
+            raise Refused(400, "control character in path")
+        if seg.startswith(".") or "/" in seg or "\\" in seg or len(seg.encode()) > MAX_NAME:
+            raise Refused(404, "not found")
+        out.append(seg)
+    return out
+
+
+def file_for(root: Path, segments: list[str]) -> Path:
+    """The regular file under `root` (a resolved path) that `segments` name; a directory means its index.html."""
+    path = root.joinpath(*segments)
+    try:
+        if path.is_dir():
+            path = path / "index.html"
+        real = path.resolve(strict=True)
+        if root in real.parents and real.is_file():
+            return real
+    except (OSError, RuntimeError):  # too long, a link loop, ...
+        pass
+    raise Refused(404, "not found")
+
+
+def cache_control(segments: list[str]) -> str:
+    """Metadata revalidates; data, Pyodide and wheels may be cached (the rules of netlify.toml)."""
+    if segments and segments[-1].endswith(".json"):
+        return "no-cache"
+    if any(s in ("data", "pyodide", "wheels") for s in segments[:-1]):
+        return "public, max-age=3600"
+    return "no-cache"
+
+
+def whole_file(request: web.Request, path: Path, headers: dict) -> web.Response:
+    """--no-range: the whole file whatever Range says, as a host that ignores Range sends it; ETags still work."""
+    st = path.stat()
+    etag = f"{st.st_mtime_ns:x}-{st.st_size:x}"  # as aiohttp's FileResponse makes them
+    if any(t.value in (etag, "*") for t in request.if_none_match or ()):
+        resp = web.Response(status=304, headers=headers)
+    else:
+        ctype = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        resp = web.Response(body=path.read_bytes(), content_type=ctype, headers=headers)
+    resp.etag = etag
+    return resp
 
 
 def make_app(root: Path, ranges: bool = True, cors: bool = True) -> web.Application:
     root = Path(root).resolve()
-
     cors_headers = CORS if cors else {}
 
     async def handle(request: web.Request) -> web.StreamResponse:
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            return web.Response(status=405, text="method not allowed", headers={**cors_headers, "Allow": METHODS})
         if request.method == "OPTIONS":
-            return web.Response(status=204, headers=cors_headers)
-        rel = request.match_info["path"] or "index.html"
-        path = (root / rel).resolve()
-        if root not in path.parents and path != root:
-            raise web.HTTPForbidden()
-        if path.is_dir():
-            path = path / "index.html"
-        if not path.is_file():
-            return web.Response(status=404, text="not found", headers=cors_headers)
-        headers = dict(cors_headers)
-        if "/data/" in f"/{rel}" or "/pyodide/" in f"/{rel}" or "/wheels/" in f"/{rel}":
-            headers["Cache-Control"] = "public, max-age=3600"
-        else:
-            headers["Cache-Control"] = "no-cache"
+            return web.Response(status=204, headers={**cors_headers, "Allow": METHODS})
+        try:
+            segments = path_segments(request.rel_url.raw_path)
+            path = file_for(root, segments)
+        except Refused as e:
+            return web.Response(status=e.status, text=str(e), headers=cors_headers)
+        headers = {**cors_headers, "Cache-Control": cache_control(segments)}
         if not ranges:
-            body = path.read_bytes()
-            ctype = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-            return web.Response(body=body, content_type=ctype, headers=headers)
-        headers["Accept-Ranges"] = "bytes"
-        resp = web.FileResponse(path, headers=headers)
-        return resp
+            return whole_file(request, path, headers)
+        if EMPTY_SUFFIX_RANGE.fullmatch(request.headers.get("Range", "")):  # the last 0 bytes: unsatisfiable
+            return web.Response(status=416, headers={**headers, "Content-Range": f"bytes */{path.stat().st_size}"})
+        return web.FileResponse(path, headers={**headers, "Accept-Ranges": "bytes"})
 
     app = web.Application()
     app.router.add_route("*", "/{path:.*}", handle)

@@ -1,41 +1,36 @@
-"""Publishing to a local directory and to a real S3 API server (moto in server mode on 127.0.0.1)."""
+"""Publishing to a local directory and to a real S3 API server (moto in server mode on 127.0.0.1).
+
+Publish makes the destination a mirror of the source: tested with a rebuilt source that lost a zone,
+with real SIGKILLs part-way through, with links, dotfiles and build records in the source, and with
+destinations that overlap the source.
+"""
 from __future__ import annotations
 
-import socket
+import hashlib
+import os
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
-import requests
 import zarr
 
+from browser_util import free_port
+from builder import demo
 from builder.validate import validate
-from conftest import run_cli, tree_digest
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from conftest import PLACES, PX, REPO, run_cli, tree_digest
+from test_serve import running_server
 
 
 @pytest.fixture(scope="module")
 def s3_server():
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            requests.get(url, timeout=0.5)
-            break
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    yield url
-    proc.terminate()
-    proc.wait()
+    with running_server([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], url):
+        yield url
 
 
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -57,7 +52,7 @@ def test_publish_to_s3(store, s3_server, monkeypatch):
     p = run_cli("publish", str(store), "s3://tessera/stores/2024.zarr", "-q", "-o", f"endpoint_url={s3_server}",
                 env=S3_ENV)
     assert "published" in p.stdout
-    opts = {"client_kwargs": {"endpoint_url": s3_server}, "key": "testing", "secret": "testing"}
+    opts = s3_opts(s3_server)
     url = "s3://tessera/stores/2024.zarr"
     assert validate(url, opts) == []
     remote = zarr.open_group(url, mode="r", storage_options=opts)
@@ -92,3 +87,205 @@ def test_publish_to_an_unwritable_destination(store, tmp_path):
     blocker.write_text("")
     p = run_cli("publish", str(store), str(blocker / "x"), check=False)
     assert p.returncode == 2 and "not writable" in p.stderr and "Traceback" not in p.stderr
+
+
+# ------------------------------------------------------------------ a mirror --
+@pytest.fixture(scope="module")
+def rebuilt(tmp_path_factory, world) -> Path:
+    """The `store` fixture's directory rebuilt from two of its four tiles: zone utm34 (and its
+    global_rgb chunks) is gone, utm30's grid is smaller, the RGB colours (PCA) differ."""
+    tiles = tmp_path_factory.mktemp("tiles-v2")
+    for lon, lat in PLACES[:2]:
+        demo.write_tile(tiles, 2024, lon, lat, PX, world=world)
+    out = tmp_path_factory.mktemp("stores-v2")
+    run_cli("build", str(tiles), "--year", "2024", "--out", str(out), "--scheduler", "threads", "-q")
+    return out
+
+
+def published(src_dir: Path) -> dict[str, str]:
+    """What a publish of a build's --out directory must put at the destination: the store and catalog.json
+    (the build record 2024.zarr.build/ beside the store is not published)."""
+    tree = {f"2024.zarr/{k}": v for k, v in tree_digest(src_dir / "2024.zarr").items()}
+    tree["catalog.json"] = tree_digest(src_dir)["catalog.json"]
+    return tree
+
+
+def test_republish_is_a_mirror_locally(store, rebuilt, tmp_path):
+    old, new = published(store.parent), published(rebuilt)
+    gone = set(old) - set(new)
+    assert any(k.startswith("2024.zarr/utm34/") for k in gone) and any("/global_rgb/" in k for k in gone)
+    dest = tmp_path / "site" / "data"
+    run_cli("publish", str(store.parent), str(dest), "-q")
+    assert tree_digest(dest) == old
+    unchanged = next(k for k in new if "/utm31/embeddings/c/" in k and old[k] == new[k])
+    mtime = (dest / unchanged).stat().st_mtime_ns
+    p = run_cli("publish", str(rebuilt), str(dest), "-q")
+    assert tree_digest(dest) == new
+    assert not (dest / "2024.zarr" / "utm34").exists()  # no empty directories left behind either
+    assert (dest / unchanged).stat().st_mtime_ns == mtime  # an unchanged file is not rewritten
+    assert f"removed {len(gone)} files" in p.stdout
+    assert validate(str(dest / "2024.zarr")) == []
+
+
+def s3_opts(url: str) -> dict:
+    return {"client_kwargs": {"endpoint_url": url}, "key": "testing", "secret": "testing"}
+
+
+def s3_tree(s3_server: str, bucket: str, prefix: str) -> dict[str, str]:
+    """sha256 of every object under `prefix`, by key relative to it (credentials from S3_ENV in the environment)."""
+    import boto3
+    s3 = boto3.client("s3", endpoint_url=s3_server)
+    out = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for o in page.get("Contents", []):
+            body = s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
+            out[o["Key"][len(prefix):]] = hashlib.sha256(body).hexdigest()
+    return out
+
+
+def test_republish_is_a_mirror_on_s3(store, rebuilt, s3_server, monkeypatch):
+    import boto3
+    for k, v in S3_ENV.items():
+        monkeypatch.setenv(k, v)
+    boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket="mirror")
+    url = "s3://mirror/site/data"
+    run_cli("publish", str(store.parent), url, "-q", "-o", f"endpoint_url={s3_server}", env=S3_ENV)
+    assert s3_tree(s3_server, "mirror", "site/data/") == published(store.parent)
+    run_cli("publish", str(rebuilt), url, "-q", "-o", f"endpoint_url={s3_server}", env=S3_ENV)
+    assert s3_tree(s3_server, "mirror", "site/data/") == published(rebuilt)
+    assert validate(f"{url}/2024.zarr", s3_opts(s3_server)) == []
+
+
+# ------------------------------------------------------------ killed publish --
+STOP = "TESSERA_PUBLISH_STOP_AFTER"  # test hook: publish SIGSTOPs itself after that many destination changes
+
+
+def stopped_publish(src: Path, dest: Path, after: int) -> None:
+    """Run `python -m builder publish`, let it stop itself after `after` changes at `dest`, then SIGKILL it."""
+    log = dest.with_name(f"{dest.name}.log")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "builder", "publish", str(src), str(dest), "-q"], cwd=REPO,
+                                env={**os.environ, STOP: str(after)}, stdout=out, stderr=out)
+    try:
+        end = time.monotonic() + 180
+        while True:
+            pid, status = os.waitpid(proc.pid, os.WUNTRACED | os.WNOHANG)
+            if pid:
+                assert os.WIFSTOPPED(status), f"publish ended instead of stopping after {after} changes: {log.read_text()}"
+                break
+            assert time.monotonic() < end, f"publish did not stop after {after} changes within 180 s"
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def chunk_files_decode(dest: Path) -> None:
+    """Open the store as readers do (the root's consolidated metadata) and decode the first inner chunk of
+    every shard or chunk file present.  Shards and global_rgb chunks have a fixed shape, so this holds
+    under the old metadata too; the 1-D coordinate arrays (one chunk of the whole axis) are left out."""
+    g = zarr.open_group(dest / "2024.zarr", mode="r")
+    for name, node in g.members(max_depth=None):
+        cdir = dest / "2024.zarr" / name / "c"
+        if not isinstance(node, zarr.Array) or node.ndim == 1 or not cdir.exists():
+            continue
+        grid = node.shards or node.chunks
+        for f in (f for f in cdir.rglob("*") if f.is_file()):
+            start = [int(i) * n for i, n in zip(f.relative_to(cdir).parts, grid)]
+            node[tuple(slice(s0, s0 + c) for s0, c in zip(start, node.chunks))]
+
+
+def test_a_killed_publish_leaves_the_old_or_the_new_store(store, rebuilt, tmp_path):
+    old, new = published(store.parent), published(rebuilt)
+    changed = {k for k in new if old.get(k) != new[k]}
+    data = len([k for k in changed if not k.endswith(".json")])
+    meta = len(changed) - data
+    stale = set(old) - set(new)
+    assert data > 2 and meta > 2 and len(stale) > 2
+    template = tmp_path / "template"
+    run_cli("publish", str(store.parent), str(template), "-q")
+    switch = data + meta  # the change that writes the root zarr.json
+    for after in sorted({1, data // 2, data, data + 1, switch - 1, switch, switch + 1}):
+        dest = tmp_path / f"after-{after}"
+        shutil.copytree(template, dest)
+        stopped_publish(rebuilt, dest, after)
+        now = tree_digest(dest)
+        assert not [k for k in now if Path(k).name.startswith(".")], "a temporary file outlived its rename"
+        for k, h in now.items():  # every file is a whole old or new version
+            assert h in (old.get(k), new.get(k)), (after, k)
+        root = now["2024.zarr/zarr.json"]
+        if after < switch:  # data first, root metadata last
+            assert root == old["2024.zarr/zarr.json"] and set(old) <= set(now), after
+            if after <= data:
+                assert all(now[k] == old[k] for k in now if k.endswith(".json")), after
+        else:  # the switch: every file of the new store is in place; stale files go only after it
+            assert root == new["2024.zarr/zarr.json"] and all(now.get(k) == h for k, h in new.items()), after
+            assert len(stale & set(now)) == len(stale) - (after - switch), after
+        chunk_files_decode(dest)
+        run_cli("publish", str(rebuilt), str(dest), "-q")  # a re-run completes the mirror
+        assert tree_digest(dest) == new, after
+    assert validate(str(dest / "2024.zarr")) == []
+
+
+# ------------------------------------------------------- what is not published --
+@pytest.fixture()
+def src(store, tmp_path) -> Path:
+    """A copy of the `store` fixture's build directory: 2024.zarr, 2024.zarr.build/record.json, catalog.json."""
+    s = tmp_path / "src"
+    shutil.copytree(store.parent, s)
+    assert (s / "2024.zarr.build" / "record.json").exists()
+    return s
+
+
+def one_error_line(p: subprocess.CompletedProcess) -> str:
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("kind", ["file-outside", "dir-outside", "file-inside"])
+def test_publish_refuses_symlinks(src, tmp_path, kind):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret")
+    link = src / "2024.zarr" / "utm30" / "extra"
+    target = {"file-outside": Path("/etc/passwd"), "dir-outside": outside, "file-inside": src / "catalog.json"}[kind]
+    link.symlink_to(target)
+    before = tree_digest(src)
+    dest = tmp_path / "dest"
+    line = one_error_line(run_cli("publish", str(src), str(dest), check=False))
+    assert line.startswith(f"error: {link}: is a symbolic link") and str(target) in line
+    assert not dest.exists() and tree_digest(src) == before
+
+
+def test_publish_leaves_out_dotfiles_and_build_records(src, tmp_path):
+    extras = [".env", ".git/config", "2024.zarr/.DS_Store", "2024.zarr/utm30/.cache/notes.txt",
+              "2024.zarr/utm30/embeddings/c/0/0/0.1234.partial", "2024.zarr.build/utm30.done", "record.json",
+              "old.zarr.build/x.npy"]
+    expected = published(src)
+    for e in extras:
+        (src / e).parent.mkdir(parents=True, exist_ok=True)
+        (src / e).write_text("not for publishing")
+    dest = tmp_path / "dest"
+    run_cli("publish", str(src), str(dest), "-q")
+    assert tree_digest(dest) == expected
+
+
+@pytest.mark.parametrize("case", ["dest-inside-src", "dest-is-src", "src-inside-dest", "file-url-inside-src"])
+def test_publish_refuses_overlapping_source_and_destination(src, tmp_path, case):
+    if case == "src-inside-dest":
+        site = tmp_path / "site"
+        site.mkdir()
+        source, dest = site / "data", str(site)
+        src.rename(source)
+    else:
+        source = src
+        dest = {"dest-inside-src": str(src / "mirror"), "dest-is-src": str(src),
+                "file-url-inside-src": f"file://{src}/2024.zarr/mirror"}[case]
+    before = tree_digest(source)
+    line = one_error_line(run_cli("publish", str(source), dest, check=False))
+    what = {"dest-is-src": "is the source", "src-inside-dest": "contains the source"}.get(case, "is inside the source")
+    assert line.startswith(f"error: {dest.removeprefix('file://')}: destination {what} {source}"), line
+    assert tree_digest(source) == before
+    assert not (source / "mirror").exists() and not (source / "2024.zarr" / "mirror").exists()
