@@ -136,13 +136,16 @@ def cmd_demo(a) -> int:
 def cmd_validate(a) -> int:
     from builder.publish import parse_options
     from builder.validate import validate
-    probs = validate(a.store, parse_options(a.option) or None)
+    stats: dict = {}
+    probs = validate(a.store, parse_options(a.option) or None, deep=a.deep, stats=stats)
     for p in probs:
         print(p)
     if probs:
         print(f"{len(probs)} violation(s) in {a.store}", file=sys.stderr)
         return 1
-    print(f"{a.store}: valid tessera:{conv.DATASET_VERSION} store")
+    deep = (f"; --deep checked {stats.get('chunks', 0)} chunks in {stats.get('files', 0)} files"
+            if a.deep else "")
+    print(f"{a.store}: valid tessera:{conv.DATASET_VERSION} store{deep}")
     return 0
 
 
@@ -228,11 +231,14 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="check a store against the tessera: convention; exit 1 on any violation")
     v.add_argument("store", help="store path or fsspec URL")
     v.add_argument("-o", "--option", action="append", default=[], help="fsspec storage option key=value")
+    v.add_argument("--deep", action="store_true",
+                   help="also read every chunk of the zone arrays: verify each inner chunk's crc32c and decode it")
     v.set_defaults(fn=cmd_validate)
 
-    pb = sub.add_parser("publish", help="validate and copy stores to a directory or fsspec URL (s3://...)")
+    pb = sub.add_parser("publish", help="validate and mirror stores to a directory or fsspec URL (s3://...)")
     pb.add_argument("src", help="a store, or a directory containing stores (e.g. static/data)")
-    pb.add_argument("dest", help="destination directory or URL")
+    pb.add_argument("dest", help="destination directory or URL, made a mirror of src: files src does not publish "
+                                 "are deleted there (dotfiles excepted); it may not overlap src")
     pb.add_argument("-o", "--option", action="append", default=[],
                     help="fsspec storage option key=value (endpoint_url=... for S3-compatible servers)")
     pb.add_argument("-q", "--quiet", action="store_true")

@@ -8,8 +8,11 @@ through `decode_shard`, and the tests prove that zarr-python reads what we
 write value for value (and we read what it writes).
 
 The layout handled (what builder.store declares): inner codecs [bytes
-(little endian), blosc]; index codecs [bytes little endian, crc32c]; index
-at the end; empty inner chunks marked (2^64-1, 2^64-1) and omitted.
+(little endian), blosc, crc32c] (stores built before per-chunk checksums:
+[bytes, blosc]); index codecs [bytes little endian, crc32c]; index at the
+end; empty inner chunks marked (2^64-1, 2^64-1) and omitted.  The inner
+crc32c is the Zarr v3 `crc32c` codec: 4 bytes, little endian, appended to
+the compressed chunk (zarr-python and tensorstore verify it on read).
 
 This module needs only numpy: the compressor and the checksum are passed in,
 numcodecs + google_crc32c on CPython, Blosc from numcodecs.js in the browser.
@@ -22,6 +25,22 @@ from typing import Callable
 import numpy as np
 
 EMPTY = 2**64 - 1
+
+
+def has_chunk_crc(sharding_config: dict) -> bool:
+    """True when the inner codecs of a `sharding_indexed` configuration end with crc32c."""
+    codecs = sharding_config.get("codecs") or []
+    return bool(codecs) and codecs[-1].get("name") == "crc32c"
+
+
+def open_chunk(raw: bytes, crc32c: Callable[[bytes], int]) -> bytes:
+    """The compressed payload of an inner chunk ending in its crc32c; ValueError when the checksum differs."""
+    if len(raw) < 4:
+        raise ValueError(f"inner chunk of {len(raw)} bytes is shorter than its crc32c checksum")
+    (stored,) = struct.unpack("<I", raw[-4:])
+    if stored != crc32c(raw[:-4]):
+        raise ValueError("crc32c checksum mismatch (corrupt inner chunk)")
+    return raw[:-4]
 
 
 def _chunk_grid(shard_shape: tuple[int, ...], chunk_shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -40,8 +59,9 @@ def _blocks(shard: np.ndarray, chunk_shape: tuple[int, ...]) -> np.ndarray:
 
 
 def encode_shard(shard: np.ndarray, chunk_shape: tuple[int, ...], fill, compress: Callable[[np.ndarray], bytes],
-                 crc32c: Callable[[bytes], int]) -> bytes | None:
-    """Bytes of one shard, or None when every inner chunk equals the fill value (write nothing)."""
+                 crc32c: Callable[[bytes], int], chunk_crc: bool = False) -> bytes | None:
+    """Bytes of one shard, or None when every inner chunk equals the fill value (write nothing).
+    `chunk_crc`: append each compressed inner chunk's crc32c (the inner codecs end with crc32c)."""
     shard = np.ascontiguousarray(shard)
     if shard.dtype.byteorder == ">":
         shard = shard.astype(shard.dtype.newbyteorder("<"))
@@ -60,6 +80,8 @@ def encode_shard(shard: np.ndarray, chunk_shape: tuple[int, ...], fill, compress
     offset = 0
     for i in np.flatnonzero(~empty):
         data = compress(np.ascontiguousarray(flat[i]))
+        if chunk_crc:
+            data = bytes(data) + struct.pack("<I", crc32c(data))
         index[i] = (offset, len(data))
         parts.append(data)
         offset += len(data)
@@ -84,8 +106,9 @@ def read_index(buf: bytes | memoryview, n_chunks: int, crc32c: Callable[[bytes],
 
 def decode_shard(buf: bytes | memoryview | None, shard_shape: tuple[int, ...], chunk_shape: tuple[int, ...],
                  dtype, fill, decompress: Callable[[bytes], bytes],
-                 crc32c: Callable[[bytes], int] | None = None) -> np.ndarray:
-    """The (shard_shape) array held in `buf`; a missing shard (None) is all fill."""
+                 crc32c: Callable[[bytes], int] | None = None, chunk_crc: bool = False) -> np.ndarray:
+    """The (shard_shape) array held in `buf`; a missing shard (None) is all fill.
+    `chunk_crc`: inner chunks end with their crc32c, verified when `crc32c` is given."""
     dtype = np.dtype(dtype).newbyteorder("<")
     if buf is None:
         return np.full(shard_shape, fill, dtype=dtype)
@@ -96,7 +119,10 @@ def decode_shard(buf: bytes | memoryview | None, shard_shape: tuple[int, ...], c
     mv = memoryview(buf)
     for i in np.flatnonzero(index[:, 0] != EMPTY):
         off, ln = int(index[i, 0]), int(index[i, 1])
-        filled[i] = np.frombuffer(decompress(bytes(mv[off:off + ln])), dtype=dtype).reshape(chunk_shape)
+        raw = bytes(mv[off:off + ln])
+        if chunk_crc:
+            raw = open_chunk(raw, crc32c) if crc32c is not None else raw[:-4]
+        filled[i] = np.frombuffer(decompress(raw), dtype=dtype).reshape(chunk_shape)
     nd = len(grid)
     shaped = filled.reshape((*grid, *chunk_shape))
     order = [x for i in range(nd) for x in (i, nd + i)]

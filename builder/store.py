@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import zarr
-from zarr.codecs import BloscCodec
+from zarr.codecs import BloscCodec, Crc32cCodec
 
 from builder import convention as conv
 from builder.errors import BuildError
@@ -91,7 +91,8 @@ def _sharded(group: zarr.Group, name: str, shape: tuple[int, ...], dtype: str, f
     return group.create_array(
         name, shape=shape, dtype=dtype, fill_value=fill,
         shards=(layout.shard, layout.shard, *tail), chunks=(layout.chunk, layout.chunk, *tail),
-        compressors=[layout.compressor(dtype)], dimension_names=dims, overwrite=True,
+        # crc32c after Blosc: every inner chunk carries its checksum (validate --deep, zarr-python, tensorstore)
+        compressors=[layout.compressor(dtype), Crc32cCodec()], dimension_names=dims, overwrite=True,
         config={"write_empty_chunks": False})
 
 
@@ -177,6 +178,8 @@ class ShardedArrayFiles:
         fv = self.meta["fill_value"]
         self.fill = float("nan") if fv == "NaN" else fv
         self.blosc, self.crc = _codecs(self.meta)
+        from builder.shardio import has_chunk_crc
+        self.chunk_crc = has_chunk_crc(sharding["configuration"])
 
     def path(self, sr: int, sc: int) -> Path:
         from builder.shardio import shard_key
@@ -187,7 +190,8 @@ class ShardedArrayFiles:
         from builder.shardio import encode_shard
         if tuple(data.shape) != self.shard_shape:
             raise ValueError(f"shard data {data.shape} is not {self.shard_shape}")
-        blob = encode_shard(data.astype(self.dtype, copy=False), self.chunk_shape, self.fill, self.blosc.encode, self.crc)
+        blob = encode_shard(data.astype(self.dtype, copy=False), self.chunk_shape, self.fill, self.blosc.encode, self.crc,
+                            self.chunk_crc)
         p = self.path(sr, sc)
         if blob is None:
             p.unlink(missing_ok=True)
@@ -202,7 +206,8 @@ class ShardedArrayFiles:
         from builder.shardio import decode_shard
         p = self.path(sr, sc)
         buf = p.read_bytes() if p.exists() else None
-        return decode_shard(buf, self.shard_shape, self.chunk_shape, self.dtype, self.fill, self.blosc.decode, self.crc)
+        return decode_shard(buf, self.shard_shape, self.chunk_shape, self.dtype, self.fill, self.blosc.decode, self.crc,
+                            self.chunk_crc)
 
     def read_region(self, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
         """Rows r0:r1, cols c0:c1 (whole trailing dims), assembled from whole shards."""

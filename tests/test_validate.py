@@ -100,3 +100,74 @@ def test_not_a_store(tmp_path):
     assert len(probs) == 1 and "cannot open" in probs[0]
     p = run_cli("validate", str(tmp_path / "nothing"), check=False)
     assert p.returncode == 1 and "Traceback" not in p.stderr
+
+
+# ------------------------------------------------------------ --deep (corruption) --
+def _shard_chunks(shard: Path, n_chunks: int):
+    from builder.shardio import EMPTY, read_index
+    index = read_index(shard.read_bytes(), n_chunks)
+    return [(i, int(off), int(ln)) for i, (off, ln) in enumerate(index) if off != EMPTY]
+
+
+def test_deep_passes_an_intact_store(store):
+    p = run_cli("validate", "--deep", str(store))
+    assert "valid tessera:v1 store" in p.stdout and "checked" in p.stdout
+
+
+def test_deep_finds_100_zeroed_bytes_inside_a_chunk(copy, store):
+    import numpy as np
+    meta = json.loads((copy / "utm30" / "embeddings" / "zarr.json").read_text())
+    shard_shape = meta["chunk_grid"]["configuration"]["chunk_shape"]
+    inner = meta["codecs"][0]["configuration"]["chunk_shape"]
+    grid = [s // c for s, c in zip(shard_shape, inner)]
+    shard = sorted(p for p in (copy / "utm30" / "embeddings" / "c").rglob("*") if p.is_file())[-1]
+    chunks = _shard_chunks(shard, int(np.prod(grid)))
+    i, off, ln = max(chunks, key=lambda c: c[2])  # the largest chunk: 100 bytes well inside its data
+    assert ln > 140
+    data = bytearray(shard.read_bytes())
+    index_start = len(data) - 16 * int(np.prod(grid)) - 4
+    assert off + 120 < index_start  # the chunk data, not the shard index
+    data[off + 20: off + 120] = bytes(100)
+    shard.write_bytes(bytes(data))
+    key = shard.relative_to(copy).as_posix()
+    coord = tuple(int(x) for x in np.unravel_index(i, grid))
+
+    assert validate(str(copy)) == []  # the plain validator reads metadata and coordinates only
+    p = run_cli("validate", "--deep", str(copy), check=False)
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stdout + p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"{key}: inner chunk {coord}") and "checksum" in lines[0], lines
+    # readers that verify the per-chunk crc32c (zarr-python, hence xarray) refuse the chunk instead of
+    # returning wrong values
+    sr, sc = int(shard.parts[-3]), int(shard.parts[-2])
+    r0, c0 = sr * shard_shape[0] + coord[0] * inner[0], sc * shard_shape[1] + coord[1] * inner[1]
+    with pytest.raises(Exception, match="checksum"):
+        zarr.open_group(copy / "utm30", mode="r")["embeddings"][r0:r0 + inner[0], c0:c0 + inner[1]]
+    np.testing.assert_array_equal(  # the other chunks of the shard still read
+        zarr.open_group(copy / "utm30", mode="r")["scales"][:], zarr.open_group(store / "utm30", mode="r")["scales"][:])
+
+
+def test_deep_without_chunk_checksums_says_so_once(copy, store):
+    """A store whose inner chunks carry no crc32c (an older layout) can only be decoded: --deep says so
+    once per array and still decodes every chunk."""
+    from builder.store import ShardedArrayFiles
+    arr = copy / "utm30" / "scales"
+    shards = sorted(p for p in (arr / "c").rglob("*") if p.is_file())
+    old = ShardedArrayFiles(arr)
+    data = {(int(p.parts[-2]), int(p.parts[-1])): old.read(int(p.parts[-2]), int(p.parts[-1])) for p in shards}
+    edit(arr / "zarr.json", lambda d: d["codecs"][0]["configuration"].__setitem__(
+        "codecs", [c for c in d["codecs"][0]["configuration"]["codecs"] if c["name"] != "crc32c"]))
+    edit(copy / "zarr.json", lambda d: d["consolidated_metadata"]["metadata"]["utm30/scales"]["codecs"][0][
+        "configuration"].__setitem__("codecs", [c for c in d["consolidated_metadata"]["metadata"]["utm30/scales"][
+            "codecs"][0]["configuration"]["codecs"] if c["name"] != "crc32c"]))
+    new = ShardedArrayFiles(arr)
+    for (sr, sc), v in data.items():
+        new.write(sr, sc, v)
+    import numpy as np
+    np.testing.assert_array_equal(zarr.open_group(copy / "utm30", mode="r")["scales"][:],
+                                  zarr.open_group(store / "utm30", mode="r")["scales"][:])
+    assert validate(str(copy)) == []
+    p = run_cli("validate", "--deep", str(copy), check=False)
+    lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
+    assert p.returncode == 1 and lines == ["utm30/scales: inner chunks carry no crc32c checksum; --deep decoded "
+                                           f"them ({len(shards)} shards) but cannot verify them"], lines

@@ -40,7 +40,7 @@ def test_tile_index_reads_identical_values(tiles_root, tmp_path, fmt, ext):
     store = TileParser()(str(tile_npy(tiles_root, 2024, name)))
     out = tmp_path / f"tile.{ext}"
     write_tile_index(store, str(out), zarr_format=fmt)
-    g = open_index(str(out))
+    g = open_index(str(out), allow=[str(tiles_root)])
     np.testing.assert_array_equal(g["embeddings"][:], np.load(tile_npy(tiles_root, 2024, name)))
     np.testing.assert_array_equal(g["scales"][:], np.load(tile_npy(tiles_root, 2024, name).with_name(f"{name}_scales.npy")))
     assert g.attrs["proj:code"] == "EPSG:32734" and g.attrs["spatial:shape"] == [PX, PX]
@@ -54,7 +54,7 @@ def test_tile_index_cli_and_xarray(tiles_root, tmp_path):
     out = tmp_path / "tiles.json"
     p = run_cli("index", "tiles", str(tiles_root), "--year", "2024", "-o", str(out))
     assert "wrote" in p.stdout
-    g = open_index(str(out))
+    g = open_index(str(out), allow=[str(tiles_root)])
     assert sorted(g.group_keys()) == sorted(f"grid_{lon:.2f}_{lat:.2f}" for lon, lat in
                                             [(-0.05, 50.85), (0.05, 50.85), (-0.05, 50.75), (18.45, -33.95)])
     ds = xr.open_zarr(g.store, group="grid_0.05_50.85", consolidated=False, zarr_format=3, chunks=None)
@@ -70,7 +70,7 @@ def test_years_index_stacks_years_without_copying(two_years, tmp_path):
     targets = {v[0] for v in doc["refs"].values() if isinstance(v, list)}
     assert targets and all("/c/" in t for t in targets)  # whole shard files of the year stores
     assert all(v[1] == 0 for v in doc["refs"].values() if isinstance(v, list))
-    g = open_index(str(out))
+    g = open_index(str(out), allow=[f"file://{stores}/"])
     e = g["utm30/embeddings"]
     assert e.metadata.dimension_names == ("year", "northing", "easting", "band")
     assert list(g["utm30/year"][:]) == [2023, 2024]
@@ -98,7 +98,7 @@ def test_years_index_v2_references_inner_chunks(two_years, tmp_path):
     _, stores = two_years
     store = YearsParser()([str(stores / "2023.zarr"), str(stores / "2024.zarr")])
     write_tile_index(store, str(tmp_path / "y2.json"), zarr_format=2)
-    g = open_index(str(tmp_path / "y2.json"))
+    g = open_index(str(tmp_path / "y2.json"), allow=[str(stores)])
     z24 = zarr.open_group(stores / "2024.zarr" / "utm30", mode="r")
     np.testing.assert_array_equal(g["utm30/embeddings"][1], z24["embeddings"][:])
     np.testing.assert_array_equal(g["utm30/scales"][1], z24["scales"][:])
@@ -129,7 +129,7 @@ def test_templates_and_url_overrides(two_years, tmp_path):
 def test_pyramid_index_keeps_multiscales(store, tmp_path):
     out = tmp_path / "pyr.json"
     write_tile_index(PyramidParser()(str(store)), str(out))
-    g = open_index(str(out))
+    g = open_index(str(out), allow=[str(store)])
     src = zarr.open_group(store / "global_rgb", mode="r")
     assert g.attrs["multiscales"] == src.attrs["multiscales"]
     k = len(g.attrs["multiscales"]["layout"]) - 1
@@ -139,7 +139,7 @@ def test_pyramid_index_keeps_multiscales(store, tmp_path):
     np.testing.assert_array_equal(g["0/rgb"][i * 256:(i + 1) * 256, j * 256:(j + 1) * 256],
                                   src["0/rgb"][i * 256:(i + 1) * 256, j * 256:(j + 1) * 256])
     write_tile_index(PyramidParser()(str(store)), str(tmp_path / "two.json"), segments=["0", "2"])
-    assert sorted(open_index(str(tmp_path / "two.json")).group_keys()) == ["0", "2"]
+    assert sorted(open_index(str(tmp_path / "two.json"), allow=[str(store)]).group_keys()) == ["0", "2"]
 
 
 def test_writer_argument_errors(tiles_root, tmp_path):
@@ -217,5 +217,81 @@ def test_tile_parser_reads_headers_over_http_with_range_requests(tiles_root, tmp
         write_tile_index(store, str(out))
         doc = json.loads(out.read_text())
         assert all(v[0].startswith(base) for v in doc["refs"].values() if isinstance(v, list))
-        g = open_index(str(out))
+        g = open_index(str(out), allow=[base])
         np.testing.assert_array_equal(g["embeddings"][:], np.load(tile_npy(tiles_root, 2024, name)))
+
+
+# ------------------------------------------------------------ containment --
+ESCAPES = {
+    "template ..": ("{{base}}" + "../" * 40 + "etc/passwd", "/etc/"),
+    "file URL": ("file:///etc/passwd", "file:///etc/"),
+    "other host": ("http://other-host/data/x.npy", "http://other-host/"),
+    "absolute path": ("/etc/passwd", "/etc"),
+}
+
+
+@pytest.mark.parametrize("case", list(ESCAPES))
+def test_index_references_outside_base_are_refused_unless_allowed(two_years, tmp_path, case):
+    _, stores = two_years
+    moved = tmp_path / "moved"
+    shutil.copytree(stores, moved)
+    out = tmp_path / "rel.json"
+    write_tile_index(YearsParser()([str(moved / "2023.zarr"), str(moved / "2024.zarr")]), str(out),
+                     template_base="{{base}}")
+    doc = json.loads(out.read_text())
+    key = sorted(k for k, v in doc["refs"].items() if isinstance(v, list))[0]
+    url, prefix = ESCAPES[case]
+    doc["refs"][key] = [url] if case == "template .." else [url, 0, 100]
+    out.write_text(json.dumps(doc))
+    with pytest.raises(ValueError) as e:
+        open_index(str(out), base=str(moved) + "/")
+    msg = str(e.value)
+    assert key in msg and url in msg and "allow" in msg, msg
+    assert "\n" not in msg
+    g = open_index(str(out), base=str(moved) + "/", allow=[prefix])  # the caller's explicit consent
+    assert list(g["utm30/year"][:]) == [2023, 2024]
+    if case == "template ..":  # and what it then reads is exactly what the reference names
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.core.sync import sync
+        assert sync(g.store.get(key, default_buffer_prototype())).to_bytes() == Path("/etc/passwd").read_bytes()
+
+
+def test_index_containment_default_is_the_index_directory(two_years, tmp_path):
+    """An untemplated index opens without allow= when every file it references lies below its own
+    directory; a reference that escapes by `..` is refused even though it names a path below it."""
+    _, stores = two_years
+    here = tmp_path / "data"
+    shutil.copytree(stores, here)
+    out = here / "years.json"
+    write_tile_index(YearsParser()([str(here / "2023.zarr"), str(here / "2024.zarr")]), str(out))
+    g = open_index(str(out))
+    assert list(g["utm30/year"][:]) == [2023, 2024]
+    doc = json.loads(out.read_text())
+    key = sorted(k for k, v in doc["refs"].items() if isinstance(v, list))[0]
+    doc["refs"][key][0] = doc["refs"][key][0].replace("/2023.zarr/", "/2023.zarr/../../../outside/")
+    out.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="outside"):
+        open_index(str(out))
+    (tmp_path / "elsewhere").mkdir()
+    (here / "link").symlink_to(tmp_path / "elsewhere")  # a path below the directory that leads out of it
+    for target in (f"{here}/link/x", f"file://{here}/2023.zarr/%2e%2e/%2e%2e/x"):
+        doc["refs"][key][0] = target
+        out.write_text(json.dumps(doc))
+        with pytest.raises(ValueError, match="outside"):
+            open_index(str(out))
+    doc["gen"] = [{"key": "x/{{i}}", "url": "file:///etc/passwd", "dimensions": {"i": 2}}]
+    del doc["refs"][key]
+    out.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="gen"):
+        open_index(str(out))
+
+
+def test_parquet_index_references_are_checked_at_open(tiles_root, tmp_path):
+    name = "grid_0.05_50.85"
+    out = tmp_path / "tile.parquet"
+    write_tile_index(TileParser()(str(tile_npy(tiles_root, 2024, name))), str(out), zarr_format=2)
+    with pytest.raises(ValueError, match="outside") as e:
+        open_index(str(out))
+    assert f"{name}.npy" in str(e.value)
+    g = open_index(str(out), allow=[f"file://{tiles_root}"])
+    np.testing.assert_array_equal(g["embeddings"][:], np.load(tile_npy(tiles_root, 2024, name)))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import posixpath
 from pathlib import Path
 
 import fsspec
@@ -48,8 +49,13 @@ def _v3_array_json(arr: ManifestArray) -> dict:
     return json.loads(buf.to_bytes())
 
 
-def _v2_compressor(codecs: list[dict]) -> dict | None:
+def _v2_compressor(codecs: list[dict]) -> tuple[dict | None, int]:
+    """The Zarr v2 compressor of a v3 codec chain, and how many trailing checksum bytes each chunk carries:
+    a final crc32c (4 bytes) has no v2 codec, so v2 references stop before it (it is not verified)."""
     comp = None
+    tail = 0
+    if codecs and codecs[-1]["name"] == "crc32c":
+        codecs, tail = codecs[:-1], 4
     for c in codecs:
         if c["name"] == "blosc":
             cfg = c["configuration"]
@@ -58,7 +64,7 @@ def _v2_compressor(codecs: list[dict]) -> dict | None:
                     "blocksize": cfg.get("blocksize", 0)}
         elif c["name"] not in ("bytes",):
             raise ValueError(f"codec {c['name']!r} has no Zarr v2 equivalent here")
-    return comp
+    return comp, tail
 
 
 def _fill_json(v):
@@ -128,10 +134,10 @@ class _Refs:
         sharded = codecs[0]["name"] == "sharding_indexed"
         if sharded:
             inner = codecs[0]["configuration"]
-            comp = _v2_compressor(inner["codecs"])
+            comp, tail = _v2_compressor(inner["codecs"])
             ichunks = inner["chunk_shape"]
         else:
-            comp = _v2_compressor(codecs)
+            comp, tail = _v2_compressor(codecs)
             ichunks = chunks
         self.refs[f"{path}/.zarray"] = json.dumps({
             "zarr_format": 2, "shape": meta["shape"], "chunks": ichunks,
@@ -141,7 +147,7 @@ class _Refs:
         self.refs[f"{path}/.zattrs"] = json.dumps({"_ARRAY_DIMENSIONS": meta.get("dimension_names") or []})
         if not sharded:
             for key, e in entries.items():
-                self.refs[f"{path}/{key}"] = [e["path"], e["offset"], e["length"]]
+                self.refs[f"{path}/{key}"] = [e["path"], e["offset"], e["length"] - tail]
             return
         # Zarr v2 has no sharding: reference each inner chunk inside each shard (read its index).
         per = [s // c for s, c in zip(chunks, ichunks)]
@@ -156,7 +162,7 @@ class _Refs:
                 local = np.unravel_index(lin, per)
                 coord = [s * p + int(lc) for s, p, lc in zip(sidx, per, local)]
                 self.refs[f"{path}/{'.'.join(map(str, coord))}"] = [e["path"], e["offset"] + int(index[lin, 0]),
-                                                                     int(index[lin, 1])]
+                                                                     int(index[lin, 1]) - tail]
 
 
 def _walk(group: ManifestGroup, refs: _Refs, prefix: str, segments: list[str] | None) -> None:
@@ -270,21 +276,116 @@ def _store(fs):
     return RootFsspecStore(fs, read_only=True, path="")
 
 
-def open_index(path: str, *, base: str | None = None, remote_options: dict | None = None):
-    """zarr-python group over a JSON or Parquet index; `base` resolves a {{base}}-templated index."""
+def _canon(url: str) -> str:
+    """A reference URL in one comparable form: scheme://host/path with `..`, `.`, `//` and %-escapes
+    resolved; a local path (plain or file://) as file:// + its real path (symlinks followed), relative
+    paths from the working directory, as fsspec reads them."""
+    from urllib.parse import unquote
+    if "::" in url:  # a chained fsspec URL: compared as written, so only an explicit allow admits it
+        return url
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "file", url
+    scheme = scheme.lower()
+    if scheme in ("file", "local"):
+        return "file://" + os.path.realpath(unquote(rest))
+    host, _, path = rest.partition("/")
+    path, q, query = path.partition("?")
+    path = posixpath.normpath("/" + unquote(path)).lstrip("/")
+    return f"{scheme}://{host.lower()}/{path}{q}{query}"
+
+
+def _inside(url: str, prefix: str) -> bool:
+    """`url` is `prefix` itself or below it (a prefix names a directory, with or without its final /)."""
+    return url == prefix.rstrip("/") or url.startswith(prefix if prefix.endswith("/") else prefix + "/")
+
+
+class _Containment:
+    """Where an index's references may point: below `root` or below a prefix of `allow`."""
+
+    def __init__(self, index: str, root: str, allow):
+        self.index, self.root = index, _canon(root)
+        if isinstance(allow, str):
+            allow = [allow]
+        self.allow = [_canon(a) for a in (allow or [])]
+        self.seen: dict[str, str | None] = {}
+
+    def check(self, key: str, raw: str, url: str) -> None:
+        if url not in self.seen:
+            c = _canon(url)
+            ok = any(_inside(c, p) for p in [self.root, *self.allow])
+            self.seen[url] = None if ok else c
+        c = self.seen[url]
+        if c is not None:
+            shown = raw if raw == url else f"{raw} (= {url})"
+            raise ValueError(f"{self.index}: reference {key} -> {shown} is outside {self.root}; pass "
+                             f"allow=[...] with a prefix of {c} to open it")
+
+
+def _check_json_refs(path: str, doc: dict, base: str | None, allow) -> None:
+    if "gen" in doc:
+        raise ValueError(f"{path}: generated references ('gen') are not supported: they cannot be checked "
+                         "against the index's base before they are read")
+    refs = doc.get("refs")
+    if not isinstance(refs, dict):
+        raise ValueError(f"{path}: not a Kerchunk v1 reference index (no 'refs' object)")
+    root = base if base is not None else os.path.dirname(os.path.abspath(path)) + "/"
+    box = _Containment(path, root, allow)
+    for key, v in refs.items():
+        if not isinstance(v, list) or not v:
+            continue
+        raw = str(v[0])
+        url = raw.replace(TEMPLATE, base or "")
+        if "{" in url or "}" in url:  # fsspec would format it with the templates: not what is checked here
+            raise ValueError(f"{path}: reference {key} -> {raw} uses a template other than {TEMPLATE}")
+        box.check(key, raw, url)
+
+
+def _check_parquet_refs(path: str, allow) -> None:
+    """Every `path` of a Kerchunk Parquet index's reference files, checked against its directory and `allow`."""
+    import pandas as pd
+    meta = json.loads((Path(path) / ".zmetadata").read_text())
+    record_size = int(meta.get("record_size", 0)) or 1
+    box = _Containment(path, os.path.abspath(path) + "/", allow)
+    for f in sorted(Path(path).rglob("refs.*.parq")):
+        field = f.parent.relative_to(path).as_posix()
+        record = int(f.name.split(".")[1])
+        paths = pd.read_parquet(f, columns=["path"])["path"]
+        for row, url in paths.dropna().items():
+            try:
+                z = meta["metadata"][f"{field}/.zarray"]
+                z = json.loads(z) if isinstance(z, str) else z
+                grid = [-(-s // c) for s, c in zip(z["shape"], z["chunks"])] or [1]
+                key = f"{field}/" + ".".join(str(int(i)) for i in np.unravel_index(record * record_size + row, grid))
+            except Exception:  # a layout numpy cannot index: name the row instead
+                key = f"{field} (record {record}, row {row})"
+            box.check(key, str(url), str(url))
+
+
+def open_index(path: str, *, base: str | None = None, remote_options: dict | None = None, allow=None):
+    """zarr-python group over a JSON or Parquet index; `base` resolves a {{base}}-templated index.
+
+    Every reference must lie below `base` (a templated index, or any index when `base` is given) or
+    else below the index file's own directory, unless a prefix of it is listed in `allow` (URL or path
+    prefixes: "https://host/data/", "/data/tiles", "file:///mnt/x/").  References are compared after
+    resolving `..`, `.`, %-escapes and, for local files, symlinks; any other reference raises
+    ValueError naming the key and the URL before anything is read."""
     import zarr
     path = str(path)
     opts = dict(remote_options or {})
     if path.endswith(".parquet"):
+        _check_parquet_refs(path, allow)
         fs = fsspec.filesystem("reference", fo=path, remote_protocol="file", remote_options=opts, asynchronous=True)
         return zarr.open_group(_store(fs), mode="r", zarr_format=2)
     doc = json.loads(Path(path).read_text())
-    templated = any(isinstance(v, list) and TEMPLATE in str(v[0]) for v in doc.get("refs", {}).values())
+    refs = doc.get("refs") if isinstance(doc, dict) else None
+    templated = isinstance(refs, dict) and any(isinstance(v, list) and v and TEMPLATE in str(v[0])
+                                               for v in refs.values())
     if templated and base is None:
         raise ValueError(f"{path} was written with template_base; pass base=... (the directory the "
                          "references are relative to) to read it")
-    if templated:
-        doc["templates"] = {"base": base}
+    _check_json_refs(path, doc if isinstance(doc, dict) else {}, base, allow)
+    doc["templates"] = {"base": base} if templated else {}
     protocol = None
     for v in doc["refs"].values():
         if isinstance(v, list):
