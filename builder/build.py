@@ -1,27 +1,40 @@
 """Build (or extend) one year store from a directory of TESSERA tiles.
 
-Phases, each safe to interrupt:
-  1. open every tile's headers and scan its scales (all bad input is refused
-     here, before anything is written);
+Phases, each safe to interrupt (even by SIGKILL):
+  1. open every tile's headers, scan its scales and fingerprint its content
+     (all bad input is refused here, before anything is written);
   2. plan zone grids; a grid that must grow to the north or west is moved by
      whole shards (`_regrid`, journalled, so a crash mid-move resumes);
   3. write every shard touched by a new or changed tile, in parallel through
      Dask.  A shard is recomputed from all tiles that cover it, in name order
      (where two tiles both have a valid pixel the later one wins, a no-data
-     pixel never overwrites data).  Finished shards are journalled, so a
-     re-run after a crash skips them;
-  4. update zone attributes and the build record;
-  5. update the global_rgb pyramid where shards changed.
+     pixel never overwrites data).  Each finished shard is journalled, so a
+     re-run after a crash skips it;
+  4. update zone attributes, then the tile fingerprints in the build record;
+  5. update the global_rgb pyramid where shards changed, then consolidate.
 
 The build record (JSON, outside the store: `<store>.build/` by default) keeps
 what a later incremental run needs: tile fingerprints per zone, the RGB
 model and the layout.  The store itself holds nothing but Zarr.
+
+Progress is recorded only after the work it describes is on disk, and intents
+before the work: a zone enters the record (marked "creating") before its group
+is created; a moved grid is recorded before its move journal is removed; the
+shards a run is about to write are added to the record's `pyramid_pending`
+before they are written, and leave it only once the pyramid and the
+consolidated metadata are updated; zone attributes are written before the
+fingerprints.  A re-run therefore finds everything a killed run left undone.
+TESSERA_TEST_KILL_AT=<phase> makes the process SIGKILL itself at that phase
+(`kill_point`; tests/test_kills.py).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
+import shutil
+import signal
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,8 +50,9 @@ from builder.parallel import Runner
 from builder.rgb import RGBModel
 from builder.store import (SHARDED, Layout, ShardedArrayFiles, clean_partials, consolidate, create_zone, move_shards,
                            open_year, resize_zone)
-from builder.tiles import Tile, TileRef, discover, open_tile
+from builder.tiles import Tile, TileRef, check_scales, discover, open_tile
 
+KILL_ENV = "TESSERA_TEST_KILL_AT"
 SAMPLE_ROWS = 40  # rows sampled per tile for the RGB PCA
 SAMPLE_PER_ROW = 100
 
@@ -77,14 +91,17 @@ class BuildReport:
     changed_boxes: dict[str, list] = field(default_factory=dict)
 
 
+def kill_point(phase: str) -> None:
+    """Test hook: SIGKILL this process at `phase` when TESSERA_TEST_KILL_AT names it."""
+    if os.environ.get(KILL_ENV) == phase:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 # ---------------------------------------------------------------- phase 1 --
 def _open_checked(ref: TileRef) -> Tile:
     tile = open_tile(ref)
-    s = tile.scale_values()
-    if np.isinf(s).any():
-        r, c = np.argwhere(np.isinf(s))[0][:2]
-        raise BuildError(f"scales contain inf (pixel row {r}, col {c})", tile.scales.url)
-    return tile
+    check_scales(tile.scale_values(), tile.scales.url)
+    return tile.hashed()
 
 
 def _check_consistent(tiles: list[Tile]) -> None:
@@ -102,11 +119,68 @@ def _load_record(cfg: BuildConfig) -> dict:
     return {}
 
 
-def _save_json(path: Path, doc: dict) -> None:
+def _save_text(path: Path, text: str) -> None:
+    """Write whole or not at all (temporary file renamed into place)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
+    tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def _save_json(path: Path, doc: dict) -> None:
+    _save_text(path, json.dumps(doc, indent=1))
+
+
+def _save_record(cfg: BuildConfig, record: dict) -> None:
+    _save_json(cfg.record_dir / "record.json", record)
+
+
+def _check_record(cfg: BuildConfig, record: dict, n_bands: int, by_zone: dict[int, list[Tile]]) -> None:
+    store = str(cfg.store)
+    if record and record.get("model_version") != cfg.model_version:
+        raise BuildError(f"store was built from model_version {record.get('model_version')!r}, "
+                         f"refusing to mix in {cfg.model_version!r}", store)
+    if record and record.get("n_bands") not in (None, n_bands):
+        raise BuildError(f"store has {record['n_bands']} bands, tiles have {n_bands}", store)
+    if record and record.get("layout") not in (None, cfg.layout.__dict__):
+        raise BuildError(f"store was built with layout {record['layout']}, not {cfg.layout.__dict__}", store)
+    for zone_num, ztiles in by_zone.items():
+        name = conv.zone_group_name(zone_num)
+        zrec = _zone_record(record, name)
+        zone, south = _zone_key(ztiles)
+        if zrec and zrec["south"] != south:
+            raise BuildError(f"zone {name} was built in {conv.proj_code(zone, zrec['south'])}; these tiles need "
+                             f"{conv.proj_code(zone, south)}; rebuild the zone into a new store", store)
+
+
+def _check_zone_groups(cfg: BuildConfig, root, record: dict) -> None:
+    """A store made by another tool (or whose record is lost) must not be mixed blindly."""
+    for name in root.group_keys():
+        if conv.parse_zone_group_name(name) is None or record.get("zones", {}).get(name, {}).get("creating"):
+            continue  # not a zone, or a zone whose creation a killed run of ours began
+        attrs = dict(root[name].attrs)
+        if attrs.get("tessera:model_version") != cfg.model_version:
+            raise BuildError(f"zone {name} has model_version {attrs.get('tessera:model_version')!r}; "
+                             f"refusing to mix in {cfg.model_version!r}", str(cfg.store))
+        if name not in record.get("zones", {}):
+            raise BuildError(f"zone {name} exists but has no build record in {cfg.record_dir}; "
+                             "refusing to add tiles to it blindly", str(cfg.store))
+
+
+def _zone_record(record: dict, name: str) -> dict | None:
+    """The zone's record, or None when the zone is new or a killed run was still creating its group."""
+    zrec = record.get("zones", {}).get(name)
+    return None if zrec is None or zrec.get("creating") else zrec
+
+
+def _add_pending(record: dict, name: str, grid: ZoneGrid, shards: list[tuple[int, int]]) -> None:
+    """Note shards whose global_rgb chunks must be redrawn (kept until the pyramid is updated)."""
+    entries = record.setdefault("pyramid_pending", {}).setdefault(name, [])
+    for entry in entries:
+        if entry[0] == grid.__dict__:
+            entry[1] = sorted({tuple(x) for x in entry[1]} | set(shards))
+            return
+    entries.append([grid.__dict__, sorted(shards)])
 
 
 # ---------------------------------------------------------------- phase 2 --
@@ -131,27 +205,75 @@ def _tile_offset(grid: ZoneGrid, t: Tile) -> tuple[int, int]:
     return grid.pixel_offset(box[0], box[3])
 
 
-def _regrid(zone_dir: Path, old: ZoneGrid, new: ZoneGrid, n_bands: int, journal: Path) -> None:
-    """Grow a zone grid to `new`, moving shard files by whole shards (crash-safe, resumable)."""
+def _box_shards(grid: ZoneGrid, box: list[float]) -> list[tuple[int, int]]:
+    """Shards of `grid` under a box (e0, n0, e1, n1) that a tile once covered."""
+    r, c = grid.pixel_offset(box[0], box[3])
+    return grid.shards_in(r, c, round((box[3] - box[1]) / conv.PIXEL_SIZE), round((box[2] - box[0]) / conv.PIXEL_SIZE))
+
+
+def _regrid(zone_dir: Path, old: ZoneGrid, new: ZoneGrid, n_bands: int, journal: Path, commit) -> None:
+    """Grow a zone grid to `new`, moving shard files by whole shards (crash-safe, resumable).
+
+    `commit()` records the new grid; it runs after the move and before the journal goes, so that a
+    re-run either finishes the journalled move or finds the new grid recorded, never moves twice.
+    """
     dr, dc = new.offset_of(old)
     staging = journal.with_suffix(".staging")
     state = json.loads(journal.read_text()) if journal.exists() else None
     if state is None:
         state = {"phase": "stage", "old": old.__dict__, "new": new.__dict__}
         _save_json(journal, state)
-    group = zarr.open_group(zarr.storage.LocalStore(zone_dir), mode="r+")
+    group = zarr.open_group(zarr.storage.LocalStore(zone_dir), mode="r+", use_consolidated=False)
     if state["phase"] == "stage":
         for name in SHARDED:
             if (zone_dir / name).exists():
                 move_shards(zone_dir / name, staging / name, dr, dc)
+                kill_point("regrid-staged")
         state["phase"] = "commit"
         _save_json(journal, state)
     for name in SHARDED:
         if (staging / name).exists():
             move_shards(staging / name, zone_dir / name, 0, 0)
+    shutil.rmtree(staging, ignore_errors=True)
     resize_zone(group, new, n_bands)
     group.attrs.update(new.attrs())
+    kill_point("regrid-moved")
+    commit()
+    kill_point("regrid-recorded")
     journal.unlink()
+
+
+def _grow_zone(cfg: BuildConfig, record: dict, name: str, want: ZoneGrid, n_bands: int) -> ZoneGrid:
+    """The zone's recorded grid grown to contain `want`; an interrupted move is finished first."""
+    zrec = record["zones"][name]
+    zone_dir = Path(cfg.store) / name
+    journal = cfg.record_dir / f"{name}.regrid.json"
+
+    def move(old: ZoneGrid, new: ZoneGrid) -> ZoneGrid:
+        def commit():
+            zrec["grid"] = new.__dict__
+            _save_record(cfg, record)
+        _regrid(zone_dir, old, new, n_bands, journal, commit)
+        return new
+
+    grid = ZoneGrid(**zrec["grid"])
+    if journal.exists():
+        grid = move(grid, ZoneGrid(**json.loads(journal.read_text())["new"]))
+    target = grid.union(want)
+    return move(grid, target) if target != grid else grid
+
+
+def _create_zone(cfg: BuildConfig, root, record: dict, name: str, zone: int, south: bool, grid: ZoneGrid,
+                 n_bands: int) -> None:
+    """Create the zone group; the record names the zone first, so a killed creation is recognised and redone."""
+    zrec = {"south": south, "grid": grid.__dict__, "tiles": {}, "creating": True}
+    record["zones"][name] = zrec
+    _save_record(cfg, record)
+    create_zone(root, grid, n_bands, cfg.rgb, cfg.layout)
+    kill_point("zone-created")
+    _set_zone_attrs(root[name], cfg, zone, south, n_bands, 0, grid)
+    del zrec["creating"]
+    _save_record(cfg, record)
 
 
 # ---------------------------------------------------------------- phase 3 --
@@ -163,6 +285,7 @@ class ShardTask:
     tiles: tuple[tuple[Tile, int, int], ...]  # tile with its (row, col) in the zone grid
     n_bands: int
     rgb: dict | None
+    journal: str  # the zone's done file: "row,col" is appended once the shard's files are in place
 
 
 def _write_shard(task: ShardTask) -> tuple[tuple[int, int], int]:
@@ -190,7 +313,19 @@ def _write_shard(task: ShardTask) -> tuple[tuple[int, int], int]:
     ShardedArrayFiles(zone / "scales").write(sr, sc, scl)
     if task.rgb is not None:
         ShardedArrayFiles(zone / "rgb").write(sr, sc, RGBModel.from_json(task.rgb).apply(emb, scl))
+    kill_point("shard-written")
+    with open(task.journal, "a") as f:  # one short O_APPEND write: lines of parallel tasks never mix
+        f.write(f"{sr},{sc}\n")
     return task.shard, n_valid
+
+
+def _read_done(done_file: Path, plan_id: str) -> set[tuple[int, int]]:
+    """Shards journalled as done by an interrupted run of the same plan; starts a new journal otherwise."""
+    lines = done_file.read_text().splitlines() if done_file.exists() else []
+    if lines and lines[0] == plan_id:
+        return {tuple(map(int, x.split(","))) for x in lines[1:] if re.fullmatch(r"\d+,\d+", x)}
+    _save_text(done_file, plan_id + "\n")
+    return set()
 
 
 def _fit_rgb(tiles: list[Tile]) -> RGBModel:
@@ -236,54 +371,44 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
     store = Path(cfg.store)
     report = BuildReport(store)
     refs = discover(cfg.tiles, cfg.year)
-    tiles: list[Tile] = runner.map(_open_checked, refs, f"reading {len(refs)} tile headers")
+    tiles: list[Tile] = runner.map(_open_checked, refs, f"reading and fingerprinting {len(refs)} tiles")
     _check_consistent(tiles)
     n_bands = tiles[0].n_bands
-    record = _load_record(cfg)
-    if record and record.get("model_version") != cfg.model_version:
-        raise BuildError(f"store was built from model_version {record.get('model_version')!r}, "
-                         f"refusing to mix in {cfg.model_version!r}", str(store))
-    if record and record.get("n_bands") not in (None, n_bands):
-        raise BuildError(f"store has {record['n_bands']} bands, tiles have {n_bands}", str(store))
-    if record and record.get("layout") not in (None, cfg.layout.__dict__):
-        raise BuildError(f"store was built with layout {record['layout']}, not {cfg.layout.__dict__}", str(store))
     by_zone: dict[int, list[Tile]] = defaultdict(list)
     for t in tiles:
         by_zone[t.zone].append(t)
+    record = _load_record(cfg)
+    _check_record(cfg, record, n_bands, by_zone)
     if cfg.overlap == "error":
         for ztiles in by_zone.values():
             _check_overlaps(ztiles, _zone_key(ztiles)[1])
+    rgb_model = None
+    if cfg.rgb:
+        rgb_model = RGBModel.from_json(record["rgb"]) if "rgb" in record else _fit_rgb(tiles)
+    # Everything above only reads: a refused build leaves no store and no record behind.
     root = open_year(store, cfg.year)
-    # A store made by another tool (or whose record is lost) must not be mixed blindly.
-    for name in root.group_keys():
-        z = conv.parse_zone_group_name(name)
-        if z is None:
-            continue
-        attrs = dict(root[name].attrs)
-        if attrs.get("tessera:model_version") != cfg.model_version:
-            raise BuildError(f"zone {name} has model_version {attrs.get('tessera:model_version')!r}; "
-                             f"refusing to mix in {cfg.model_version!r}", str(store))
-        if name not in record.get("zones", {}):
-            raise BuildError(f"zone {name} exists but has no build record in {cfg.record_dir}; "
-                             "refusing to add tiles to it blindly", str(store))
+    _check_zone_groups(cfg, root, record)
+    clean_partials(store)  # temporary files of writes a killed run left behind
     record.setdefault("model_version", cfg.model_version)
     record["n_bands"] = n_bands
     record["layout"] = cfg.layout.__dict__
     record.setdefault("zones", {})
-    rgb_model = None
-    if cfg.rgb:
-        rgb_model = RGBModel.from_json(record["rgb"]) if "rgb" in record else _fit_rgb(tiles)
+    if rgb_model is not None:
         record["rgb"] = rgb_model.to_json()
-    _save_json(cfg.record_dir / "record.json", record)  # a resumed run must reuse the same colours
+    _save_record(cfg, record)  # a resumed run must reuse the same colours
 
     for zone_num, ztiles in sorted(by_zone.items()):
         _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, rgb_model, record, report)
-    _save_json(cfg.record_dir / "record.json", record)
     report.tiles_total = len(tiles)
-    if cfg.global_rgb and cfg.rgb:
+    pyramid = cfg.global_rgb and cfg.rgb
+    if pyramid:
         from builder.pyramid import update_pyramid
-        update_pyramid(store, report.changed_boxes, cfg.global_res, runner)
+        update_pyramid(store, record.get("pyramid_pending", {}), cfg.global_res, runner, checkpoint=kill_point)
     consolidate(store)
+    kill_point("consolidated")
+    if pyramid and record.get("pyramid_pending"):
+        record["pyramid_pending"] = {}
+        _save_record(cfg, record)
     return report
 
 
@@ -298,66 +423,48 @@ def _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, rgb_model, record,
     store = Path(cfg.store)
     name = conv.zone_group_name(zone_num)
     zone_dir = store / name
-    zrec = record["zones"].get(name)
     zone, south = _zone_key(ztiles)
-    if zrec and zrec["south"] != south:
-        raise BuildError(f"zone {name} was built in {conv.proj_code(zone, zrec['south'])}; these tiles need "
-                         f"{conv.proj_code(zone, south)}; rebuild the zone into a new store", str(store))
     grid = ZoneGrid.covering(zone, south, [_tile_box(t, south) for t in ztiles], cfg.layout.shard)
-    journal = cfg.record_dir / f"{name}.regrid.json"
-    if zrec:
-        old = ZoneGrid(**zrec["grid"])
-        grid = old.union(grid)
-        clean_partials(zone_dir)
-        if journal.exists() or grid != old:
-            if journal.exists():
-                grid = ZoneGrid(**json.loads(journal.read_text())["new"])
-            _regrid(zone_dir, old, grid, n_bands, journal)
-            zrec["grid"] = grid.__dict__
-            _save_json(cfg.record_dir / "record.json", record)
+    if _zone_record(record, name):
+        grid = _grow_zone(cfg, record, name, grid, n_bands)
     else:
-        create_zone(root, grid, n_bands, cfg.rgb, cfg.layout)
-        zrec = {"south": south, "grid": grid.__dict__, "tiles": {}}
-        record["zones"][name] = zrec
-        _set_zone_attrs(root[name], cfg, zone, south, n_bands, 0, grid)
-        _save_json(cfg.record_dir / "record.json", record)
+        _create_zone(cfg, root, record, name, zone, south, grid, n_bands)
+    zrec = record["zones"][name]
     placed = [(t, *_tile_offset(grid, t)) for t in ztiles]
     known = zrec["tiles"]
+    boxes = zrec.setdefault("boxes", {})  # where each tile's pixels went (zone CRS): a moved tile's old place
     dirty = [(t, r, c) for t, r, c in placed if known.get(t.name) != t.fingerprint()]
     report.tiles_new += len(dirty)
-    shards = sorted({s for t, r, c in dirty for s in grid.shards_in(r, c, *t.shape)})
-    # Resume: shards finished by an interrupted run of this same plan are skipped.
-    plan_id = hashlib.sha256(json.dumps([grid.__dict__, sorted((t.name, t.fingerprint()) for t, _, _ in placed)],
+    shards = sorted({s for t, r, c in dirty for s in grid.shards_in(r, c, *t.shape)} |
+                    {s for t, _, _ in dirty if t.name in boxes for s in _box_shards(grid, boxes[t.name])})
+    # Resume: shards finished by an interrupted run of this same plan (same grid, same tiles
+    # recorded before, same tiles now) are skipped.
+    plan_id = hashlib.sha256(json.dumps([grid.__dict__, sorted(known.items()),
+                                         sorted((t.name, t.fingerprint()) for t, _, _ in placed)],
                                         sort_keys=True).encode()).hexdigest()[:16]
+    if shards and rgb_model is not None:
+        _add_pending(record, name, grid, shards)
+        _save_record(cfg, record)  # before the shards change: the pyramid will be redrawn over them
     done_file = cfg.record_dir / f"{name}.done"
-    done: set[tuple[int, int]] = set()
-    if done_file.exists():
-        lines = done_file.read_text().split()
-        if lines and lines[0] == plan_id:
-            done = {tuple(map(int, x.split(","))) for x in lines[1:]}
-    else:
-        done_file.parent.mkdir(parents=True, exist_ok=True)
-    if not done:
-        done_file.write_text(plan_id + "\n")
+    done = _read_done(done_file, plan_id)
     todo = [s for s in shards if s not in done]
     report.shards_skipped += len(shards) - len(todo)
+    rgb = rgb_model.to_json() if rgb_model else None
     tasks = []
     for s in todo:
         cover = tuple((t, r, c) for t, r, c in placed if s in grid.shards_in(r, c, *t.shape))
-        tasks.append(ShardTask(str(zone_dir), grid, s, cover, n_bands, rgb_model.to_json() if rgb_model else None))
-    with open(done_file, "a") as journal_f:
-        for i in range(0, len(tasks), 64):  # journal in batches so a crash loses little work
-            for shard, n_valid in runner.map(_write_shard, tasks[i:i + 64],
-                                             f"{name}: shards {i + 1}-{min(i + 64, len(tasks))} of {len(tasks)}"):
-                report.shards_written += n_valid > 0
-                report.shards_empty += n_valid == 0
-                journal_f.write(f"{shard[0]},{shard[1]}\n")
-            journal_f.flush()
+        tasks.append(ShardTask(str(zone_dir), grid, s, cover, n_bands, rgb, str(done_file)))
+    for i in range(0, len(tasks), 64):  # in batches: bounded graphs and memory
+        for shard, n_valid in runner.map(_write_shard, tasks[i:i + 64],
+                                         f"{name}: shards {i + 1}-{min(i + 64, len(tasks))} of {len(tasks)}"):
+            report.shards_written += n_valid > 0
+            report.shards_empty += n_valid == 0
     for t, _, _ in dirty:
         known[t.name] = t.fingerprint()
+        boxes[t.name] = list(_tile_box(t, grid.south))
     _set_zone_attrs(root[name], cfg, zone, south, n_bands, len(known), grid)
-    record["zones"][name] = zrec
-    _save_json(cfg.record_dir / "record.json", record)
+    _save_record(cfg, record)  # the fingerprints: only now is the tiles' content in the zone
+    kill_point("zone-recorded")
     done_file.unlink(missing_ok=True)
     report.zones[name] = len(known)
     report.changed_boxes[name] = [(grid.__dict__, list(shards))]

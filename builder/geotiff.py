@@ -68,8 +68,8 @@ def read_band(fh: BinaryIO | str) -> np.ndarray:
 
 
 def write_geotiff(path: str, data: np.ndarray, epsg: int, origin_x: float, origin_y: float,
-                  pixel: float = 10.0) -> None:
-    """Write a single-band GeoTIFF in a projected CRS (PixelIsArea)."""
+                  pixel: float = 10.0, compression: str | None = "zlib") -> None:
+    """Write a single-band GeoTIFF in a projected CRS (PixelIsArea); compression=None for a fixed size."""
     geokeys = [1, 1, 0, 3,
                KEY_MODEL_TYPE, 0, 1, 1,
                KEY_RASTER_TYPE, 0, 1, 1,
@@ -79,4 +79,4 @@ def write_geotiff(path: str, data: np.ndarray, epsg: int, origin_x: float, origi
         (TAG_TIEPOINT, "d", 6, (0.0, 0.0, 0.0, origin_x, origin_y, 0.0), True),
         (TAG_GEOKEYS, "H", len(geokeys), geokeys, True),
     ]
-    tifffile.imwrite(path, data, extratags=extratags, compression="zlib", tile=(256, 256))
+    tifffile.imwrite(path, data, extratags=extratags, compression=compression, tile=(256, 256))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import zarr
@@ -41,26 +42,31 @@ def level_shapes(res0: float) -> list[tuple[int, int]]:
 
 
 def _open_levels(store: Path, res0: float) -> zarr.Group:
+    """The global_rgb group, created if needed.  Its `multiscales` attribute is written last: a group
+    without it is one whose creation was interrupted, and is created again."""
     path = store / conv.GLOBAL_GROUP
     shapes = level_shapes(res0)
     attrs = conv.global_attrs(res0, shapes)
     if (path / "zarr.json").exists():
-        g = zarr.open_group(zarr.storage.LocalStore(path), mode="r+")
+        g = zarr.open_group(zarr.storage.LocalStore(path), mode="r+", use_consolidated=False)
         old = g.attrs.get("multiscales", {}).get("layout", [])
         if old and old[0].get("spatial:transform") != attrs["multiscales"]["layout"][0]["spatial:transform"]:
             raise BuildError(f"global_rgb exists with another level-0 resolution "
                              f"({old[0].get('spatial:transform', [None])[0]}); remove it to rebuild", str(path))
-        return g
+        if old:
+            return g
     g = zarr.open_group(zarr.storage.LocalStore(path), mode="w", zarr_format=3)
-    g.attrs.update(attrs)
     for k, (h, w) in enumerate(shapes):
         lvl = g.create_group(str(k))
         lvl.create_array("rgb", shape=(h, w, 4), dtype="uint8", chunks=(CHUNK, CHUNK, 4), fill_value=0,
-                         compressors=[zarr.codecs.BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")],
+                         # crc32c after Blosc, as in the zone arrays: readers and validate --deep detect corruption
+                         compressors=[zarr.codecs.BloscCodec(cname="zstd", clevel=3, shuffle="shuffle"),
+                                      zarr.codecs.Crc32cCodec()],
                          dimension_names=["lat", "lon", "band"], config={"write_empty_chunks": False})
         band = lvl.create_array("band", shape=(4,), dtype="int32", chunks=(4,), compressors=None, fill_value=0,
                                 dimension_names=["band"])
         band[:] = np.arange(4, dtype=np.int32)
+    g.attrs.update(attrs)
     return g
 
 
@@ -85,7 +91,9 @@ def _lonlat_box(grid: ZoneGrid, box: tuple[float, float, float, float]) -> tuple
 
 
 def _zones(store: Path) -> list[ZoneInfo]:
-    root = zarr.open_group(zarr.storage.LocalStore(store), mode="r")
+    # Not the consolidated metadata: it is rewritten after the pyramid, so it may still hold a
+    # zone's grid from before this build grew it.
+    root = zarr.open_group(zarr.storage.LocalStore(store), mode="r", use_consolidated=False)
     out = []
     for name in sorted(root.group_keys()):
         if conv.parse_zone_group_name(name) is None or "rgb" not in root[name]:
@@ -171,8 +179,12 @@ def _render_level(chunk: tuple[int, int], store: str, k: int) -> tuple[tuple[int
     return chunk, bool(out[..., 3].any())
 
 
-def update_pyramid(store: Path, changed: dict[str, list], res0: float, runner: Runner) -> int:
-    """Recompute the pyramid chunks over the shards in `changed` ({zone: [(grid, shards)]}).  Returns chunks written."""
+def update_pyramid(store: Path, changed: dict[str, list], res0: float, runner: Runner,
+                   checkpoint: Callable[[str], None] = lambda phase: None) -> int:
+    """Recompute the pyramid chunks over the shards in `changed` ({zone: [(grid, shards)]}).  Returns chunks written.
+
+    Idempotent: every chunk is computed from the zones and the level below, so an interrupted update
+    is finished by running it again over the same `changed`."""
     store = Path(store)
     _open_levels(store, res0)
     shapes = level_shapes(res0)
@@ -190,6 +202,7 @@ def update_pyramid(store: Path, changed: dict[str, list], res0: float, runner: R
     results = runner.map(_render_level0, sorted(dirty), f"global_rgb level 0: {len(dirty)} chunks",
                          store=str(store), res0=res0, zones=zones)
     written += sum(ok for _, ok in results)
+    checkpoint("pyramid-level0")
     for k in range(1, len(shapes)):
         dirty = {(ci // 2, cj // 2) for ci, cj in dirty}
         results = runner.map(_render_level, sorted(dirty), f"global_rgb level {k}: {len(dirty)} chunks",

@@ -66,9 +66,8 @@ def open_year(path: Path, year: int) -> zarr.Group:
             raise BuildError(f"cannot create the store ({e.strerror})", str(path)) from None
         if not os.access(path, os.W_OK):
             raise BuildError("target is not writable", str(path))
-        root = zarr.open_group(zarr.storage.LocalStore(path), mode="w", zarr_format=3)
-        root.attrs.update(conv.root_attrs(year))
-        return root
+        # Attributes in the same write as the group: a kill can never leave an unmarked root behind.
+        return zarr.open_group(zarr.storage.LocalStore(path), mode="w", zarr_format=3, attributes=conv.root_attrs(year))
     if not os.access(path, os.W_OK):
         raise BuildError("target is not writable", str(path))
     if attrs.get("tessera:dataset_version") != conv.DATASET_VERSION:

@@ -16,17 +16,25 @@ it straddles a zone boundary.
 Everything here reads through fsspec, so ROOT may be a local directory or a
 URL (s3://, http://).  Headers are parsed from the first bytes of each file
 (range reads); pixel data is read only when a shard needs it.
+
+A tile's fingerprint (what the build record compares to decide whether a tile
+changed) is a BLAKE2b digest of the bytes of its three files, read in bounded
+blocks.  Sizes and mtimes are not trusted: a file rewritten in place keeps its
+size, its mtime can be restored, and http/s3 may give no mtime at all.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import math
 import re
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import fsspec
 import numpy as np
 from numpy.lib import format as npy_format
+from pyproj import Transformer
 
 from builder import convention as conv
 from builder.errors import BuildError
@@ -35,6 +43,8 @@ from builder.geotiff import read_band, read_geoinfo
 EMBEDDINGS_DIR = "global_0.1_degree_representation"
 LANDMASKS_DIR = "global_0.1_degree_tiff_all"
 _GRID_RE = re.compile(r"^grid_(-?\d+\.\d+)_(-?\d+\.\d+)$")
+TILE_DEG = 0.1  # tiles are 0.1 degree cells, named by their centre
+HASH_BLOCK = 4 << 20  # bytes read at a time while fingerprinting (bounded memory; ranged reads on URLs)
 
 
 def grid_name(lon: float, lat: float) -> str:
@@ -119,6 +129,7 @@ class Tile:
     epsg: int
     origin_e: float  # top-left corner in the tile's UTM CRS
     origin_n: float
+    digest: str | None = None  # BLAKE2b of the three files' bytes, set by hashed()
 
     @property
     def name(self) -> str:
@@ -140,9 +151,19 @@ class Tile:
     def n_bands(self) -> int:
         return self.emb.shape[2]
 
+    @property
+    def urls(self) -> tuple[str, str, str]:
+        return self.emb.url, self.scales.url, self.ref.landmask_url
+
+    def hashed(self) -> "Tile":
+        """This tile with its content digest (reads every byte of its three files)."""
+        return dataclasses.replace(self, digest=content_digest(self.urls))
+
     def fingerprint(self) -> str:
-        """Identity of the tile's content as far as headers tell (sizes and georeferencing)."""
-        return f"{self.emb.size}:{self.scales.size}:{self.epsg}:{self.origin_e}:{self.origin_n}:{self.emb.shape}"
+        """Identity of the tile's content: the digest of its files' bytes (see the module docstring)."""
+        if self.digest is None:
+            raise RuntimeError(f"{self.name}: fingerprint of a tile that was not hashed")
+        return f"blake2b-128:{self.digest}"
 
     def _read_rows(self, h: NpyHeader, r0: int, r1: int) -> np.ndarray:
         """Rows r0:r1 of a C-ordered .npy through one ranged read (bounded memory, any fsspec URL)."""
@@ -174,13 +195,52 @@ class Tile:
         """
         e = self.embedding_rows(r0, r1)[:, c0:c1, :]
         s = np.array(self._read_rows(self.scales, r0, r1)[:, c0:c1], dtype=np.float32).reshape(r1 - r0, c1 - c0)
-        if np.isinf(s).any():
-            r, c = np.argwhere(np.isinf(s))[0]
-            raise BuildError(f"scales contain inf (pixel row {r0 + r}, col {c0 + c})", self.scales.url)
+        check_scales(s, self.scales.url, r0, c0)
         # NaN on land is kept: it marks land pixels without satellite coverage.
         s[~self.land[r0:r1, c0:c1]] = np.nan
         e = np.where(np.isnan(s)[..., None], np.int8(0), e)
         return e, s
+
+
+def check_scales(s: np.ndarray, url: str, r0: int = 0, c0: int = 0) -> None:
+    """Refuse scales the convention cannot hold: inf or negative.  NaN is allowed: it means no data."""
+    with np.errstate(invalid="ignore"):
+        for bad, what in ((np.isinf(s), "inf"), (s < 0, "a negative value")):
+            if bad.any():
+                r, c = np.argwhere(bad)[0][:2]
+                raise BuildError(f"scales contain {what} (pixel row {r0 + r}, col {c0 + c})", url)
+
+
+def content_digest(urls: tuple[str, ...]) -> str:
+    """BLAKE2b (128 bit) of the files' bytes, each followed by its length, read HASH_BLOCK at a time."""
+    h = hashlib.blake2b(digest_size=16)
+    for url in urls:
+        n = 0
+        with fsspec.open(url, "rb", block_size=HASH_BLOCK) as f:
+            while block := f.read(HASH_BLOCK):
+                h.update(block)
+                n += len(block)
+        h.update(n.to_bytes(8, "little"))
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=None)
+def _to_lonlat(epsg: int) -> Transformer:
+    return Transformer.from_crs(epsg, 4326, always_xy=True)
+
+
+def check_position(ref: TileRef, epsg: int, origin: tuple[float, float], shape: tuple[int, int]) -> None:
+    """Refuse georeferencing that does not put the tile where its name says (within one tile)."""
+    if not all(math.isfinite(v) for v in origin):
+        raise BuildError(f"origin ({origin[0]}, {origin[1]}) is not finite", ref.landmask_url)
+    h, w = shape
+    lon, lat = _to_lonlat(epsg).transform(origin[0] + w * conv.PIXEL_SIZE / 2, origin[1] - h * conv.PIXEL_SIZE / 2)
+    lon0, lat0 = ref.lonlat
+    dlon = (lon - lon0 + 180) % 360 - 180
+    if not (abs(dlon) <= TILE_DEG and abs(lat - lat0) <= TILE_DEG):
+        raise BuildError(f"EPSG:{epsg} and the transform put the tile centre at lon {lon:.4f}, lat {lat:.4f}, "
+                         f"more than {TILE_DEG} degree from the centre its name gives ({lon0}, {lat0})",
+                         ref.landmask_url)
 
 
 def discover(root: str, year: int) -> list[TileRef]:
@@ -225,4 +285,5 @@ def open_tile(ref: TileRef) -> Tile:
         raise BuildError(f"pixel size {geo.pixel_x}x{geo.pixel_y} m, v1 requires 10 m", ref.landmask_url)
     if geo.shape != emb.shape[:2]:
         raise BuildError(f"landmask shape {geo.shape} does not match embeddings {emb.shape[:2]}", ref.landmask_url)
+    check_position(ref, geo.epsg, (geo.origin_x, geo.origin_y), geo.shape)
     return Tile(ref, emb, scales, geo.epsg, geo.origin_x, geo.origin_y)

@@ -34,16 +34,29 @@ def tile_dir(root: Path, name: str, year=2024) -> Path:
     return root / EMBEDDINGS_DIR / str(year) / name
 
 
-def expect_error(root: Path, out: Path, needle: str, *extra: str, year: str = "2024") -> str:
-    before = tree_digest(out)
-    p = run_cli("build", str(root), "--year", year, "--out", str(out), "--scheduler", "sync", "-q", *extra, check=False)
+def refused(p, needle: str) -> str:
+    """The one-line error of a refused build: exit 2, `error: <file>: <what>`, no traceback."""
     assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr
     assert needle in lines[0], lines[0]
     assert "Traceback" not in p.stderr
-    assert tree_digest(out) == before  # nothing in the existing store changed
     return lines[0]
+
+
+def expect_error(root: Path, out: Path, needle: str, *extra: str, year: str = "2024") -> str:
+    before = tree_digest(out)
+    p = run_cli("build", str(root), "--year", year, "--out", str(out), "--scheduler", "sync", "-q", *extra, check=False)
+    msg = refused(p, needle)
+    assert tree_digest(out) == before  # nothing in the existing store changed
+    return msg
+
+
+def expect_first_build_refused(root: Path, out: Path, needle: str) -> str:
+    p = run_cli("build", str(root), "--year", "2024", "--out", str(out), "--scheduler", "sync", "-q", check=False)
+    msg = refused(p, needle)
+    assert not (out / "2024.zarr").exists() and not (out / "2024.zarr.build").exists()
+    return msg
 
 
 def test_mismatched_band_counts(setup):
@@ -183,3 +196,65 @@ def test_missing_year_directory(setup):
     bad, out = setup
     p = run_cli("build", str(bad), "--year", "1999", "--out", str(out), check=False)
     assert p.returncode == 2 and "no tiles for year 1999" in p.stderr
+
+
+# ------------------------------------------------ georeferencing, before any write --
+BAD = "grid_0.05_50.85"
+
+
+def relocate(root: Path, epsg: int, origin: tuple[float, float], pixel: float = 10.0) -> Path:
+    """Give tile BAD's landmask another CRS, origin or pixel size (its pixels unchanged)."""
+    import tifffile
+    lm = root / LANDMASKS_DIR / f"{BAD}.tiff"
+    mask = tifffile.imread(lm)
+    write_geotiff(str(lm), mask, epsg, *origin, pixel=pixel)
+    return lm
+
+
+@pytest.mark.parametrize("bad_origin", [(float("nan"), 0), (0, float("inf")), (float("-inf"), float("nan"))])
+def test_non_finite_origin(setup, tmp_path, bad_origin):
+    bad, out = setup
+    o = demo.tile_origin(0.05, 50.85, PX, 32631)
+    relocate(bad, 32631, (o[0] if bad_origin[0] == 0 else bad_origin[0], o[1] if bad_origin[1] == 0 else bad_origin[1]))
+    assert f"{BAD}.tiff" in expect_error(bad, out, "origin")
+    assert f"{BAD}.tiff" in expect_first_build_refused(bad, tmp_path / "first", "is not finite")
+
+
+@pytest.mark.parametrize("how", ["crs of another zone", "crs of the other hemisphere", "origin 0.2 degree north",
+                                 "origin 0.15 degree west"])
+def test_georeferencing_that_contradicts_the_tiles_name(setup, tmp_path, how):
+    bad, out = setup
+    o = demo.tile_origin(0.05, 50.85, PX, 32631)
+    epsg, origin = {"crs of another zone": (32632, o), "crs of the other hemisphere": (32731, o),
+                    "origin 0.2 degree north": (32631, (o[0], o[1] + 0.2 * 111_200)),
+                    "origin 0.15 degree west": (32631, (o[0] - 0.15 * 70_200, o[1]))}[how]
+    relocate(bad, epsg, origin)
+    needle = "from the centre its name gives (0.05, 50.85)"
+    assert f"{BAD}.tiff" in expect_error(bad, out, needle)
+    assert f"{BAD}.tiff" in expect_first_build_refused(bad, tmp_path / "first", needle)
+
+
+def test_a_tile_within_a_tenth_of_a_degree_of_its_name_is_accepted(setup):
+    bad, out = setup
+    o = demo.tile_origin(0.05, 50.85, PX, 32631)
+    relocate(bad, 32631, (o[0] + 3000, o[1] - 3000))  # about 0.04 degree off: the tile still names its cell
+    run_cli("build", str(bad), "--year", "2024", "--out", str(out), "--scheduler", "sync", "-q", "--no-global")
+
+
+@pytest.mark.parametrize("pixel", [20.0, float("nan")])
+def test_pixel_size_other_than_10m(setup, tmp_path, pixel):
+    bad, out = setup
+    relocate(bad, 32631, demo.tile_origin(0.05, 50.85, PX, 32631), pixel=pixel)
+    assert f"{BAD}.tiff" in expect_error(bad, out, "v1 requires 10 m")
+    expect_first_build_refused(bad, tmp_path / "first", "v1 requires 10 m")
+
+
+def test_negative_scales(setup, tmp_path):
+    bad, out = setup
+    d = tile_dir(bad, BAD)
+    s = np.load(d / f"{BAD}_scales.npy")
+    s[10, 11] = -0.01
+    np.save(d / f"{BAD}_scales.npy", s)
+    assert "_scales.npy" in expect_error(bad, out, "scales contain a negative value (pixel row 10, col 11)")
+    expect_first_build_refused(bad, tmp_path / "first", "scales contain a negative value")
+

@@ -1,6 +1,9 @@
 """A real build of real tile files: exact round trip, sparsity, zones, incremental and resumable builds."""
 from __future__ import annotations
 
+import json
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,6 +17,7 @@ import xarray as xr
 import zarr
 
 from builder import demo
+from builder.geotiff import write_geotiff
 from builder.tiles import EMBEDDINGS_DIR, LANDMASKS_DIR
 from conftest import PLACES, PX, REPO, run_cli, tree_digest
 
@@ -171,6 +175,17 @@ def test_incremental_build_adds_tiles_without_rewriting_untouched_shards(tmp_pat
     assert "0 shards written" in p.stdout and "0 new/changed" in p.stdout
 
 
+def wait_until(condition, seconds: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    """Poll `condition` until true; raise when `seconds` pass (or `proc` exits) first."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the process exited ({proc.returncode}) before: {what}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {seconds}s: {what}")
+        time.sleep(0.02)
+
+
 def test_interrupted_build_leaves_no_partial_shard_and_resumes(tmp_path, world):
     tiles = tmp_path / "tiles"
     for lon in (-0.05, -0.15, -0.25):
@@ -178,30 +193,125 @@ def test_interrupted_build_leaves_no_partial_shard_and_resumes(tmp_path, world):
     out = tmp_path / "out"
     args = [sys.executable, "-m", "builder", "build", str(tiles), "--year", "2024", "--out", str(out),
             "--scheduler", "sync", "--no-global"]
-    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    journal = out / "2024.zarr.build" / "utm30.done"
+
+    def journalled() -> set[str]:
+        lines = journal.read_text().splitlines()[1:] if journal.exists() else []
+        return {x for x in lines if re.fullmatch(r"\d+,\d+", x)}
+
+    try:
+        wait_until(lambda: len(journalled()) >= 2, 120, "two shards journalled as done", proc)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    done = journalled()
     shard_dir = out / "2024.zarr" / "utm30" / "embeddings" / "c"
-    deadline = time.time() + 120
-    while time.time() < deadline and len([p for p in shard_dir.rglob("*")
-                                          if p.is_file() and ".partial" not in p.name]) < 3:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
     written = [p for p in shard_dir.rglob("*") if p.is_file() and ".partial" not in p.name]
-    assert 3 <= len(written)
-    # every shard file visible under its key is complete: zarr reads it and its checksum holds
+    # every journalled shard is on disk, and every shard file visible under its key is complete:
+    # zarr reads it and its checksum holds
+    assert {f"{p.parts[-3]},{p.parts[-2]}" for p in written} >= done
     z = zarr.open_group(out / "2024.zarr" / "utm30", mode="r")
     for p in written:
         sr, sc = int(p.parts[-3]), int(p.parts[-2])
         z["embeddings"][sr * 256:(sr + 1) * 256, sc * 256:(sc + 1) * 256]
     p = run_cli("build", str(tiles), "--year", "2024", "--out", str(out), "--scheduler", "sync", "-q", "--no-global")
-    assert "already done" in p.stdout
+    written, empty, skipped = map(int, re.search(r"(\d+) shards written, (\d+) empty \(no file\), (\d+) already done",
+                                                 p.stdout).groups())
+    assert skipped == len(done) >= 2  # the journalled shards were not recomputed
+    assert written + empty > 0  # and the kill did land mid-way: the re-run did the rest
     assert not list((out / "2024.zarr").rglob("*.partial"))
     assert run_cli("validate", str(out / "2024.zarr")).returncode == 0
     fresh = tmp_path / "fresh"
     run_cli("build", str(tiles), "--year", "2024", "--out", str(fresh), "--scheduler", "sync", "-q", "--no-global")
-    a, b = zarr.open_group(out / "2024.zarr", mode="r"), zarr.open_group(fresh / "2024.zarr", mode="r")
+    assert tree_digest(out / "2024.zarr") == tree_digest(fresh / "2024.zarr")  # every file, byte for byte
+
+
+def _keep_size_and_mtime(path: Path, rewrite) -> None:
+    """Rewrite `path` in place, then prove its size and mtime are what they were and its bytes are not."""
+    st, before = path.stat(), path.read_bytes()
+    rewrite(path)
+    assert path.stat().st_size == st.st_size
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_mtime_ns == st.st_mtime_ns and path.read_bytes() != before
+
+
+def _negate_embeddings(d: Path, name: str) -> None:
+    _keep_size_and_mtime(d / f"{name}.npy", lambda p: np.save(p, -np.load(p)))
+
+
+def _double_scales(d: Path, name: str) -> None:
+    _keep_size_and_mtime(d / f"{name}_scales.npy", lambda p: np.save(p, np.load(p) * 2))
+
+
+def _flood_landmask(lm: Path, name: str) -> None:
+    with tifffile.TiffFile(lm) as t:
+        land, tie = t.pages[0].asarray(), t.pages[0].tags[33922].value
+    rows, cols = np.nonzero(land)
+    r, c = rows[len(rows) // 2], cols[len(cols) // 2]
+    flooded = land.copy()
+    flooded[max(0, r - 20):r + 20, max(0, c - 20):c + 20] = 0  # forty land rows become water
+    assert (flooded != land).sum() > 100
+    _keep_size_and_mtime(lm, lambda p: write_geotiff(str(p), flooded, 32630, tie[3], tie[4], compression=None))
+
+
+def _move_landmask(lm: Path, name: str) -> None:
+    """Move the tile two shards (5120 m) east: the store must lose its pixels where it no longer is."""
+    with tifffile.TiffFile(lm) as t:
+        land, tie = t.pages[0].asarray(), t.pages[0].tags[33922].value
+    _keep_size_and_mtime(lm, lambda p: write_geotiff(str(p), land, 32630, tie[3] + 5120, tie[4], compression=None))
+
+
+def _shard_files(array_dir: Path, dr: int = 0, dc: int = 0) -> dict[tuple[str, ...], bytes]:
+    base = array_dir / "c"
+    return {(str(int(p.relative_to(base).parts[0]) + dr), str(int(p.relative_to(base).parts[1]) + dc),
+             *p.relative_to(base).parts[2:]): p.read_bytes() for p in base.rglob("*") if p.is_file()}
+
+
+def assert_same_zone_shards(got: Path, want: Path) -> None:
+    """`got` holds exactly `want`'s shard files, byte for byte, where its grid puts them (grids may differ
+    by whole shards: an incremental grid only grows), and no other shard file."""
+    ta, tb = (json.loads((z / "zarr.json").read_text())["attributes"]["spatial:transform"] for z in (got, want))
+    dr, dc = round((ta[5] - tb[5]) / 2560), round((tb[2] - ta[2]) / 2560)
     for arr in ("embeddings", "scales", "rgb"):
-        np.testing.assert_array_equal(a["utm30"][arr][:], b["utm30"][arr][:])
+        a, b = _shard_files(got / arr), _shard_files(want / arr, dr, dc)
+        assert a.keys() == b.keys(), (arr, sorted(a.keys() ^ b.keys()))
+        assert sorted(k for k in a if a[k] != b[k]) == [], arr
+
+
+@pytest.mark.parametrize("change", ["embeddings", "scales", "landmask", "origin"])
+def test_a_tile_changed_in_place_with_its_size_and_mtime_is_rebuilt(tmp_path, tiles_root, change):
+    name = "grid_-0.05_50.85"
+    tiles = tmp_path / "tiles"
+    _copy_tiles(tiles_root, tiles, [name, "grid_0.05_50.85"])
+    lm = tiles / LANDMASKS_DIR / f"{name}.tiff"
+    with tifffile.TiffFile(lm) as t:  # uncompressed, so that a changed mask keeps the file's size
+        land, tie = t.pages[0].asarray(), t.pages[0].tags[33922].value
+    write_geotiff(str(lm), land, 32630, tie[3], tie[4], compression=None)
+    out = tmp_path / "out"
+    args = ["build", str(tiles), "--year", "2024", "--out", str(out), "--scheduler", "sync", "-q"]
+    run_cli(*args)
+    first = tree_digest(out / "2024.zarr")
+    d = tiles / EMBEDDINGS_DIR / "2024" / name
+    {"embeddings": lambda: _negate_embeddings(d, name), "scales": lambda: _double_scales(d, name),
+     "landmask": lambda: _flood_landmask(lm, name), "origin": lambda: _move_landmask(lm, name)}[change]()
+    p = run_cli(*args)
+    assert "1 new/changed of 2 tiles" in p.stdout, p.stdout
+    # a clean build of the changed tiles, with the colour model the first build fitted (kept for later shards)
+    clean = tmp_path / "clean"
+    record = json.loads((out / "2024.zarr.build" / "record.json").read_text())
+    (clean / "2024.zarr.build").mkdir(parents=True)
+    (clean / "2024.zarr.build" / "record.json").write_text(json.dumps({"model_version": "1.0", "rgb": record["rgb"]}))
+    run_cli("build", str(tiles), "--year", "2024", "--out", str(clean), "--scheduler", "sync", "-q")
+    got, want = tree_digest(out / "2024.zarr"), tree_digest(clean / "2024.zarr")
+    assert sorted(k for k in got if got[k] != first.get(k))  # the change did reach the store
+    assert_same_zone_shards(out / "2024.zarr" / "utm30", clean / "2024.zarr" / "utm30")
+    if change == "origin":  # the grid grew east to hold the moved tile: compare all but utm30 file for file
+        got = {k: v for k, v in got.items() if not k.startswith("utm30/") and k != "zarr.json"}
+        want = {k: v for k, v in want.items() if not k.startswith("utm30/") and k != "zarr.json"}
+    assert got.keys() == want.keys()
+    assert sorted(k for k in got if got[k] != want[k]) == []  # every file, global_rgb included
 
 
 def test_dask_local_cluster_builds_the_same_store(tmp_path, tiles_root, store):

@@ -18,10 +18,32 @@ def test_multiscales_layout(store):
     assert g.attrs["proj:code"] == "EPSG:4326"
 
 
+def _chunk_keys(level_dir) -> set[tuple[int, int]]:
+    return {(int(p.parts[-3]), int(p.parts[-2])) for p in (level_dir / "c").rglob("*") if p.is_file()}
+
+
 def test_level0_is_sparse(store):
-    files = [p for p in (store / "global_rgb" / "0" / "rgb" / "c").rglob("*") if p.is_file()]
-    assert 0 < len(files) < 200  # of 98 million possible chunks
-    assert (store / "global_rgb" / "0" / "rgb").stat().st_size < 10**6
+    """Level-0 chunk files exist exactly where a valid zone pixel lies (to within the chunk next door)."""
+    root = zarr.open_group(store, mode="r")
+    level = store / "global_rgb" / "0" / "rgb"
+    files = _chunk_keys(level)
+    want: set[tuple[int, int]] = set()
+    for name in ("utm30", "utm31", "utm34"):
+        z = root[name]
+        t = z.attrs["spatial:transform"]
+        rows, cols = np.nonzero(z["rgb"][..., 3] == 255)
+        lon, lat = Transformer.from_crs(z.attrs["proj:code"], 4326, always_xy=True).transform(
+            t[2] + (cols + 0.5) * 10, t[5] - (rows + 0.5) * 10)
+        want |= set(zip((np.floor((90 - lat) / 0.0001).astype(int) // 256).tolist(),
+                        (np.floor((lon + 180) / 0.0001).astype(int) // 256).tolist()))
+    near = {(i + di, j + dj) for i, j in want for di in (-1, 0, 1) for dj in (-1, 0, 1)}
+    assert want <= files <= near, (sorted(want - files)[:5], sorted(files - near)[:5])
+    assert len(files) < 200  # of 98 million possible chunks
+    assert sum(p.stat().st_size for p in level.rglob("*") if p.is_file()) < 10**6
+    lvl = root["global_rgb/0/rgb"]
+    for i, j in sorted(files):  # no chunk file without a visible pixel
+        assert lvl[i * 256:(i + 1) * 256, j * 256:(j + 1) * 256, 3].any(), (i, j)
+    assert not lvl[0:256, 0:256].any()  # and no colour where no zone is
 
 
 def test_level0_pixels_come_from_the_zone_preview(store):

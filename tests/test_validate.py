@@ -171,3 +171,17 @@ def test_deep_without_chunk_checksums_says_so_once(copy, store):
     lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
     assert p.returncode == 1 and lines == ["utm30/scales: inner chunks carry no crc32c checksum; --deep decoded "
                                            f"them ({len(shards)} shards) but cannot verify them"], lines
+
+
+def test_deep_finds_a_corrupt_global_rgb_chunk(copy):
+    chunk = max((p for p in (copy / "global_rgb" / "0" / "rgb" / "c").rglob("*") if p.is_file()),
+                key=lambda p: p.stat().st_size)
+    data = bytearray(chunk.read_bytes())
+    assert len(data) > 60
+    data[20:40] = bytes(20)  # inside the compressed payload, before the 4-byte checksum
+    chunk.write_bytes(bytes(data))
+    assert validate(str(copy)) == []
+    p = run_cli("validate", "--deep", str(copy), check=False)
+    key = chunk.relative_to(copy).as_posix()
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stdout + p.stderr
+    assert [ln for ln in p.stdout.splitlines() if key in ln and "checksum" in ln], p.stdout

@@ -1,0 +1,151 @@
+"""Kills lose nothing: a build SIGKILLed at any moment, then re-run, equals a clean build, global_rgb included.
+
+Two kinds of kill, both by SIGKILL on the real CLI process:
+  * at named phases, through the build's test hook TESSERA_TEST_KILL_AT (deterministic: every window
+    between two durable steps that we know of);
+  * after seeded random delays within the measured duration of a clean build (finds windows nobody named).
+The re-run must then leave every file of the store byte for byte equal to the uninterrupted build's
+(shards, zarr.json with attributes and consolidated metadata, global_rgb chunks), and an equal record.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from builder import demo
+from conftest import PX, REPO, tree_digest
+
+KILL_ENV = "TESSERA_TEST_KILL_AT"
+# BLAS threads oversubscribe a loaded 2-core machine (the RGB PCA takes 3 s instead of 0.2 s).
+ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+SEED = 20250
+NORTH = (-0.05, 50.95)  # added north of grid_-0.05_50.85 (land): utm30 grows north, its shard files move
+FRESH_PHASES = ["zone-created", "shard-written", "zone-recorded", "pyramid-level0", "consolidated"]
+ADD_PHASES = ["regrid-staged", "regrid-moved", "regrid-recorded", "zone-recorded"]
+N_RANDOM = 2
+
+
+def build(tiles: Path, out: Path, *, phase: str | None = None, delay: float | None = None) -> tuple[int, str]:
+    """Run the build CLI; kill it at `phase` (hook) or after `delay` seconds.  (returncode, stderr)."""
+    env = {k: v for k, v in os.environ.items() if k != KILL_ENV} | ENV
+    if phase:
+        env[KILL_ENV] = phase
+    cmd = [sys.executable, "-m", "builder", "build", str(tiles), "--year", "2024", "--out", str(out),
+           "--scheduler", "threads", "-q"]
+    p = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = p.communicate(timeout=delay if delay is not None else 300)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGKILL)
+        _, err = p.communicate(timeout=60)
+    return p.returncode, err
+
+
+def completed(tiles: Path, out: Path) -> float:
+    t0 = time.monotonic()
+    rc, err = build(tiles, out)
+    assert rc == 0, err
+    return time.monotonic() - t0
+
+
+def copy_build(src: Path, dst: Path) -> Path:
+    for name in ("2024.zarr", "2024.zarr.build"):
+        shutil.copytree(src / name, dst / name)
+    return dst
+
+
+def assert_same_build(out: Path, ref: Path) -> None:
+    a, b = tree_digest(out / "2024.zarr"), tree_digest(ref / "2024.zarr")
+    assert a.keys() == b.keys(), (f"only after the kill: {sorted(a.keys() - b.keys())[:6]}; "
+                                  f"only in the clean build: {sorted(b.keys() - a.keys())[:6]}")
+    differ = sorted(k for k in a if a[k] != b[k])
+    assert not differ, f"{len(differ)} of {len(a)} files differ from the clean build: {differ[:6]}"
+    rec = out / "2024.zarr.build"
+    assert sorted(p.name for p in rec.rglob("*") if p.is_file()) == ["record.json"]
+    assert json.loads((rec / "record.json").read_text()) == json.loads((ref / "2024.zarr.build" / "record.json").read_text())
+
+
+def kill_then_rerun(tiles: Path, out: Path, *, phase: str | None = None, delay: float | None = None) -> None:
+    rc, err = build(tiles, out, phase=phase, delay=delay)
+    assert rc == -signal.SIGKILL, f"the build was not killed ({'phase ' + phase if phase else f'after {delay:.2f}s'}): " \
+                                  f"exit {rc}\n{err[-2000:]}"
+    rc, err = build(tiles, out)
+    assert rc == 0, f"the re-run after the kill failed ({rc}):\n{err[-2000:]}"
+
+
+def random_delays(duration: float, salt: int) -> list[float]:
+    rng = random.Random(SEED + salt)
+    return [rng.uniform(0.1, 0.8) * duration for _ in range(N_RANDOM)]
+
+
+# ------------------------------------------------------------ a first build --
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory, tiles_root):
+    """The four conftest tiles and their uninterrupted build (timed)."""
+    ref = tmp_path_factory.mktemp("clean")
+    seconds = completed(tiles_root, ref)
+    return tiles_root, ref, seconds
+
+
+@pytest.mark.parametrize("phase", FRESH_PHASES)
+def test_kill_at_a_phase_of_a_first_build(fresh, tmp_path, phase):
+    tiles, ref, _ = fresh
+    kill_then_rerun(tiles, tmp_path, phase=phase)
+    assert_same_build(tmp_path, ref)
+
+
+@pytest.mark.parametrize("i", range(N_RANDOM))
+def test_kill_at_a_random_moment_of_a_first_build(fresh, tmp_path, i):
+    tiles, ref, seconds = fresh
+    delay = random_delays(seconds, 0)[i]
+    kill_then_rerun(tiles, tmp_path, delay=delay)
+    assert_same_build(tmp_path, ref)
+
+
+# ------------------------------------------------- a build that adds a tile --
+@pytest.fixture(scope="module")
+def adding(tmp_path_factory, tiles_root, world):
+    """A store of the four tiles, the tile set with a fifth added, and the uninterrupted second build."""
+    base = tmp_path_factory.mktemp("base")
+    completed(tiles_root, base)
+    more = tmp_path_factory.mktemp("more-tiles")
+    shutil.copytree(tiles_root, more, dirs_exist_ok=True)
+    demo.write_tile(more, 2024, *NORTH, PX, world=world)
+    ref = copy_build(base, tmp_path_factory.mktemp("added"))
+    seconds = completed(more, ref)
+    return more, base, ref, seconds
+
+
+def test_the_uninterrupted_build_that_adds_a_tile_equals_a_clean_build(adding, tmp_path):
+    """The reference for the kills below, checked: a clean build of all five tiles (with the colour
+    model the first build fitted, which later shards keep) has the same files, global_rgb included."""
+    more, base, ref, _ = adding
+    record = json.loads((base / "2024.zarr.build" / "record.json").read_text())
+    (tmp_path / "2024.zarr.build").mkdir()
+    (tmp_path / "2024.zarr.build" / "record.json").write_text(json.dumps({"model_version": "1.0", "rgb": record["rgb"]}))
+    completed(more, tmp_path)
+    assert_same_build(ref, tmp_path)
+
+
+@pytest.mark.parametrize("phase", ADD_PHASES)
+def test_kill_at_a_phase_of_a_build_that_adds_a_tile(adding, tmp_path, phase):
+    more, base, ref, _ = adding
+    out = copy_build(base, tmp_path)
+    kill_then_rerun(more, out, phase=phase)
+    assert_same_build(out, ref)
+
+
+def test_kill_at_a_random_moment_of_a_build_that_adds_a_tile(adding, tmp_path):
+    more, base, ref, seconds = adding
+    out = copy_build(base, tmp_path)
+    kill_then_rerun(more, out, delay=random_delays(seconds, 1)[0])
+    assert_same_build(out, ref)
