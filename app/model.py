@@ -107,6 +107,8 @@ class StoreModel:
         self.levels: list[Level] = []
         self.year: int | None = None
         self.years: list[int] | None = None  # a multi-year virtual index (builder.virtual)
+        self._chunks: dict = {}
+        self._previews: dict = {}
 
     async def open(self) -> "StoreModel":
         doc = await self.source.meta()
@@ -123,8 +125,8 @@ class StoreModel:
 
     def _read_root(self, doc: dict) -> "StoreModel":
         attrs = doc.get("attributes", {})
-        multi = "tessera:years" in attrs
-        schema = conv.MULTIYEAR_ROOT_SCHEMA if multi else conv.ROOT_SCHEMA
+        multi = not conv.registered(attrs, conv.STACK_ROOT_CONVENTIONS)  # a multi-year index (tessera-stack:)
+        schema = conv.STACK_ROOT_SCHEMA if multi else conv.ROOT_SCHEMA
         problems = conv.quick_check(attrs, schema, "store root")
         if problems:
             version = attrs.get("tessera:dataset_version")
@@ -134,7 +136,7 @@ class StoreModel:
             raise SourceError("invalid", "not a tessera store: " + "; ".join(problems))
         self.root = attrs
         if multi:
-            self.years = list(attrs["tessera:years"])
+            self.years = list(attrs[conv.STACK_YEARS])
         else:
             self.year = attrs["tessera:year"]
         cons = (doc.get("consolidated_metadata") or {}).get("metadata") or {}
@@ -199,6 +201,29 @@ class StoreModel:
         s = s.reshape(n)
         vecs = [None if math.isnan(float(s[i])) else conv.dequantise(e[i], np.float32(s[i])) for i in range(n)]
         return zone, row, col, vecs
+
+    # ------------------------------------------------------------ previews --
+    async def level_chunk(self, level: Level, ci: int, cj: int) -> np.ndarray:
+        """Chunk (ci, cj) of a global_rgb level, padded to the full chunk size (cached)."""
+        key = (level.index, ci, cj)
+        if key not in self._chunks:
+            c = level.chunk
+            data = await self.source.read(f"{conv.GLOBAL_GROUP}/{level.index}/rgb",
+                                          [(ci * c, min((ci + 1) * c, level.height)),
+                                           (cj * c, min((cj + 1) * c, level.width)), None], whole=True)
+            if data.shape[0] < c or data.shape[1] < c:
+                pad = np.zeros((c, c, 4), np.uint8)
+                pad[: data.shape[0], : data.shape[1]] = data
+                data = pad
+            self._chunks[key] = data
+        return self._chunks[key]
+
+    async def preview(self, zone: Zone, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
+        """A window of a zone's rgb preview (the last window read is kept: pans re-read the same one)."""
+        key = (zone.name, r0, r1, c0, c1)
+        if key not in self._previews:
+            self._previews = {key: await self.region(zone, "rgb", r0, r1, c0, c1)}
+        return self._previews[key]
 
     # ------------------------------------------------------------ regions --
     async def region(self, zone: Zone, array: str, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:

@@ -85,15 +85,6 @@ ROOT_SCHEMA: dict[str, Any] = {
         "tessera:year": {"type": "integer", "minimum": 1900, "maximum": 2200},
     },
 }
-# Root of a multi-year virtual index (builder.virtual): tessera:years, a list of valid
-# tessera:year values, instead of tessera:year; everything else as ROOT_SCHEMA.
-_ROOT_PROPS = {k: v for k, v in ROOT_SCHEMA["properties"].items() if k != "tessera:year"}
-MULTIYEAR_ROOT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": [k if k != "tessera:year" else "tessera:years" for k in ROOT_SCHEMA["required"]],
-    "properties": {**_ROOT_PROPS, "tessera:years": {"type": "array", "minItems": 1,
-                                                    "items": ROOT_SCHEMA["properties"]["tessera:year"]}},
-}
 ZONE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": [
@@ -120,6 +111,37 @@ ZONE_SCHEMA: dict[str, Any] = {
         "spatial:registration": {"const": "pixel"},
     },
 }
+# ---- multi-year index (tessera-stack:) -------------------------------------
+# A multi-year virtual index (builder.virtual) stacks tessera: v1 year stores along a leading `year`
+# dimension.  It is not a v1 year store (no tessera:year), so it does not register tessera:; it registers
+# this extension instead (spec: README.md, "Multi-year index extension").  Its groups carry
+# tessera-stack:years and, unchanged in meaning, the tessera: v1 properties that hold for every stacked
+# year (composition by reference, as the Zarr conventions spec allows); zone groups keep proj:/spatial:.
+STACK = {
+    "schema_url": "https://github.com/ucam-eo/tessera-explorer/blob/main/README.md#tessera-stack-schema",
+    "spec_url": "https://github.com/ucam-eo/tessera-explorer/blob/main/README.md#multi-year-index-extension-tessera-stack",
+    "uuid": "7789f970-f176-4ae4-9cec-d7244be8f2b4",
+    "name": "tessera-stack:",
+    "description": "tessera: v1 year stores stacked along a year dimension (multi-year virtual index)",
+}
+STACK_YEARS = "tessera-stack:years"
+STACK_DIM = "year"
+STACK_ROOT_CONVENTIONS = [STACK]
+STACK_ZONE_CONVENTIONS = [STACK, PROJ, SPATIAL]
+_YEARS = {"type": "array", "minItems": 1, "items": ROOT_SCHEMA["properties"]["tessera:year"]}
+
+
+def _stacked(schema: dict[str, Any], drop: tuple[str, ...]) -> dict[str, Any]:
+    """A v1 group schema for a stack group: tessera:year replaced by tessera-stack:years, `drop` removed."""
+    props = {k: v for k, v in schema["properties"].items() if k != "tessera:year" and k not in drop}
+    return {"type": "object", "properties": {**props, STACK_YEARS: _YEARS},
+            "required": [STACK_YEARS if k == "tessera:year" else k for k in schema["required"]],
+            "not": {"anyOf": [{"required": ["tessera:year"]}, *({"required": [k]} for k in drop)]}}
+
+
+STACK_ROOT_SCHEMA = _stacked(ROOT_SCHEMA, ())
+STACK_ZONE_SCHEMA = _stacked(ZONE_SCHEMA, ("tessera:has_rgb_preview",))
+
 _LAYOUT_ITEM = {
     "type": "object",
     "required": ["asset", "transform", "spatial:shape", "spatial:transform"],
@@ -169,6 +191,13 @@ ZONE_ARRAYS: dict[str, dict[str, Any]] = {
     "band": {"dtype": "int32", "fill": None, "dims": ["band"], "sharded": False},
 }
 REQUIRED_ZONE_ARRAYS = [k for k, v in ZONE_ARRAYS.items() if not v.get("optional")]
+# A stack zone group: the sharded arrays gain the leading year dimension (one year per shard), no rgb
+# preview; the coordinate arrays gain `year` (the stacked years, int32).
+STACK_ARRAYS: dict[str, dict[str, Any]] = {
+    **{k: {**v, "dims": [STACK_DIM, *v["dims"]]} if v["sharded"] else dict(v)
+       for k, v in ZONE_ARRAYS.items() if not v.get("optional")},
+    STACK_DIM: {"dtype": "int32", "fill": None, "dims": [STACK_DIM], "sharded": False},
+}
 
 _ZONE_RE = re.compile(r"^utm(\d{2})$")
 
@@ -183,6 +212,11 @@ def parse_zone_group_name(name: str) -> int | None:
     """Zone number of a group called utmNN, or None for any other name."""
     m = _ZONE_RE.match(name)
     return int(m.group(1)) if m else None
+
+
+def central_meridian(zone: int) -> float:
+    """Longitude of a UTM zone's central meridian."""
+    return -183.0 + 6.0 * zone
 
 
 def epsg_for_zone(zone: int, south: bool) -> int:

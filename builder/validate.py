@@ -259,17 +259,24 @@ def _close(values: np.ndarray, expected_fn) -> bool:
                for i in range(0, len(values), step))
 
 
-def _check_zone(reader: _Reader, doc: dict, name: str, root_attrs: dict) -> list[str]:
+def _check_zone(reader: _Reader, doc: dict, name: str, root_attrs: dict, stack: bool = False) -> list[str]:
+    """A zone group of a year store, or (stack=True) of a multi-year index: there the sharded arrays have a
+    leading year dimension (conv.STACK_ARRAYS) and tessera-stack:years stands for tessera:year."""
     where = name
     probs: list[str] = []
     attrs = _attrs(doc, where, probs)
-    probs += _schema_problems(attrs, conv.ZONE_SCHEMA, where) + _registration_problems(attrs, conv.ZONE_CONVENTIONS, where)
+    schema, convs, specs = ((conv.STACK_ZONE_SCHEMA, conv.STACK_ZONE_CONVENTIONS, conv.STACK_ARRAYS) if stack
+                            else (conv.ZONE_SCHEMA, conv.ZONE_CONVENTIONS, conv.ZONE_ARRAYS))
+    probs += _schema_problems(attrs, schema, where) + _registration_problems(attrs, convs, where)
+    if stack:
+        probs += _stack_problems(attrs, where)
     zone_num = conv.parse_zone_group_name(name)
     if attrs.get("tessera:utm_zone") != zone_num:
         probs.append(f"{where}: tessera:utm_zone={attrs.get('tessera:utm_zone')!r} does not match the group name")
-    if attrs.get("tessera:year") != root_attrs.get("tessera:year"):
-        probs.append(f"{where}: tessera:year={attrs.get('tessera:year')!r} differs from the root's "
-                     f"{root_attrs.get('tessera:year')!r}")
+    year_key = conv.STACK_YEARS if stack else "tessera:year"
+    if attrs.get(year_key) != root_attrs.get(year_key):
+        probs.append(f"{where}: {year_key}={attrs.get(year_key)!r} differs from the root's "
+                     f"{root_attrs.get(year_key)!r}")
     south = None
     try:
         pz, south = conv.parse_proj_code(attrs.get("proj:code", ""))
@@ -303,13 +310,13 @@ def _check_zone(reader: _Reader, doc: dict, name: str, root_attrs: dict) -> list
         nb = None
     arrays: dict[str, _Array] = {}
     unreadable = set()
-    for aname in conv.ZONE_ARRAYS:
+    for aname in specs:
         a = _open_array(reader, f"{where}/{aname}", probs)
         if a is None:
             unreadable.add(aname)
         elif a is not _MISSING:
             arrays[aname] = a
-    for aname in conv.REQUIRED_ZONE_ARRAYS:
+    for aname in [k for k, v in specs.items() if not v.get("optional")]:
         if aname not in arrays and aname not in unreadable:
             probs.append(f"{where}/{aname}: required array is missing")
     has_rgb = attrs.get("tessera:has_rgb_preview", False)
@@ -317,9 +324,11 @@ def _check_zone(reader: _Reader, doc: dict, name: str, root_attrs: dict) -> list
         probs.append(f"{where}: tessera:has_rgb_preview is true but there is no rgb array")
     if "rgb" in arrays and not has_rgb:
         probs.append(f"{where}: rgb array present but tessera:has_rgb_preview is not true")
-    expected_shapes = {"embeddings": (h, w, nb), "scales": (h, w), "rgb": (h, w, 4),
-                       "easting": (w,), "northing": (h,), "band": (nb,)}
-    for aname, spec in conv.ZONE_ARRAYS.items():
+    years = root_attrs.get(conv.STACK_YEARS) if stack else None
+    lead = (len(years),) if isinstance(years, list) else (None,) if stack else ()
+    expected_shapes = {"embeddings": (*lead, h, w, nb), "scales": (*lead, h, w), "rgb": (h, w, 4),
+                       "easting": (w,), "northing": (h,), "band": (nb,), conv.STACK_DIM: lead}
+    for aname, spec in specs.items():
         if aname not in arrays:
             continue
         a = arrays[aname]
@@ -338,11 +347,13 @@ def _check_zone(reader: _Reader, doc: dict, name: str, root_attrs: dict) -> list
             if a.shards is None:
                 probs.append(f"{aw}: must be sharded")
             else:
-                sh, ch = a.shards, a.chunks
+                sh, ch = a.shards[len(lead):], a.chunks[len(lead):]
+                if stack and (a.shards[0], a.chunks[0]) != (1, 1):
+                    probs.append(f"{aw}: shards and inner chunks must hold one year, got {a.shards} / {a.chunks}")
                 if h is not None and (h % sh[0] or w % sh[1]):
                     probs.append(f"{aw}: grid {h}x{w} is not snapped to the {sh[0]}x{sh[1]} shard size")
-                if len(sh) == 3 and len(a.shape) == 3 and sh[2] != a.shape[2]:
-                    probs.append(f"{aw}: shards must hold the whole last dimension ({a.shape[2]}), got {sh[2]}")
+                if len(sh) == 3 and len(a.shape) == 3 + len(lead) and sh[2] != a.shape[-1]:
+                    probs.append(f"{aw}: shards must hold the whole last dimension ({a.shape[-1]}), got {sh[2]}")
                 if any(s % c for s, c in zip(sh, ch)):
                     probs.append(f"{aw}: inner chunks {ch} do not divide shards {sh}")
         else:
@@ -350,6 +361,11 @@ def _check_zone(reader: _Reader, doc: dict, name: str, root_attrs: dict) -> list
                 probs.append(f"{aw}: coordinate arrays must not be sharded")
             if any(n not in ("bytes",) for n in a.codec_names):
                 probs.append(f"{aw}: coordinate arrays must be uncompressed")
+    if stack and conv.STACK_DIM in arrays and isinstance(years, list):
+        v = _coord_values(reader, arrays[conv.STACK_DIM], probs)
+        if v is not None and list(v) != years:
+            probs.append(f"{where}/{conv.STACK_DIM}: values {list(map(int, v))} are not the root's "
+                         f"{conv.STACK_YEARS} {years}")
     if nb is not None and "embeddings" in arrays and arrays["embeddings"].shape[-1] != nb:
         probs.append(f"{where}: tessera:n_bands={nb} but embeddings has {arrays['embeddings'].shape[-1]} bands")
     if "band" in arrays and nb is not None:
@@ -580,9 +596,34 @@ def _deep(reader: _Reader, zones: list[str], stats: dict) -> list[str]:
     return probs
 
 
+# ---------------------------------------- multi-year index (tessera-stack:) --
+def _stack_problems(attrs: dict, where: str) -> list[str]:
+    """A multi-year index is not a tessera: v1 year store and must not claim to be one."""
+    if conv.registered(attrs, [conv.TESSERA]):
+        return []
+    return [f"{where}: registers tessera: v1, but a multi-year index (tessera-stack:) is not a v1 year store"]
+
+
+def _index_store(url: str, options: dict | None):
+    """A local JSON or Parquet reference index as a zarr store, or None for anything else.  References
+    are checked by open_index; a templated index resolves against `-o base=URL` (default: the index's
+    own directory); `-o allow=PREFIX` admits references elsewhere."""
+    import os
+    from builder.virtual.reader import is_parquet_index, open_index
+    path = url[len("file://"):] if url.startswith("file://") else url
+    if "://" in path or not ((path.endswith(".json") and os.path.isfile(path)) or is_parquet_index(path)):
+        return None
+    opts = dict(options or {})
+    base = opts.pop("base", None) or os.path.dirname(os.path.abspath(path.rstrip("/"))) + "/"
+    return open_index(path, base=base, allow=opts.pop("allow", None), remote_options=opts or None).store
+
+
 # ------------------------------------------------------------------ entry --
 def _open_store(url: str, storage_options: dict | None):
     from pathlib import Path
+    index = _index_store(url, storage_options)
+    if index is not None:
+        return index
     if "://" in url and not url.startswith("file://"):
         return zarr.storage.FsspecStore.from_url(url, storage_options=storage_options, read_only=True)
     path = Path(url[len("file://"):] if url.startswith("file://") else url)
@@ -620,7 +661,13 @@ def validate(url: str, storage_options: dict | None = None, *, deep: bool = Fals
     if root.get("node_type") != "group":
         return [f"{url}: cannot open as a Zarr group (zarr.json is a {root.get('node_type')!r} node)"]
     attrs = _attrs(root, "root", probs)
-    probs += _schema_problems(attrs, conv.ROOT_SCHEMA, "root") + _registration_problems(attrs, conv.ROOT_CONVENTIONS, "root")
+    stack = not conv.registered(attrs, conv.STACK_ROOT_CONVENTIONS)  # a multi-year index (tessera-stack:)
+    if stack:
+        probs += (_schema_problems(attrs, conv.STACK_ROOT_SCHEMA, "root")
+                  + _registration_problems(attrs, conv.STACK_ROOT_CONVENTIONS, "root") + _stack_problems(attrs, "root"))
+    else:
+        probs += (_schema_problems(attrs, conv.ROOT_SCHEMA, "root")
+                  + _registration_problems(attrs, conv.ROOT_CONVENTIONS, "root"))
     probs += _check_consolidated(reader, root)
     zones, unreadable_zones = [], 0
     for name in reader.children(""):
@@ -638,7 +685,7 @@ def validate(url: str, storage_options: dict | None = None, *, deep: bool = Fals
         try:
             if is_zone:
                 zones.append(name)
-                probs += _check_zone(reader, doc, name, attrs)
+                probs += _check_zone(reader, doc, name, attrs, stack=stack)
             elif name == conv.GLOBAL_GROUP:
                 probs += _check_global(reader, doc)
             else:

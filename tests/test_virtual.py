@@ -147,7 +147,7 @@ def test_writer_argument_errors(tiles_root, tmp_path):
     cases = [(dict(output=str(tmp_path / "x.txt")), "must end in .json or .parquet"),
              (dict(output=str(tmp_path / "x.json"), zarr_format=4), "zarr_format must be 2 or 3"),
              (dict(output=str(tmp_path / "x.json"), template_base="{{base}}", url_overrides={"a": "b"}), "mutually exclusive"),
-             (dict(output=str(tmp_path / "x.parquet"), zarr_format=3), "Zarr v2 layouts only"),
+             (dict(output=str(tmp_path / "x.parquet"), parquet_engine="polars"), "parquet_engine must be"),
              (dict(output=str(tmp_path / "x.json"), segments=["nope"]), "unknown segment")]
     for kw, msg in cases:
         output = kw.pop("output")
@@ -295,3 +295,212 @@ def test_parquet_index_references_are_checked_at_open(tiles_root, tmp_path):
     assert f"{name}.npy" in str(e.value)
     g = open_index(str(out), allow=[f"file://{tiles_root}"])
     np.testing.assert_array_equal(g["embeddings"][:], np.load(tile_npy(tiles_root, 2024, name)))
+
+
+# -------------------------------------------------- the multi-year index --
+STACK_UUID = "7789f970-f176-4ae4-9cec-d7244be8f2b4"
+
+
+def _years_index(stores: Path, out: Path, **kw) -> Path:
+    write_tile_index(YearsParser()([str(stores / "2023.zarr"), str(stores / "2024.zarr")]), str(out), **kw)
+    return out
+
+
+def _docs(g) -> dict:
+    """Every node's zarr.json inside an index, as the index serves it."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+    root = json.loads(sync(g.store.get("zarr.json", default_buffer_prototype())).to_bytes())
+    out = {"": root}
+    for key in root["consolidated_metadata"]["metadata"]:
+        out[key] = json.loads(sync(g.store.get(f"{key}/zarr.json", default_buffer_prototype())).to_bytes())
+    return out
+
+
+@pytest.mark.parametrize("ext", ["json", "parquet"])
+def test_multi_year_index_declares_its_own_convention_not_tessera_v1(two_years, tmp_path, ext):
+    _, stores = two_years
+    g = open_index(str(_years_index(stores, tmp_path / f"y.{ext}")), allow=[str(stores)])
+    docs = _docs(g)
+    years = sorted(zarr.open_group(stores / f"{y}.zarr", mode="r").attrs["tessera:year"] for y in (2023, 2024))
+    root = docs[""]["attributes"]
+    assert [c["uuid"] for c in root["zarr_conventions"]] == [STACK_UUID]
+    assert root["zarr_conventions"][0]["name"] == "tessera-stack:"
+    assert root["tessera-stack:years"] == years and "tessera:year" not in root and "tessera:years" not in root
+    zone = docs["utm30"]["attributes"]
+    src = zarr.open_group(stores / "2024.zarr" / "utm30", mode="r").attrs
+    uuids = [c["uuid"] for c in zone["zarr_conventions"]]
+    assert uuids[0] == STACK_UUID and "e7f90d5f-019e-4a38-802f-9fa695e26c71" not in uuids  # not a v1 zone group
+    assert [c for c in zone["zarr_conventions"] if c["uuid"] != STACK_UUID] == [
+        c for c in src["zarr_conventions"] if c["name"] in ("proj:", "spatial:")]
+    assert "tessera:year" not in zone and zone["tessera-stack:years"] == years
+    assert zone["proj:code"] == src["proj:code"] and zone["tessera:n_bands"] == src["tessera:n_bands"]
+
+
+def test_validate_checks_a_multi_year_index(two_years, tmp_path):
+    """`validate` opens an index file (JSON or Parquet; a templated one relative to its own directory) and
+    checks it against the tessera-stack: rules; each broken rule is one line naming where."""
+    _, stores = two_years
+    data = tmp_path / "data"
+    shutil.copytree(stores, data)
+    for name, kw in (("years.json", dict(template_base="{{base}}")), ("years.parquet", dict(template_base="{{base}}")),
+                     ("abs.json", {}), ("v2.json", dict(zarr_format=2))):
+        out = _years_index(data, data / name, **kw)
+        p = run_cli("validate", str(out), check=False)
+        if name == "v2.json":
+            assert p.returncode == 1 and "Zarr format 2" in p.stdout, p.stdout + p.stderr
+            continue
+        assert p.returncode == 0, p.stdout + p.stderr
+    p = run_cli("validate", str(data / "years.parquet"), "--deep")  # every shard the index references
+    n_shards = sum(1 for y in (2023, 2024) for a in ("embeddings", "scales")
+                   for f in (data / f"{y}.zarr" / "utm30" / a / "c").rglob("*") if f.is_file())
+    assert f"in {n_shards} files" in p.stdout, p.stdout
+    doc = json.loads((data / "abs.json").read_text())
+    refs = doc["refs"]
+    breakages = {
+        "root registers tessera: v1": ("zarr.json", lambda d: d["attributes"]["zarr_conventions"].append(
+            zarr.open_group(data / "2024.zarr", mode="r").attrs["zarr_conventions"][0]), "root"),
+        "zone without its years": ("utm30/zarr.json", lambda d: d["attributes"].pop("tessera-stack:years"),
+                                   "utm30"),
+        "zone claims a year": ("utm30/zarr.json", lambda d: d["attributes"].update({"tessera:year": 2024}), "utm30"),
+        "no year dimension": ("utm30/embeddings/zarr.json", lambda d: d.update(
+            dimension_names=["time", "northing", "easting", "band"]), "utm30/embeddings"),
+        "wrong years": ("utm30/year/c/0", None, "utm30/year"),
+    }
+    for what, (key, edit, where) in breakages.items():
+        bad = json.loads(json.dumps(doc))
+        if edit is None:
+            import base64
+            bad["refs"][key] = "base64:" + base64.b64encode(np.array([2023, 2025], "<i4").tobytes()).decode()
+        else:
+            d = json.loads(refs[key])
+            edit(d)
+            bad["refs"][key] = json.dumps(d)
+            if key != "zarr.json":  # keep the consolidated copy in step, so that only the rule is broken
+                root = json.loads(bad["refs"]["zarr.json"])
+                root["consolidated_metadata"]["metadata"][key[: -len("/zarr.json")]] = d
+                bad["refs"]["zarr.json"] = json.dumps(root)
+        (data / "bad.json").write_text(json.dumps(bad))
+        p = run_cli("validate", str(data / "bad.json"), check=False)
+        assert p.returncode == 1, (what, p.stdout)
+        assert any(line.startswith(where) for line in p.stdout.splitlines()), (what, p.stdout)
+
+
+# The upstream proj: and spatial: v1 JSON schemas (descriptions left out), pinned at the commits whose
+# registration objects are the ones builder.convention writes (name "proj:" / "spatial:"):
+# zarr-conventions/geo-proj 0113bc4 and zarr-conventions/spatial 71e4d0d.
+_ARR = {"type": "array", "items": {"type": "number"}}
+UPSTREAM_PROJ = {
+    "type": "object", "required": ["zarr_format", "node_type", "attributes"], "additionalProperties": True,
+    "properties": {"zarr_format": {"type": "integer"}, "node_type": {"type": "string", "enum": ["array", "group"]},
+                   "attributes": {"type": "object", "required": ["zarr_conventions"], "$ref": "#/$defs/projAttributes",
+                                  "properties": {"zarr_conventions": {"type": "array", "contains": {
+                                      "$ref": "#/$defs/conventionMetadata"}}}}},
+    "$defs": {
+        "conventionMetadata": {
+            "type": "object", "additionalProperties": False,
+            "anyOf": [{"required": ["schema_url"]}, {"required": ["spec_url"]}, {"required": ["uuid"]}],
+            "properties": {
+                "schema_url": {"type": "string", "const": "https://raw.githubusercontent.com/zarr-experimental/geo-proj/refs/tags/v1/schema.json"},
+                "spec_url": {"type": "string", "const": "https://github.com/zarr-experimental/geo-proj/blob/v1/README.md"},
+                "uuid": {"type": "string", "const": "f17cb550-5864-4468-aeb7-f3180cfb622f"},
+                "name": {"type": "string", "const": "proj:"},
+                "description": {"type": "string", "const": "Coordinate reference system information for geospatial data"}}},
+        "projAttributes": {
+            "type": "object", "additionalProperties": True,
+            "properties": {"zarr_conventions": True, "proj:code": {"type": "string", "pattern": "^[A-Z]+:[0-9]+$"},
+                           "proj:wkt2": {"type": "string"},
+                           "proj:projjson": {"$ref": "https://proj.org/schemas/v0.7/projjson.schema.json"}},
+            "oneOf": [{"required": ["proj:code"]}, {"required": ["proj:wkt2"]}, {"required": ["proj:projjson"]}]}},
+}
+UPSTREAM_SPATIAL = {
+    "type": "object", "required": ["zarr_format", "node_type", "attributes"], "additionalProperties": True,
+    "properties": {"zarr_format": {"type": "integer"}, "node_type": {"type": "string", "enum": ["array", "group"]},
+                   "attributes": {"type": "object", "required": ["zarr_conventions"],
+                                  "$ref": "#/$defs/spatialAttributes",
+                                  "properties": {"zarr_conventions": {"type": "array", "contains": {
+                                      "$ref": "#/$defs/conventionMetadata"}}}}},
+    "$defs": {
+        "conventionMetadata": {
+            "type": "object", "additionalProperties": False,
+            "anyOf": [{"required": ["schema_url"]}, {"required": ["spec_url"]}, {"required": ["uuid"]}],
+            "properties": {
+                "schema_url": {"type": "string", "const": "https://raw.githubusercontent.com/zarr-conventions/spatial/refs/tags/v1/schema.json"},
+                "spec_url": {"type": "string", "const": "https://github.com/zarr-conventions/spatial/blob/v1/README.md"},
+                "uuid": {"type": "string", "const": "689b58e2-cf7b-45e0-9fff-9cfc0883d6b4"},
+                "name": {"type": "string", "const": "spatial:"},
+                "description": {"type": "string", "const": "Spatial coordinate information"}}},
+        "spatialAttributes": {
+            "type": "object", "additionalProperties": True, "required": ["spatial:dimensions"],
+            "properties": {
+                "zarr_conventions": True,
+                "spatial:dimensions": {"type": "array", "items": {"type": "string"},
+                                       "oneOf": [{"minItems": 2, "maxItems": 2}, {"minItems": 3, "maxItems": 3}]},
+                "spatial:bbox": {**_ARR, "oneOf": [{"minItems": 4, "maxItems": 4}, {"minItems": 6, "maxItems": 6}]},
+                "spatial:transform_type": {"type": "string"},
+                "spatial:transform": {**_ARR, "oneOf": [{"minItems": 6, "maxItems": 6}, {"minItems": 9, "maxItems": 9}]},
+                "spatial:shape": {"type": "array", "items": {"type": "integer", "minimum": 1},
+                                  "oneOf": [{"minItems": 2, "maxItems": 2}, {"minItems": 3, "maxItems": 3}]},
+                "spatial:registration": {"type": "string", "enum": ["node", "pixel"]},
+                "multiscales": {"type": "object"}},
+            "if": {"properties": {"multiscales": {"required": ["layout"]}}, "required": ["multiscales"]},
+            "then": {"not": {"anyOf": [{"required": ["spatial:transform"]}, {"required": ["spatial:shape"]}]}}}},
+}
+
+
+@pytest.mark.parametrize("ext", ["json", "parquet"])
+def test_index_zone_groups_pass_the_upstream_proj_and_spatial_schemas(two_years, store, tmp_path, ext):
+    import jsonschema
+    _, stores = two_years
+    g = open_index(str(_years_index(stores, tmp_path / f"y.{ext}")), allow=[str(stores)])
+    out = tmp_path / f"one.{ext}"  # and a one-year stack of three zones, one of them southern
+    write_tile_index(YearsParser()([str(store)]), str(out))
+    docs = {**_docs(g), **{f"one/{k}": v for k, v in _docs(open_index(str(out), allow=[str(store)])).items()}}
+    zones = [k for k in docs if k.split("/")[-1].startswith("utm") and k.count("/") <= 1 and docs[k].get(
+        "node_type") == "group"]
+    assert sorted(zones) == ["one/utm30", "one/utm31", "one/utm34", "utm30"]
+    for schema in (UPSTREAM_PROJ, UPSTREAM_SPATIAL):
+        v = jsonschema.Draft202012Validator(schema)
+        for z in zones:
+            assert [e.message for e in v.iter_errors(docs[z])] == [], z
+        bad = json.loads(json.dumps(docs[zones[0]]))  # the check can fail: a registration that is not theirs
+        for c in bad["attributes"]["zarr_conventions"]:
+            c["name"] = c["name"].rstrip(":")
+        assert list(v.iter_errors(bad))
+
+
+def test_explorer_recognises_the_index_by_its_registration(two_years, tmp_path):
+    import asyncio
+
+    from app.model import StoreModel
+    from app.reader import Source, SourceError
+    _, stores = two_years
+    g = open_index(str(_years_index(stores, tmp_path / "y.json")), allow=[str(stores)])
+    root = _docs(g)[""]
+
+    class IndexSource(Source):
+        url = "years.json"
+
+        def __init__(self, doc):
+            self.doc = doc
+
+        async def meta(self):
+            return self.doc
+
+        async def read(self, path, sel, whole=False):
+            return g[path][tuple(slice(*s) if s else slice(None) for s in sel)]
+
+    m = asyncio.run(StoreModel(IndexSource(root)).open())
+    assert m.years == [2023, 2024] and m.year is None
+    z24 = zarr.open_group(stores / "2024.zarr" / "utm30", mode="r")
+    r, c = (int(x) for x in np.argwhere(~np.isnan(z24["scales"][:]))[0])
+    from pyproj import Transformer
+    t = z24.attrs["spatial:transform"]
+    lon, lat = Transformer.from_crs(32630, 4326, always_xy=True).transform(t[2] + (c + 0.5) * 10, t[5] - (r + 0.5) * 10)
+    zone, row, col, vecs = asyncio.run(m.pixel_years(lon, lat))
+    want = z24["embeddings"][r, c].astype(np.float32) * z24["scales"][r, c]
+    np.testing.assert_array_equal(vecs[1], want)
+    unregistered = json.loads(json.dumps(root))
+    unregistered["attributes"]["zarr_conventions"] = []
+    with pytest.raises(SourceError, match="not a tessera store"):
+        asyncio.run(StoreModel(IndexSource(unregistered)).open())

@@ -19,7 +19,10 @@ fsspec: local paths, file://, http(s)://, s3://).
   its `multiscales` metadata.
 
 Coordinate arrays exist in no source file; the writer derives them from the
-groups' spatial:transform (and tessera:years) when it serialises an index.
+groups' spatial:transform (and tessera-stack:years) when it serialises an index.
+
+The multi-year index is not a tessera: v1 year store: its root and zone groups
+register the tessera-stack: extension (builder.convention.STACK) instead.
 """
 from __future__ import annotations
 
@@ -37,8 +40,6 @@ from builder.errors import BuildError
 from builder.geotiff import read_geoinfo
 from builder.grid import ZoneGrid
 from builder.tiles import read_npy_header
-
-MULTIYEAR_KEY = "tessera:years"
 
 
 class SparseChunkManifest(ChunkManifest):
@@ -196,8 +197,8 @@ class YearsParser:
         groups = {}
         for zname in zone_names:
             groups[zname] = self._zone(zname, opened)
-        attrs = {"zarr_conventions": [dict(conv.TESSERA)], "tessera:dataset_version": conv.DATASET_VERSION,
-                 MULTIYEAR_KEY: years}
+        attrs = {"zarr_conventions": [dict(c) for c in conv.STACK_ROOT_CONVENTIONS],
+                 "tessera:dataset_version": conv.DATASET_VERSION, conv.STACK_YEARS: years}
         return ManifestStore(ManifestGroup(groups=groups, attributes=attrs), registry=registry)
 
     def _zone(self, zname: str, opened) -> ManifestGroup:
@@ -246,7 +247,7 @@ class YearsParser:
                 shape=shape, data_type=np.dtype(src["data_type"]), chunk_shape=(1, union.shard, union.shard, *tail),
                 chunk_key_encoding={"name": "default", "configuration": {"separator": "/"}},
                 fill_value=src["fill_value"] if src["fill_value"] != "NaN" else float("nan"), codecs=codecs,
-                dimension_names=["year", *src["dimension_names"]])
+                dimension_names=[conv.STACK_DIM, *src["dimension_names"]])
             entries = {}
             for year, url, fs, root, za, cons, grid in per_year:
                 dr, dc = union.offset_of(grid)
@@ -257,9 +258,10 @@ class YearsParser:
                 [n_years, union.height // union.shard, union.width // union.shard] + [1] * len(tail))))
         za = dict(first[4])
         za.update(conv.spatial_attrs(union.origin_e, union.origin_n, union.height, union.width))
+        za["zarr_conventions"] = [dict(c) for c in conv.STACK_ZONE_CONVENTIONS]
         za.pop("tessera:year", None)
         za.pop("tessera:has_rgb_preview", None)
-        za[MULTIYEAR_KEY] = [o[0] for o in opened]
+        za[conv.STACK_YEARS] = [o[0] for o in opened]
         za["tessera:n_tiles"] = sum(p[4].get("tessera:n_tiles", 0) for p in per_year)
         return ManifestGroup(arrays=arrays, attributes=za)
 

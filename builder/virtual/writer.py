@@ -1,36 +1,34 @@
-"""Serialising a ManifestStore as a Kerchunk reference index, and opening one.
+"""Serialising a ManifestStore as a Kerchunk reference index.
 
 `write_tile_index(store, output, segments=None, *, template_base=None,
-url_overrides=None, zarr_format=3)` has the meaning of the seed document's
-function of that name:
-  * `.json` -> Kerchunk v1 JSON; `.parquet` -> a Kerchunk Parquet directory
-    (kerchunk.df.refs_to_dataframe), which only describes Zarr v2 layouts:
-    Parquet with zarr_format=3 is refused, because fsspec's reader derives
-    chunk counts from `.zarray` and cannot read it back;
+url_overrides=None, zarr_format=3, parquet_engine="pyarrow")` has the meaning of
+the seed document's function of that name:
+  * `.json` -> Kerchunk v1 JSON; `.parquet` -> a Kerchunk Parquet directory in the
+    sparse record layout (builder.virtual.parquet: one row per existing chunk),
+    for Zarr v2 and v3 alike, written with pyarrow or fastparquet;
   * zarr_format 2 writes `.zgroup/.zarray/.zattrs` and chunk keys `i.j.k`;
     3 writes `zarr.json` per node and `c/i/j/k` chunk keys.  A sharded source
     (the year stores) has no Zarr v2 form as whole shards, so for v2 every
     inner chunk is referenced on its own (read from each shard's index);
-  * `template_base="{{base}}"` (JSON only: Parquet cannot keep templates) rewrites every reference to
-    `{{base}}<path relative to the common source directory>` and records the
-    Kerchunk `templates`; `open_index(..., base=...)` supplies it;
+  * `template_base="{{base}}"` rewrites every reference to
+    `{{base}}<path relative to the common source directory>`; JSON records the
+    Kerchunk `templates`, Parquet cannot (the reader supplies `base`, see
+    builder.virtual.reader.open_index);
   * `url_overrides={old: new}` replaces URL prefixes (index a local copy, point
     at where it will be served);
   * the two are mutually exclusive; a bad extension, an unknown segment, both
-    options, or zarr_format not in {2, 3} raise ValueError.
+    options, zarr_format not in {2, 3} or an unknown engine raise ValueError.
 
 Why the references are assembled here rather than by virtualizarr's own
 kerchunk writer: that writer emits v2 layouts only, has no template or
 URL-override support, and cannot express the sharded multi-year arrays;
-fsspec's ReferenceFileSystem (reading) and kerchunk's Parquet writer are used
-as they are.
+fsspec's ReferenceFileSystem (reading) is used as it is.
 """
 from __future__ import annotations
 
 import base64
 import json
 import os
-import posixpath
 from pathlib import Path
 
 import fsspec
@@ -39,9 +37,8 @@ from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 from zarr.core.buffer import default_buffer_prototype
 
 from builder import convention as conv
-from builder.virtual.parsers import MULTIYEAR_KEY
-
-TEMPLATE = "{{base}}"
+from builder.virtual.parquet import check_engine, write_parquet
+from builder.virtual.reader import open_index  # noqa: F401  (the writer's counterpart, importable from here)
 
 
 def _v3_array_json(arr: ManifestArray) -> dict:
@@ -87,8 +84,8 @@ def _derived_arrays(attrs: dict) -> dict[str, tuple[np.ndarray, str]]:
         out["northing"] = (conv.northing_coords(t[5], h), "northing")
         if "tessera:n_bands" in attrs:
             out["band"] = (np.arange(attrs["tessera:n_bands"], dtype=np.int32), "band")
-    if MULTIYEAR_KEY in attrs:
-        out["year"] = (np.asarray(attrs[MULTIYEAR_KEY], dtype=np.int32), "year")
+    if conv.STACK_YEARS in attrs:
+        out[conv.STACK_DIM] = (np.asarray(attrs[conv.STACK_YEARS], dtype=np.int32), conv.STACK_DIM)
     return out
 
 
@@ -214,7 +211,7 @@ def _relocate(refs: dict, template_base: str | None, url_overrides: dict | None)
 
 def write_tile_index(store: ManifestStore, output: str, segments: list[str] | None = None, *,
                      template_base: str | None = None, url_overrides: dict | None = None,
-                     zarr_format: int = 3) -> None:
+                     zarr_format: int = 3, parquet_engine: str = "pyarrow") -> None:
     """Write `store` as a Kerchunk reference index (see the module docstring for the options)."""
     output = str(output)
     ext = Path(output).suffix
@@ -224,12 +221,7 @@ def write_tile_index(store: ManifestStore, output: str, segments: list[str] | No
         raise ValueError(f"zarr_format must be 2 or 3, not {zarr_format!r}")
     if template_base is not None and url_overrides:
         raise ValueError("template_base and url_overrides are mutually exclusive")
-    if ext == ".parquet" and template_base is not None:
-        raise ValueError("a Parquet index has nowhere to keep Kerchunk templates; write .json for a "
-                         "relocatable ({{base}}) index")
-    if ext == ".parquet" and zarr_format == 3:
-        raise ValueError("Parquet indexes describe Zarr v2 layouts only: fsspec's Parquet reader derives chunk "
-                         "counts from .zarray and cannot read a zarr.json layout back; use zarr_format=2 or .json")
+    check_engine(parquet_engine)
     group = store._group
     if segments is not None:
         unknown = [s for s in segments if s not in group.groups]
@@ -246,155 +238,4 @@ def write_tile_index(store: ManifestStore, output: str, segments: list[str] | No
             doc["templates"] = {"base": ""}
         Path(output).write_text(json.dumps(doc))
     else:
-        from kerchunk.df import refs_to_dataframe
-        if Path(output).exists():
-            import shutil
-            shutil.rmtree(output)
-        refs_to_dataframe({"version": 1, "refs": out}, output)
-
-
-def _store(fs):
-    import zarr
-
-    class RootFsspecStore(zarr.storage.FsspecStore):
-        """FsspecStore at the filesystem's root.  zarr-python 3.1 lists "/<prefix>" when path is
-        empty, which a ReferenceFileSystem does not know, so xarray saw empty groups."""
-
-        async def list_dir(self, prefix: str):
-            if self.path:
-                async for x in super().list_dir(prefix):
-                    yield x
-                return
-            prefix = prefix.rstrip("/")
-            try:
-                allfiles = await self.fs._ls(prefix, detail=False)
-            except FileNotFoundError:
-                return
-            for f in allfiles:
-                yield f[len(prefix) + 1:] if prefix and f.startswith(prefix + "/") else f
-
-    return RootFsspecStore(fs, read_only=True, path="")
-
-
-def _canon(url: str) -> str:
-    """A reference URL in one comparable form: scheme://host/path with `..`, `.`, `//` and %-escapes
-    resolved; a local path (plain or file://) as file:// + its real path (symlinks followed), relative
-    paths from the working directory, as fsspec reads them."""
-    from urllib.parse import unquote
-    if "::" in url:  # a chained fsspec URL: compared as written, so only an explicit allow admits it
-        return url
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "file", url
-    scheme = scheme.lower()
-    if scheme in ("file", "local"):
-        return "file://" + os.path.realpath(unquote(rest))
-    host, _, path = rest.partition("/")
-    path, q, query = path.partition("?")
-    path = posixpath.normpath("/" + unquote(path)).lstrip("/")
-    return f"{scheme}://{host.lower()}/{path}{q}{query}"
-
-
-def _inside(url: str, prefix: str) -> bool:
-    """`url` is `prefix` itself or below it (a prefix names a directory, with or without its final /)."""
-    return url == prefix.rstrip("/") or url.startswith(prefix if prefix.endswith("/") else prefix + "/")
-
-
-class _Containment:
-    """Where an index's references may point: below `root` or below a prefix of `allow`."""
-
-    def __init__(self, index: str, root: str, allow):
-        self.index, self.root = index, _canon(root)
-        if isinstance(allow, str):
-            allow = [allow]
-        self.allow = [_canon(a) for a in (allow or [])]
-        self.seen: dict[str, str | None] = {}
-
-    def check(self, key: str, raw: str, url: str) -> None:
-        if url not in self.seen:
-            c = _canon(url)
-            ok = any(_inside(c, p) for p in [self.root, *self.allow])
-            self.seen[url] = None if ok else c
-        c = self.seen[url]
-        if c is not None:
-            shown = raw if raw == url else f"{raw} (= {url})"
-            raise ValueError(f"{self.index}: reference {key} -> {shown} is outside {self.root}; pass "
-                             f"allow=[...] with a prefix of {c} to open it")
-
-
-def _check_json_refs(path: str, doc: dict, base: str | None, allow) -> None:
-    if "gen" in doc:
-        raise ValueError(f"{path}: generated references ('gen') are not supported: they cannot be checked "
-                         "against the index's base before they are read")
-    refs = doc.get("refs")
-    if not isinstance(refs, dict):
-        raise ValueError(f"{path}: not a Kerchunk v1 reference index (no 'refs' object)")
-    root = base if base is not None else os.path.dirname(os.path.abspath(path)) + "/"
-    box = _Containment(path, root, allow)
-    for key, v in refs.items():
-        if not isinstance(v, list) or not v:
-            continue
-        raw = str(v[0])
-        url = raw.replace(TEMPLATE, base or "")
-        if "{" in url or "}" in url:  # fsspec would format it with the templates: not what is checked here
-            raise ValueError(f"{path}: reference {key} -> {raw} uses a template other than {TEMPLATE}")
-        box.check(key, raw, url)
-
-
-def _check_parquet_refs(path: str, allow) -> None:
-    """Every `path` of a Kerchunk Parquet index's reference files, checked against its directory and `allow`."""
-    import pandas as pd
-    meta = json.loads((Path(path) / ".zmetadata").read_text())
-    record_size = int(meta.get("record_size", 0)) or 1
-    box = _Containment(path, os.path.abspath(path) + "/", allow)
-    for f in sorted(Path(path).rglob("refs.*.parq")):
-        field = f.parent.relative_to(path).as_posix()
-        record = int(f.name.split(".")[1])
-        paths = pd.read_parquet(f, columns=["path"])["path"]
-        for row, url in paths.dropna().items():
-            try:
-                z = meta["metadata"][f"{field}/.zarray"]
-                z = json.loads(z) if isinstance(z, str) else z
-                grid = [-(-s // c) for s, c in zip(z["shape"], z["chunks"])] or [1]
-                key = f"{field}/" + ".".join(str(int(i)) for i in np.unravel_index(record * record_size + row, grid))
-            except Exception:  # a layout numpy cannot index: name the row instead
-                key = f"{field} (record {record}, row {row})"
-            box.check(key, str(url), str(url))
-
-
-def open_index(path: str, *, base: str | None = None, remote_options: dict | None = None, allow=None):
-    """zarr-python group over a JSON or Parquet index; `base` resolves a {{base}}-templated index.
-
-    Every reference must lie below `base` (a templated index, or any index when `base` is given) or
-    else below the index file's own directory, unless a prefix of it is listed in `allow` (URL or path
-    prefixes: "https://host/data/", "/data/tiles", "file:///mnt/x/").  References are compared after
-    resolving `..`, `.`, %-escapes and, for local files, symlinks; any other reference raises
-    ValueError naming the key and the URL before anything is read."""
-    import zarr
-    path = str(path)
-    opts = dict(remote_options or {})
-    if path.endswith(".parquet"):
-        _check_parquet_refs(path, allow)
-        fs = fsspec.filesystem("reference", fo=path, remote_protocol="file", remote_options=opts, asynchronous=True)
-        return zarr.open_group(_store(fs), mode="r", zarr_format=2)
-    doc = json.loads(Path(path).read_text())
-    refs = doc.get("refs") if isinstance(doc, dict) else None
-    templated = isinstance(refs, dict) and any(isinstance(v, list) and v and TEMPLATE in str(v[0])
-                                               for v in refs.values())
-    if templated and base is None:
-        raise ValueError(f"{path} was written with template_base; pass base=... (the directory the "
-                         "references are relative to) to read it")
-    _check_json_refs(path, doc if isinstance(doc, dict) else {}, base, allow)
-    doc["templates"] = {"base": base} if templated else {}
-    protocol = None
-    for v in doc["refs"].values():
-        if isinstance(v, list):
-            u = str(v[0]).replace(TEMPLATE, base or "")
-            protocol = u.split("://", 1)[0] if "://" in u else "file"
-            break
-    if protocol not in (None, "file"):
-        opts.setdefault("asynchronous", True)  # the reference fs is async; its target must be too
-    fs = fsspec.filesystem("reference", fo=doc, remote_protocol=protocol or "file", remote_options=opts,
-                           asynchronous=True)
-    fmt = 3 if "zarr.json" in doc["refs"] else 2
-    return zarr.open_group(_store(fs), mode="r", zarr_format=fmt)
+        write_parquet(out, output, engine=parquet_engine)
