@@ -190,6 +190,15 @@ def cmd_up(a) -> int:
     return 0
 
 
+def cmd_sample(a) -> int:
+    from builder.publish import parse_options
+    from builder.reader.points import sample_file
+    df = sample_file(a.store, a.points, a.out, a.year, parse_options(a.option))
+    counts = df["status"].value_counts()
+    print(f"{a.out}: {len(df)} points ({', '.join(f'{n} {k}' for k, n in counts.items()) or 'none'})")
+    return 0
+
+
 def cmd_index(a) -> int:
     from builder.virtual.cli import run
     return run(a)
@@ -272,6 +281,16 @@ def parser() -> argparse.ArgumentParser:
     _layout(u)
     _sched(u)
     u.set_defaults(fn=cmd_up)
+
+    sm = sub.add_parser("sample", help="embeddings at points (lon, lat) of a tessera: v1 or geoemb: store, to Parquet")
+    sm.add_argument("store", help="a store, a directory or catalog.json of year stores, or a geoemb: store "
+                                  "(path or fsspec URL)")
+    sm.add_argument("points", help="CSV (or .parquet) with lon and lat columns")
+    sm.add_argument("-o", "--out", required=True, help="output table: .parquet (or .csv): lon, lat, zone, row, col, "
+                                                       "status, scale, b0..b127")
+    sm.add_argument("--year", type=int, help="year (required when the store holds several)")
+    sm.add_argument("--option", action="append", default=[], help="fsspec storage option key=value")
+    sm.set_defaults(fn=cmd_sample)
 
     ix = sub.add_parser("index", help="write virtual Zarr (Kerchunk) indexes over tiles or year stores")
     from builder.virtual.cli import add_arguments

@@ -82,7 +82,7 @@ class ZoneInfo:
 
     @property
     def central_meridian(self) -> float:
-        return -183.0 + 6.0 * self.grid.zone
+        return conv.central_meridian(self.grid.zone)
 
 
 def _lonlat_box(grid: ZoneGrid, box: tuple[float, float, float, float]) -> tuple[float, float, float, float]:

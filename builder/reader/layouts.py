@@ -1,0 +1,194 @@
+"""The two store layouts the reader understands, and the geometry of their zones.
+
+* `tessera:` v1 (builder/convention.py; what this project builds): one store per year; zone arrays
+  embeddings (H, W, B) and scales (H, W); NaN scale = no data.  v1 records water and missing coverage
+  alike as NaN (the land mask is applied at build time and not stored), so v1 NaN is reported "nodata".
+* `geoemb:` (the TESSERA maintainers' multi-year layout, /work/shared/geoemb-layout.md): years on a
+  `time` axis; embeddings (T, 128, H, W), scales (T, H, W); NaN = water, +inf = no data (also the fill
+  of unwritten shards); zone grids always in the northern CRS EPSG:326NN, southern data at negative y.
+
+Everything above this module (points, regions, the xarray backend) works on a `ZoneView`: one zone of
+one year whose arrays read in (y, x, band) order whatever the layout.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from pyproj import Transformer
+
+from builder import convention as conv
+from builder.grid import ZoneGrid
+
+GEOEMB_UUID = "61c12cc5-0e28-4056-999a-480cf3fb7e4c"
+VALID, WATER, NODATA, OUTSIDE = "valid", "water", "nodata", "outside"
+# Edge (pixels) of the blocks regions are read in: one v1 shard (256), or 8x8 inner chunks of a geoemb:
+# shard (a whole 4096 x 4096 x 128 geoemb shard would be 8 GiB as float32).
+BLOCK = 256
+
+
+@lru_cache(maxsize=None)
+def to_crs(crs: str) -> Transformer:
+    return Transformer.from_crs("EPSG:4326", crs, always_xy=True)
+
+
+@lru_cache(maxsize=None)
+def from_crs(crs: str) -> Transformer:
+    return Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
+
+
+class Layout:
+    name = ""
+    time_axis = False
+    yx = (0, 1)  # axes of y and x in the embeddings array
+
+    def valid(self, scales: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def classify(self, scales: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def dequantise(self, q: np.ndarray, scales: np.ndarray) -> np.ndarray:
+        """float32 (..., B) by the convention's formula, NaN wherever the scale is not valid."""
+        with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 on geoemb: no-data pixels, masked below
+            v = conv.dequantise(q, scales)
+        return np.where(self.valid(scales)[..., None], v, np.float32(np.nan))
+
+
+class TesseraV1(Layout):
+    name = "tessera:v1"
+
+    def valid(self, scales):
+        return conv.valid_mask(scales)
+
+    def classify(self, scales):
+        return np.where(self.valid(scales), VALID, NODATA).astype(object)
+
+
+class Geoemb(Layout):
+    name = "geoemb:"
+    time_axis = True
+    yx = (2, 3)
+
+    def valid(self, scales):
+        return np.isfinite(scales)
+
+    def classify(self, scales):
+        s = np.asarray(scales)
+        return np.where(np.isfinite(s), VALID, np.where(np.isnan(s), WATER, NODATA)).astype(object)
+
+
+V1, GEOEMB = TesseraV1(), Geoemb()
+
+
+def detect(attrs: dict, url: str) -> Layout:
+    """The layout of a store from its root attributes (the `zarr_conventions` uuids); ValueError otherwise."""
+    convs = [c for c in (attrs.get("zarr_conventions") or []) if isinstance(c, dict)]
+    uuids = {c.get("uuid") for c in convs}
+    if conv.TESSERA["uuid"] in uuids:
+        version = attrs.get("tessera:dataset_version")
+        if version != conv.DATASET_VERSION:
+            raise ValueError(f"{url}: tessera:dataset_version {version!r}; this reader reads {conv.DATASET_VERSION!r}")
+        if "tessera:years" in attrs:
+            raise ValueError(f"{url}: a multi-year virtual index (tessera:years); open the year stores or their "
+                             "catalog.json instead")
+        problems = conv.quick_check(attrs, conv.ROOT_SCHEMA, url)
+        if problems:
+            raise ValueError(problems[0])
+        return V1
+    if GEOEMB_UUID in uuids:
+        return GEOEMB
+    found = ", ".join(f"{c.get('name')} ({c.get('uuid')})" for c in convs) or "none"
+    raise ValueError(f"{url}: neither a tessera: v1 nor a geoemb: store (its zarr_conventions: {found})")
+
+
+@dataclass(frozen=True)
+class Zone:
+    """A zone grid (the builder's ZoneGrid on the zone's own CRS) with what a reader needs."""
+
+    name: str
+    grid: ZoneGrid
+    crs: str  # proj:code: tessera v1 EPSG:326NN or 327NN, geoemb always 326NN
+    n_bands: int
+    chunk: int  # inner chunk edge in pixels
+    lonlat: tuple[float, float, float, float]  # west, south, east, north
+
+    @classmethod
+    def from_group(cls, name: str, attrs: dict, embeddings, layout: Layout) -> "Zone":
+        t = attrs["spatial:transform"]
+        if (t[0], -t[4]) != (conv.PIXEL_SIZE, conv.PIXEL_SIZE):
+            raise ValueError(f"{name}: pixel size {t[0]} x {-t[4]} m; the reader reads {conv.PIXEL_SIZE} m grids")
+        ya, xa = layout.yx
+        shard = (embeddings.shards or embeddings.chunks)[ya]
+        grid = ZoneGrid.from_attrs(attrs, shard)
+        band_axis = 1 if layout.time_axis else 2
+        lonlat = from_crs(attrs["proj:code"]).transform_bounds(*grid.box(), densify_pts=21)
+        return cls(name, grid, attrs["proj:code"], int(embeddings.shape[band_axis]), int(embeddings.chunks[ya]),
+                   tuple(float(v) for v in lonlat))
+
+    @property
+    def transform(self) -> list[float]:
+        return conv.spatial_attrs(self.grid.origin_e, self.grid.origin_n, self.grid.height,
+                                  self.grid.width)["spatial:transform"]
+
+    def rowcol(self, e: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Row and column of the pixels containing UTM points (any, even outside the grid)."""
+        with np.errstate(invalid="ignore"):
+            col = np.floor((np.asarray(e) - self.grid.origin_e) / conv.PIXEL_SIZE)
+            row = np.floor((self.grid.origin_n - np.asarray(n)) / conv.PIXEL_SIZE)
+        ok = np.isfinite(row) & np.isfinite(col)
+        return np.where(ok, row, -1).astype(np.int64), np.where(ok, col, -1).astype(np.int64)
+
+    def contains(self, row: np.ndarray, col: np.ndarray) -> np.ndarray:
+        return (row >= 0) & (row < self.grid.height) & (col >= 0) & (col < self.grid.width)
+
+    def near(self, lon: np.ndarray, lat: np.ndarray, margin: float = 0.01) -> np.ndarray:
+        """Points within the zone grid's lon/lat bounds (+ about 1 km): the ones worth projecting."""
+        w, s, e, n = self.lonlat
+        return (lon >= w - margin) & (lon <= e + margin) & (lat >= s - margin) & (lat <= n + margin)
+
+
+class ZoneView:
+    """One zone of one year, read in (y, x, band) order whatever the layout."""
+
+    def __init__(self, layout: Layout, group, zone: Zone, year: int, t: int | None, source=None):
+        """`source`: (fsspec filesystem, store root) for whole-shard window reads of (H, W[, B]) arrays."""
+        from builder.reader.shards import WindowReader
+        self.layout, self.zone, self.year, self.t = layout, zone, year, t
+        self.group = group
+        self.embeddings = group["embeddings"]
+        self.scales = group["scales"]
+        self._windows = None
+        if t is None and source is not None:
+            self._windows = (WindowReader(self.embeddings, *source), WindowReader(self.scales, *source))
+
+    def pixels(self, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(int8 (N, B), float32 (N,)) of pixels: one coordinate selection per array, so zarr-python reads
+        each touched shard index once and each touched inner chunk once (ranged reads, not whole shards)."""
+        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        b = np.arange(self.zone.n_bands)[None, :]
+        if self.t is None:
+            q = self.embeddings.vindex[rows[:, None], cols[:, None], b]
+            s = self.scales.vindex[rows, cols]
+        else:
+            t = np.full_like(rows, self.t)
+            q = self.embeddings.vindex[t[:, None], b, rows[:, None], cols[:, None]]
+            s = self.scales.vindex[t, rows, cols]
+        return np.asarray(q), np.asarray(s, dtype=np.float32)
+
+    def scales_box(self, ys: slice, xs: slice) -> np.ndarray:
+        if self._windows:
+            return self._windows[1].read(ys, xs)
+        return np.asarray(self.scales[ys, xs] if self.t is None else self.scales[self.t, ys, xs])
+
+    def box(self, ys: slice, xs: slice) -> tuple[np.ndarray, np.ndarray]:
+        """(int8 (h, w, B), float32 (h, w)) of a window."""
+        if self._windows:
+            return self._windows[0].read(ys, xs), self.scales_box(ys, xs)
+        if self.t is None:
+            return np.asarray(self.embeddings[ys, xs, :]), self.scales_box(ys, xs)
+        return np.moveaxis(np.asarray(self.embeddings[self.t, :, ys, xs]), 0, -1), self.scales_box(ys, xs)
+
+    def dequantised(self, ys: slice, xs: slice) -> np.ndarray:
+        return self.layout.dequantise(*self.box(ys, xs))

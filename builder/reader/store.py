@@ -1,0 +1,232 @@
+"""open_store: one object for a tessera: v1 year store (or several: a catalog, a directory, a mapping
+year -> store) or a geoemb: multi-year store, local or at any fsspec URL (http(s)://, s3://, ...)."""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import fsspec
+import zarr
+
+from builder import convention as conv
+from builder.reader.cache import byte_source, is_url, reader_store
+from builder.reader.layouts import GEOEMB, V1, Layout, Zone, ZoneView, detect
+
+
+def _open_root(url: str, so: dict) -> zarr.Group | None:
+    """The root group (consolidated metadata when present), None when there is no zarr.json."""
+    try:
+        return zarr.open_group(reader_store(url, so), mode="r", zarr_format=3)
+    except FileNotFoundError:  # zarr's GroupNotFoundError is one
+        return None
+    except zarr.errors.ContainsArrayError:
+        raise ValueError(f"{url}: a Zarr array, not a store's root group") from None
+    except OSError as e:
+        raise ValueError(f"{url}: cannot read ({type(e).__name__}: {e})") from None
+
+
+def _zones(group: zarr.Group, url: str, layout: Layout) -> dict[str, Zone]:
+    try:
+        names = sorted(k for k in group.group_keys() if conv.parse_zone_group_name(k) is not None)
+    except (OSError, NotImplementedError, ValueError):
+        names = []
+    if not names and is_url(url):
+        # No consolidated metadata and a protocol that cannot list (plain HTTP): ask for each of the 60 zones.
+        def probe(name):
+            try:
+                return zarr.open_group(group.store, path=name, mode="r", zarr_format=3, use_consolidated=False)
+            except (FileNotFoundError, zarr.errors.ContainsArrayError):
+                return None
+        candidates = [conv.zone_group_name(z) for z in range(1, 61)]
+        with ThreadPoolExecutor(8) as ex:
+            found = list(ex.map(probe, candidates))
+        names = [n for n, g in zip(candidates, found) if g is not None]
+    zones = {}
+    for name in names:
+        g = group[name]
+        try:
+            zones[name] = Zone.from_group(name, dict(g.attrs), g["embeddings"], layout)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{url}/{name}: not a readable zone group ({type(e).__name__}: {e})") from None
+    if not zones:
+        raise ValueError(f"{url}: no zone group (utmNN)")
+    return zones
+
+
+class EmbeddingStore:
+    """What every layout offers; `probe`, `sample_points` and `read_region` work on any of them."""
+
+    url: str
+    rules: Layout
+
+    @property
+    def layout(self) -> str:
+        return self.rules.name
+
+    @property
+    def years(self) -> list[int]:
+        raise NotImplementedError
+
+    def zones(self, year: int | None = None) -> dict[str, Zone]:
+        raise NotImplementedError
+
+    def view(self, zone: str, year: int | None = None) -> ZoneView:
+        raise NotImplementedError
+
+    def year(self, year: int | None) -> int:
+        ys = self.years
+        if year is None:
+            if len(ys) != 1:
+                raise ValueError(f"{self.url} has {len(ys)} years {ys}; pass year=")
+            return ys[0]
+        if int(year) not in ys:
+            raise ValueError(f"year {year} is not in {self.url} (years {ys})")
+        return int(year)
+
+    def views(self, year: int | None = None) -> list[ZoneView]:
+        y = self.year(year)
+        return [self.view(z, y) for z in self.zones(y)]
+
+    def probe(self, lon: float, lat: float, year: int | None = None):
+        """(float32 vector, "valid") or (None, "water" / "nodata" / "outside") at one point."""
+        from builder.reader.points import probe
+        return probe(self, lon, lat, year)
+
+    def sample_points(self, points, year: int | None = None):
+        """A DataFrame: lon, lat, zone, row, col, status, scale, b0..b{B-1} (see builder.reader.points)."""
+        from builder.reader.points import sample_points
+        return sample_points(self, points, year)
+
+    def read_region(self, bbox, year: int | None = None, zone: str | None = None):
+        """A lazy (dask) xarray.Dataset of one zone's window covering bbox (west, south, east, north)."""
+        from builder.reader.region import read_region
+        return read_region(self, bbox, year, zone)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.layout} {self.url} years {self.years}>"
+
+
+class V1Stores(EmbeddingStore):
+    """tessera: v1: one store per year, opened when first used."""
+
+    rules = V1
+
+    def __init__(self, url: str, sources: dict[int, str], so: dict, opened: dict | None = None):
+        self.url, self._sources, self._so = url, dict(sorted(sources.items())), so
+        self._open: dict[int, tuple] = dict(opened or {})
+
+    @property
+    def years(self) -> list[int]:
+        return list(self._sources)
+
+    def _store(self, year: int):
+        y = self.year(year)
+        if y not in self._open:
+            src = self._sources[y]
+            g = _open_root(src, self._so)
+            if g is None:
+                raise ValueError(f"{src}: no zarr.json (year {y} of {self.url})")
+            attrs = dict(g.attrs)
+            layout = detect(attrs, src)
+            if layout is not V1:
+                raise ValueError(f"{src}: a {layout.name} store, listed as a tessera: v1 year store in {self.url}")
+            if attrs["tessera:year"] != y:
+                raise ValueError(f"{src}: holds year {attrs['tessera:year']}, listed as {y} in {self.url}")
+            self._open[y] = (g, _zones(g, src, V1), byte_source(src, self._so))
+        return self._open[y]
+
+    def zones(self, year=None):
+        return self._store(year)[1]
+
+    def view(self, zone, year=None):
+        g, zones, source = self._store(year)
+        if zone not in zones:
+            raise ValueError(f"{self.url}: no zone {zone!r} in {self.year(year)} (zones {', '.join(zones)})")
+        return ZoneView(V1, g[zone], zones[zone], self.year(year), None, source)
+
+
+class GeoembStore(EmbeddingStore):
+    """geoemb: one store, years on each zone's `time` axis."""
+
+    rules = GEOEMB
+
+    def __init__(self, url: str, group: zarr.Group):
+        self.url, self._group = url, group
+        self._zones = _zones(group, url, GEOEMB)
+        with ThreadPoolExecutor(8) as ex:  # one small read per zone, concurrently
+            times = ex.map(lambda z: [int(t) for t in group[z]["time"][:]], self._zones)
+        self._times = dict(zip(self._zones, times))
+
+    @property
+    def years(self) -> list[int]:
+        return sorted(set().union(*self._times.values()))
+
+    def zones(self, year=None):
+        y = self.year(year)
+        return {n: z for n, z in self._zones.items() if y in self._times[n]}
+
+    def view(self, zone, year=None):
+        y = self.year(year)
+        if zone not in self._zones or y not in self._times[zone]:
+            raise ValueError(f"{self.url}: no zone {zone!r} in {y} (zones {', '.join(self.zones(y))})")
+        return ZoneView(GEOEMB, self._group[zone], self._zones[zone], y, self._times[zone].index(y))
+
+
+def _read_json(url: str, so: dict) -> dict | None:
+    try:
+        with fsspec.open(url, "rb", **so) as f:
+            return json.loads(f.read())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{url}: cannot read ({type(e).__name__}: {e})") from None
+
+
+def _from_catalog(cat_url: str, doc: dict, so: dict) -> V1Stores:
+    base = cat_url.rsplit("/", 1)[0] if "/" in cat_url else "."
+    try:
+        sources = {int(s["year"]): s["url"] if is_url(s["url"]) or s["url"].startswith("/") else f"{base}/{s['url']}"
+                   for s in doc["stores"]}
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"{cat_url}: not a catalog (expected {{\"stores\": [{{\"year\": ..., \"url\": ...}}]}})") from None
+    return V1Stores(cat_url, sources, so)
+
+
+def open_store(url, **storage_options) -> EmbeddingStore:
+    """Open a tessera: v1 year store, a directory or catalog.json of year stores, a mapping {year: store},
+    or a geoemb: store.  `storage_options` go to fsspec (e.g. endpoint_url, anon for s3://)."""
+    so = storage_options
+    if isinstance(url, Mapping):
+        return V1Stores(f"{{{', '.join(f'{y}: {u}' for y, u in sorted(url.items()))}}}",
+                        {int(y): os.fspath(u) for y, u in url.items()}, so)
+    url = os.fspath(url).rstrip("/")
+    if url.endswith(".json"):
+        doc = _read_json(url, so)
+        if doc is None:
+            raise ValueError(f"{url}: no such file")
+        return _from_catalog(url, doc, so)
+    g = _open_root(url, so)
+    if g is None:
+        doc = _read_json(f"{url}/catalog.json", so)
+        if doc is not None:
+            return _from_catalog(f"{url}/catalog.json", doc, so)
+        local = [] if is_url(url) else sorted(Path(url.removeprefix("file://")).glob("*/zarr.json"))
+        years = {}
+        for meta in local:
+            attrs = json.loads(meta.read_text()).get("attributes", {})
+            try:
+                if detect(attrs, str(meta.parent)) is V1:
+                    years[int(attrs["tessera:year"])] = str(meta.parent)
+            except ValueError:  # not a year store: not one of ours to list
+                continue
+        if years:
+            return V1Stores(url, years, so)
+        raise ValueError(f"{url}: no zarr.json and no catalog.json (not a store, nor a directory of year stores)")
+    layout = detect(dict(g.attrs), url)
+    if layout is GEOEMB:
+        return GeoembStore(url, g)
+    year = int(g.attrs["tessera:year"])
+    return V1Stores(url, {year: url}, so, {year: (g, _zones(g, url, V1), byte_source(url, so))})
