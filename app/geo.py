@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from builder.convention import central_meridian  # the core's rule, used here and by app.model
+
 A_AXIS = 6378137.0
 F = 1 / 298.257223563
 K0 = 0.9996
@@ -23,10 +25,6 @@ _BETA = (_n / 2 - 2 * _n**2 / 3 + 37 * _n**3 / 96, _n**2 / 48 + _n**3 / 15, 17 *
 _DELTA = (2 * _n - 2 * _n**2 / 3 - 2 * _n**3, 7 * _n**2 / 3 - 8 * _n**3 / 5, 56 * _n**3 / 15)
 _C = 2 * np.sqrt(_n) / (1 + _n)
 R_MERC = 6378137.0
-
-
-def central_meridian(zone: int) -> float:
-    return -183.0 + 6.0 * zone
 
 
 def lonlat_to_utm(lon, lat, zone: int, south: bool):

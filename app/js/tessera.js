@@ -97,12 +97,14 @@ async function fetchJSONDoc(request, source, limit) {
   return parseJSON(await cappedText(resp, request.url, limit), request.url);
 }
 
-// Every URL an index refers to must lie on an allowed origin (the index's own
-// and the page's): a hostile index must not make the page send requests to a
-// third host.  Checked for every reference when the index is opened, and again
-// for every request its store makes.
+// Every URL an index refers to must lie on an allowed origin (the index's own,
+// the page's and the catalog's): a hostile index must not make the page send
+// requests to a third host.  Checked for every reference when the index is
+// opened, and again for every request its store makes.
+const catalogOrigins = new Set();
+
 function allowedOrigins(indexUrl) {
-  return new Set([new URL(indexUrl).origin, globalThis.location ? location.origin : new URL(indexUrl).origin]);
+  return new Set([new URL(indexUrl).origin, location.origin, ...catalogOrigins]);
 }
 
 function checkReference(target, indexUrl, allowed, key) {
@@ -288,12 +290,14 @@ function describe(err) {
   return { kind: "error", message: String(err && err.message ? err.message : err) };
 }
 
-// A JSON document (catalog.json) with the same limits, as a checked JSON string
-// that Python can parse safely.
+// The catalog (a JSON document with the same limits), as a checked JSON string
+// that Python can parse safely; its origin becomes one an index may refer to.
 export async function fetchJSON(url) {
   try {
     const abs = new URL(url, location.href).href;
-    return JSON.stringify({ ok: true, value: await fetchJSONDoc(new Request(abs), abs, LIMITS.metadataBytes) });
+    const value = await fetchJSONDoc(new Request(abs), abs, LIMITS.metadataBytes);
+    catalogOrigins.add(new URL(abs).origin);
+    return JSON.stringify({ ok: true, value });
   } catch (e) {
     return JSON.stringify({ ok: false, error: describe(e) });
   }

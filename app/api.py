@@ -1,0 +1,63 @@
+"""window.tesseraApi: what tests and embedding pages call, through the same state as the UI."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+
+from app.model import cosine_map
+from app.session import Explorer
+from builder.convention import dequantise
+
+
+def expose(state: Explorer) -> None:
+    import js
+    from pyodide.ffi import create_proxy, to_js
+
+    def obj(d: dict):
+        return to_js(d, dict_converter=js.Object.fromEntries)
+
+    def select(lon, lat):
+        async def run():
+            px = await state.select(float(lon), float(lat))
+            await state.settle()
+            return None if px is None else obj({"zone": px.zone, "row": px.row, "col": px.col, "valid": px.valid,
+                                                "scale": px.scale})
+        return state.spawn(run())
+
+    def similarity(on):
+        async def run():
+            if on and state.similarity_on:
+                await state.compute_similarity()  # again, for the current selection and view
+            state.similarity_on = bool(on)
+            await state.settle()
+            return True
+        return state.spawn(run())
+
+    def pin():
+        state.pin()
+        return len(state.pins)
+
+    def view(lon, lat, span):
+        state.centre_view(float(lon), float(lat), float(span))
+        return state.spawn(state.settle())
+
+    def time_similarity(zone_name, r0, r1, c0, c1):
+        async def run():
+            zone = state.model.zones[str(zone_name)]
+            t0 = time.perf_counter()
+            emb, scl = await asyncio.gather(state.model.region(zone, "embeddings", r0, r1, c0, c1),
+                                            state.model.region(zone, "scales", r0, r1, c0, c1))
+            t1 = time.perf_counter()
+            v = dequantise(emb, scl)
+            valid = np.argwhere(np.isfinite(scl))
+            sim = cosine_map(v, v[tuple(valid[len(valid) // 2])])
+            t2 = time.perf_counter()
+            return obj({"fetch_ms": (t1 - t0) * 1000, "compute_ms": (t2 - t1) * 1000,
+                        "valid": int(np.isfinite(sim).sum())})
+        return state.spawn(run())
+
+    api = {"select": select, "timeSimilarity": time_similarity, "similarity": similarity, "pin": pin,
+           "simAt": state.sim_at, "view": view, "redraw": lambda: state.spawn(state.redraw())}
+    js.window.tesseraApi = obj({k: create_proxy(v) for k, v in api.items()})

@@ -1,0 +1,34 @@
+"""The map's base layer for a view: global_rgb levels, and the zones' own previews when zoomed in.
+
+Reads go through the store model (which knows the array paths and caches what it read);
+the sampling and compositing are render's pure functions.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from app import render
+from app.model import StoreModel
+
+
+async def draw(model: StoreModel, v: render.View) -> np.ndarray:
+    """RGBA (H, W, 4) of the view."""
+    lon, lat = v.lonlat_grid()
+    img = np.zeros((v.height, v.width, 4), dtype=np.uint8)
+    lvl = render.choose_level(model.levels, v)
+    if lvl is not None:
+        chunks = {ij: await model.level_chunk(lvl, *ij) for ij in render.chunks_in_view(lvl, v)}
+        img = render.sample_level(lvl, chunks, lon, lat)
+    if v.metres_per_pixel() <= render.ZONE_ZOOM_M:
+        native = np.zeros_like(img)
+        for z in model.zones.values():
+            if not z.has_rgb:
+                continue
+            win = render.zone_window(z, lon, lat)
+            if win is None:
+                continue
+            row, col, r0, r1, c0, c1, inside = win
+            rgb = await model.preview(z, r0, r1, c0, c1)
+            render.sample_window(rgb, r0, c0, row, col, inside & (native[..., 3] == 0), native)
+        img = render.composite(img, native)
+    return img

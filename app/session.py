@@ -1,0 +1,251 @@
+"""The explorer's state and what the user can do to it, free of any UI (runs on CPython in the tests).
+
+`Explorer` is one `param.Parameterized`: the year, the map view, the selected pixel, the pins,
+the similarity settings and the status line are parameters; the UI (app/main.py) builds its
+widgets from them with `from_param` and draws the views (app/views.py) as functions of them.
+Actions are coroutines that read the store through the model and set parameters.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import param
+
+from app import basemap, geo, render, views
+from app.model import Pixel, StoreModel
+from app.reader import JSSource, SourceError
+from app.state import UrlState
+
+MAP_W, MAP_H = 760, 520
+WORLD = (-2e7, 2e7, -1.2e7, 1.6e7)  # x0, x1, y0, y1 in Web Mercator metres
+
+
+class Explorer(param.Parameterized):
+    year = param.Selector(objects=[], label="Year", doc="year store shown")
+    view = param.NumericTuple(WORLD, length=4, doc="the map's Web Mercator box (x0, x1, y0, y1)")
+    selected = param.ClassSelector(class_=Pixel, allow_None=True, doc="the pixel last clicked")
+    outside = param.Parameter(None, doc="lon/lat of a click outside every zone")
+    pins = param.List([], item_type=Pixel, doc="pinned pixels (valid ones only)")
+    similarity_on = param.Boolean(False, label="Similarity search")
+    threshold = param.Number(0.8, bounds=(-1.0, 1.0), step=0.01, label="Similarity threshold")
+    sim = param.Parameter(None, doc="(zone, window, cosine map) of the last similarity search")
+    base = param.Parameter(None, doc="(render.View, RGBA image): the map's base layer and the view it was drawn for")
+    years_pixel = param.Parameter(None, doc="the selected pixel across years: (zone, row, col, vectors)")
+    status = param.String("", doc="status line (HTML made by views.html: every value escaped)")
+    pin_selected = param.Action(lambda self: self.pin(), label="Pin pixel", constant=True)
+    clear_pins = param.Action(lambda self: self.param.update(pins=[]), label="Clear pins")
+
+    def __init__(self, catalog: list[dict], url_state: UrlState, source_factory=JSSource, **kw):
+        super().__init__(**kw)
+        self.catalog = catalog
+        self.url_state = url_state
+        self.source_factory = source_factory
+        self.model: StoreModel | None = None
+        self.years_model: StoreModel | None = None
+        self.param["year"].objects = year_options(catalog)
+        self._tasks: set = set()
+        self._drawing = None
+        self._redraw_pending = False
+        self.param.watch(self._on_selected, "selected")
+        # What a change of state sets off: a year switch, a similarity search, a redraw (coalesced).
+        self.param.watch(lambda e: self.spawn(self.switch_year(e.new)), "year")
+        self.param.watch(lambda e: self.spawn(self.compute_similarity()) if e.new else None, "similarity_on")
+        self.param.watch(lambda e: self.schedule_redraw(), "view")
+
+    # ------------------------------------------------------------ tasks --
+    def spawn(self, coro):
+        """Run an action in the background; its failure is printed (a traceback in the console), never lost."""
+        import asyncio
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            import traceback
+            traceback.print_exception(task.exception())
+
+    async def settle(self) -> None:
+        """Wait until every action this state set off has finished."""
+        import asyncio
+        while others := [t for t in self._tasks if t is not asyncio.current_task()]:
+            await asyncio.gather(*others, return_exceptions=True)
+
+    def schedule_redraw(self) -> None:
+        if self._drawing is not None and not self._drawing.done():
+            self._redraw_pending = True  # the running loop draws once more with the newest view
+            return
+        self._drawing = self.spawn(self._redraw_loop())
+
+    async def _redraw_loop(self) -> None:
+        while True:
+            self._redraw_pending = False
+            await self.redraw()
+            if not self._redraw_pending:
+                break
+
+    # ------------------------------------------------------------ stores --
+    async def open_year(self, year: int) -> None:
+        entry = next(c for c in self.catalog if c["year"] == year)
+        model = StoreModel(self.source_factory(entry["url"]))
+        await model.open()
+        self.model = model
+
+    async def switch_year(self, year) -> None:
+        """Open `year`'s store and re-read the selection and pins at the same lon/lat there."""
+        if self.model is not None and self.model.year == year:
+            return
+        try:
+            await self.open_year(year)
+        except SourceError as e:
+            self.status = views.html("<b>Cannot open {}:</b> {}", year, e)
+            if self.model is not None:
+                self.year = self.model.year  # the selector goes back to the year the map shows
+            return
+        self.sim = None
+        pins = []
+        for p in self.pins:
+            px = await self.model.pixel_at(p.lon, p.lat)
+            if px is not None and px.valid:
+                pins.append(px)
+        self.pins = pins
+        if self.selected is not None:
+            await self.select(self.selected.lon, self.selected.lat)
+        await self.redraw()
+
+    async def open_years_index(self, url: str) -> None:
+        """Open the multi-year virtual index; a failure only leaves the across-years views out."""
+        model = StoreModel(self.source_factory(url))
+        try:
+            await model.open()
+            if model.years is None:
+                raise SourceError("invalid", f"{url} is a single-year store, not a multi-year index")
+        except SourceError as e:
+            self.status = views.html("<b>Multi-year index unavailable:</b> {}", e)
+            return
+        self.years_model = model
+        versions = sorted({z.model_version for z in model.zones.values()})
+        self.status = views.html("Multi-year index: years {}; model {}.", ", ".join(map(str, model.years)),
+                                 ", ".join(versions))
+
+    # ------------------------------------------------------------ view --
+    def render_view(self) -> render.View:
+        return render.View(*self.view, MAP_W, MAP_H)
+
+    def fit_zones(self) -> None:
+        """Fit the first cluster of zones (zones whose boxes lie within 2 degrees of the first)."""
+        zones = sorted(self.model.zones.values(), key=lambda z: z.name)
+        w0, s0, e0, n0 = zones[0].lonlat
+        near = [z.lonlat for z in zones if z.lonlat[0] < e0 + 2 and z.lonlat[2] > w0 - 2 and z.lonlat[1] < n0 + 2
+                and z.lonlat[3] > s0 - 2]
+        ws, ss, es, ns = zip(*near)
+        self.view = fit_box(min(ws), min(ss), max(es), max(ns))
+
+    def centre_view(self, lon: float, lat: float, span_m: float) -> None:
+        self.view = centred_box(lon, lat, span_m)
+
+    async def redraw(self) -> None:
+        if self.model is not None:
+            v = self.render_view()
+            self.base = (v, await basemap.draw(self.model, v))
+
+    # ------------------------------------------------------------ pixels --
+    async def select(self, lon: float, lat: float) -> Pixel | None:
+        if self.model is None:
+            return None
+        try:
+            px = await self.model.pixel_at(lon, lat)
+        except SourceError as e:
+            self.status = views.html("<b>Read failed:</b> {}", e)
+            return None
+        self.outside = None if px is not None else (lon, lat)
+        self.selected = px
+        await self.refresh_years()
+        if self.similarity_on:
+            await self.compute_similarity()
+        return px
+
+    def _on_selected(self, event) -> None:
+        self.param.pin_selected.constant = not (event.new is not None and event.new.valid)  # the button's disabled state
+
+    def pin(self) -> None:
+        px = self.selected
+        if px is not None and px.valid and all((p.zone, p.row, p.col) != (px.zone, px.row, px.col) for p in self.pins):
+            self.pins = [*self.pins, px]
+
+    async def refresh_years(self) -> None:
+        if self.years_model is None:
+            return
+        px = self.selected
+        try:
+            self.years_pixel = await self.years_model.pixel_years(px.lon, px.lat) if px is not None else None
+        except SourceError as e:
+            self.status = views.html("<b>Multi-year index read failed:</b> {}", e)
+            self.years_pixel = None
+
+    async def compute_similarity(self) -> None:
+        px = self.selected
+        if px is None or not px.valid:
+            self.status = views.html("Select a pixel with data first.")
+            return
+        zone = self.model.zones[px.zone]
+        lon, lat = self.render_view().lonlat_grid()
+        win = render.zone_window(zone, lon, lat, pad=0)
+        window = self.model.similarity_window(zone, px.row, px.col, win[2:6] if win else None)
+        t0 = time.perf_counter()
+        sim = await self.model.similarity(zone, px.vector, window)
+        ms = (time.perf_counter() - t0) * 1000
+        self.sim = (zone, window, sim)
+        self.status = views.html("Similarity to {}: {:,} valid pixels in rows {}-{}, cols {}-{} of {} ({:.0f} ms).",
+                                 px.label(), int(np.isfinite(sim).sum()), *window, zone.name, ms)
+
+    def sim_at(self, lon: float, lat: float) -> float | None:
+        """The last similarity map's value under lon/lat (None outside it or where there is no data)."""
+        if not self.sim:
+            return None
+        zone, (r0, r1, c0, c1), sim = self.sim
+        row, col = zone.to_rowcol(float(lon), float(lat))
+        if not (r0 <= row < r1 and c0 <= col < c1):
+            return None
+        v = sim[int(row) - r0, int(col) - c0]
+        return float(v) if np.isfinite(v) else None
+
+    # ------------------------------------------------------------ URL --
+    def url(self) -> UrlState:
+        """What the URL hash holds for the current state."""
+        if self.model is None:
+            return self.url_state
+        v = self.render_view()
+        w, s, e, n = v.lonlat_box()
+        return UrlState(store=self.url_state.store, year=self.model.year, lon=(w + e) / 2, lat=(s + n) / 2,
+                        span=v.metres_per_pixel() * v.width,
+                        sel=(self.selected.lon, self.selected.lat) if self.selected else None,
+                        pins=[(p.lon, p.lat) for p in self.pins],
+                        sim=self.threshold if self.similarity_on else None, embed=self.url_state.embed)
+
+
+def year_options(catalog: list[dict]) -> dict:
+    """The year selector's options: catalog labels (shown as text by the widget) to years."""
+    return {str(c.get("label", c["year"])): c["year"] for c in catalog}
+
+
+def fit_box(w: float, s: float, e: float, n: float) -> tuple[float, float, float, float]:
+    """The Mercator view (of the map's aspect) that shows the lon/lat box with a 10 % margin."""
+    x0, y0 = geo.lonlat_to_merc(w, s)
+    x1, y1 = geo.lonlat_to_merc(e, n)
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    half_w = max(x1 - x0, (y1 - y0) * MAP_W / MAP_H) / 2 * 1.1
+    half_h = half_w * MAP_H / MAP_W
+    return float(cx - half_w), float(cx + half_w), float(cy - half_h), float(cy + half_h)
+
+
+def centred_box(lon: float, lat: float, span_m: float) -> tuple[float, float, float, float]:
+    """The Mercator view centred on lon/lat that is `span_m` metres wide on the ground."""
+    cx, cy = geo.lonlat_to_merc(lon, lat)
+    half_w = span_m / 2 / math.cos(math.radians(lat))
+    half_h = half_w * MAP_H / MAP_W
+    return float(cx - half_w), float(cx + half_w), float(cy - half_h), float(cy + half_h)

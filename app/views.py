@@ -1,0 +1,112 @@
+"""Views: pure functions from the explorer's state to what the panes and plots show.
+
+Nothing here reads a store or touches the UI, so every view is tested on CPython. Text from a
+store, a catalog or an index is data: `html` escapes every value it is given, and every pane's
+HTML is made by it.
+"""
+from __future__ import annotations
+
+import html as _html
+import numbers
+
+import numpy as np
+
+from app import geo, render
+from app.model import Pixel, cosine_table
+from builder import convention as conv
+
+COLORS = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+EMPTY_IMAGE = dict(image=[], x=[], y=[], dw=[], dh=[])
+
+
+def html(template: str, *values) -> str:
+    """`template` (trusted markup written here) filled with `values`, each escaped: the one way text reaches a pane."""
+    return template.format(*(v if isinstance(v, numbers.Number) else _html.escape(str(v)) for v in values))
+
+
+def info_html(model, selected: Pixel | None, outside: tuple[float, float] | None) -> str:
+    """The selected pixel: where it is, in which zone and store, and its scale (or that it has no data)."""
+    if selected is None:
+        if outside is not None:
+            return html("<b>{:.5f}, {:.5f}</b>: outside the zones of this store.", *outside)
+        return "Click the map to read a pixel's embedding."
+    px, z = selected, model.zones[selected.zone]
+    where = html("<b>{:.6f}, {:.6f}</b> (lon, lat)<br>{} ({}) E {:.1f} N {:.1f}<br>row {}, col {}, year {}<br>"
+                 "<span class='store'>model {}, build {}</span>", px.lon, px.lat, z.name,
+                 conv.proj_code(z.zone, z.south), px.easting, px.northing, px.row, px.col, model.year,
+                 z.model_version, z.build_version)
+    if px.valid:
+        return where + html("<br>scale {:.6g}, |v| = {:.3f}", px.scale, float(np.linalg.norm(px.vector)))
+    return where + "<br><b>No data</b> at this pixel (water or no coverage): its scale is NaN."
+
+
+def _lines(selected: Pixel | None, pins: list[Pixel]) -> list[tuple[Pixel, str, str]]:
+    lines = [(p, COLORS[(i + 1) % len(COLORS)], f"pin {i + 1}: {p.label()}") for i, p in enumerate(pins)]
+    if selected is not None and selected.valid:
+        lines.insert(0, (selected, COLORS[0], f"selected: {selected.label()}"))
+    return lines
+
+
+def spectrum_data(selected: Pixel | None, pins: list[Pixel]) -> dict:
+    """The dequantised vectors of the selection and the pins, one line each."""
+    lines = _lines(selected, pins)
+    return dict(xs=[list(range(len(p.vector))) for p, _, _ in lines], ys=[[float(v) for v in p.vector] for p, _, _ in lines],
+                color=[c for _, c, _ in lines], label=[lab for _, _, lab in lines])
+
+
+def pins_data(pins: list[Pixel]) -> dict:
+    xs, ys = geo.lonlat_to_merc([p.lon for p in pins], [p.lat for p in pins])
+    return dict(x=list(np.atleast_1d(xs)), y=list(np.atleast_1d(ys)),
+                color=[COLORS[(i + 1) % len(COLORS)] for i in range(len(pins))], label=[p.label() for p in pins])
+
+
+def selected_data(selected: Pixel | None) -> dict:
+    if selected is None:
+        return dict(x=[], y=[])
+    x, y = geo.lonlat_to_merc(selected.lon, selected.lat)
+    return dict(x=[float(x)], y=[float(y)])
+
+
+def table_html(selected: Pixel | None, pins: list[Pixel]) -> str:
+    """Cosine similarity between the selection and every pin."""
+    items = ([("selected", selected)] if selected is not None and selected.valid else [])
+    items += [(f"pin {i + 1}", p) for i, p in enumerate(pins)]
+    if len(items) < 2:
+        return "<i>Pin pixels to compare them (cosine similarity).</i>"
+    m = cosine_table([p.vector for _, p in items])
+    head = "".join(html("<th>{}</th>", n) for n, _ in items)
+    rows = "".join(html("<tr><th>{}</th>", n) + "".join(f"<td>{m[i, j]:.3f}</td>" for j in range(len(items)))
+                   + "</tr>" for i, (n, _) in enumerate(items))
+    return f"<table class='cosine' id='cosine-table'><tr><th>cosine</th>{head}</tr>{rows}</table>"
+
+
+def years_data(years: list[int] | None, years_pixel) -> tuple[dict, dict]:
+    """The selected pixel in every year of a multi-year index, and the cosine between consecutive years."""
+    if not years or years_pixel is None:
+        return dict(xs=[], ys=[], color=[], label=[]), dict(year=[], cosine=[], label=[])
+    zone, row, col, vecs = years_pixel
+    lines = [(y, v) for y, v in zip(years, vecs) if v is not None]
+    spectra = dict(xs=[list(range(len(v))) for _, v in lines], ys=[[float(x) for x in v] for _, v in lines],
+                   color=[COLORS[i % len(COLORS)] for i in range(len(lines))],
+                   label=[f"{y} ({zone.name} r{row} c{col} of the index)" for y, _ in lines])
+    pts = [(y1, float(cosine_table([v0, v1])[0, 1]), f"{y0}->{y1}") for (y0, v0), (y1, v1) in zip(lines, lines[1:])]
+    return spectra, dict(year=[p[0] for p in pts], cosine=[p[1] for p in pts], label=[p[2] for p in pts])
+
+
+def image_data(rgba: np.ndarray | None, v: render.View) -> dict:
+    """An image_rgba source's data for an RGBA image covering the view."""
+    if rgba is None:
+        return dict(EMPTY_IMAGE)
+    return dict(image=[render.to_bokeh_image(rgba)], x=[v.x0], y=[v.y0], dw=[v.x1 - v.x0], dh=[v.y1 - v.y0])
+
+
+def similarity_image(sim, threshold: float, on: bool, v: render.View) -> np.ndarray | None:
+    """The similarity layer sampled into the view (None when off or not computed)."""
+    if not sim or not on:
+        return None
+    zone, (r0, r1, c0, c1), values = sim
+    lon, lat = v.lonlat_grid()
+    row, col = zone.to_rowcol(lon, lat)
+    out = np.zeros((v.height, v.width, 4), np.uint8)
+    render.sample_window(render.similarity_rgba(values, threshold), r0, c0, row, col, np.ones(row.shape, bool), out)
+    return out

@@ -1,0 +1,161 @@
+"""The explorer's state and views on CPython, against real stores (no browser, no Panel)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+
+import numpy as np
+import pytest
+import zarr
+
+from app import render, views
+from app.reader import ZarrSource
+from app.session import Explorer, centred_box
+from app.state import UrlState
+
+
+def year_copy(store, dst, year: int):
+    """The same data as another year's store (root and consolidated tessera:year rewritten)."""
+    shutil.copytree(store, dst)
+    doc = json.loads((dst / "zarr.json").read_text())
+    doc["attributes"]["tessera:year"] = year
+    for meta in doc["consolidated_metadata"]["metadata"].values():
+        if "tessera:year" in meta.get("attributes", {}):
+            meta["attributes"]["tessera:year"] = year
+    (dst / "zarr.json").write_text(json.dumps(doc))
+    return dst
+
+
+def valid_pixel(store, zone: str, k: int):
+    s = zarr.open_group(store / zone, mode="r")["scales"][:]
+    r, c = np.argwhere(~np.isnan(s))[k]
+    return int(r), int(c)
+
+
+async def opened(catalog, year, **url):
+    state = Explorer(catalog, UrlState(**url), source_factory=ZarrSource)
+    await state.open_year(year)
+    state.year = year
+    await state.settle()
+    return state
+
+
+def test_year_switch_keeps_pins_and_selection_at_the_same_place(store, tmp_path):
+    s23 = year_copy(store, tmp_path / "2023.zarr", 2023)
+    catalog = [{"year": 2023, "url": str(s23), "label": "2023"}, {"year": 2024, "url": str(store), "label": "2024"}]
+
+    async def run():
+        state = await opened(catalog, 2024)
+        state.fit_zones()
+        zone = state.model.zones["utm30"]
+        pts = [zone.centre_lonlat(*valid_pixel(store, "utm30", k)) for k in (3, 40)]
+        await state.select(*pts[0])
+        state.pin()
+        await state.select(*pts[1])
+        assert state.param.pin_selected.constant is False  # a valid selection can be pinned
+        state.year = 2023
+        await state.settle()
+        assert state.model.year == 2023
+        assert [(p.row, p.col) for p in state.pins] == [valid_pixel(store, "utm30", 3)]
+        assert (state.selected.row, state.selected.col) == valid_pixel(store, "utm30", 40)
+        assert state.base is not None and state.base[1].shape == (520, 760, 4)
+        # a year whose store cannot be opened: reported, and the selector goes back
+        catalog.append({"year": 2025, "url": str(tmp_path / "missing.zarr"), "label": "2025"})
+        state.param["year"].objects = {c["label"]: c["year"] for c in catalog}
+        state.year = 2025
+        await state.settle()
+        assert state.year == 2023 and state.model.year == 2023 and "Cannot open 2025" in state.status
+        return state
+    asyncio.run(run())
+
+
+def test_url_round_trip_restores_the_state(store):
+    catalog = [{"year": 2024, "url": str(store), "label": "2024"}]
+
+    async def run():
+        state = await opened(catalog, 2024)
+        zone = state.model.zones["utm31"]
+        lon, lat = zone.centre_lonlat(*valid_pixel(store, "utm31", 7))
+        state.centre_view(lon, lat, 3000)
+        await state.select(lon, lat)
+        state.pin()
+        state.threshold = 0.5
+        state.similarity_on = True
+        await state.settle()
+        url = state.url()
+        back = UrlState.from_url("", url.to_hash())
+        assert back.year == 2024 and back.sim == 0.5 and back.span == pytest.approx(3000, abs=1)
+        assert back.sel == pytest.approx((lon, lat), abs=1e-6) and len(back.pins) == 1
+        # a new state from that URL shows the same view
+        again = await opened(catalog, 2024)
+        again.centre_view(back.lon, back.lat, back.span)
+        np.testing.assert_allclose(again.view, state.view, rtol=0, atol=0.5)
+    asyncio.run(run())
+
+
+def test_redraw_picks_the_level_for_the_view_and_draws_the_zone_previews(store):
+    catalog = [{"year": 2024, "url": str(store), "label": "2024"}]
+
+    async def run():
+        state = await opened(catalog, 2024)
+        state.centre_view(0.0, 20.0, 3.0e7)
+        await state.settle()
+        world = state.render_view()
+        assert render.choose_level(state.model.levels, world).index == len(state.model.levels) - 1
+        zone = state.model.zones["utm30"]
+        r, c = valid_pixel(store, "utm30", 100)
+        lon, lat = zone.centre_lonlat(r, c)
+        state.centre_view(lon, lat, 2000)  # 2.6 m per screen pixel: the zone's own preview
+        await state.settle()
+        assert state.render_view().metres_per_pixel() < render.ZONE_ZOOM_M
+        rgb = zarr.open_group(store / "utm30", mode="r")["rgb"][r, c]
+        centre = state.base[1][260, 380]
+        assert tuple(centre) == tuple(rgb)  # the pixel under the view's centre is the zone's own colour
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("where", ["top-left", "bottom-right"])
+def test_similarity_window_is_clipped_at_zone_edges(store, where):
+    catalog = [{"year": 2024, "url": str(store), "label": "2024"}]
+
+    async def run():
+        state = await opened(catalog, 2024)
+        zone = state.model.zones["utm34"]
+        s = zarr.open_group(store / "utm34", mode="r")["scales"][:]
+        valid = np.argwhere(~np.isnan(s))
+        r, c = map(int, valid[0] if where == "top-left" else valid[-1])
+        lon, lat = zone.centre_lonlat(r, c)
+        state.centre_view(lon, lat, 50_000)
+        await state.select(lon, lat)
+        state.similarity_on = True
+        await state.settle()
+        z, (r0, r1, c0, c1), sim = state.sim
+        assert 0 <= r0 < r1 <= zone.height and 0 <= c0 < c1 <= zone.width and sim.shape == (r1 - r0, c1 - c0)
+        assert state.sim_at(lon, lat) == pytest.approx(1.0)
+        v = zarr.open_group(store / "utm34", mode="r")
+        emb = v["embeddings"][r0:r1, c0:c1].astype(np.float32) * v["scales"][r0:r1, c0:c1][..., None]
+        t = emb[r - r0, c - c0]
+        want = emb @ t / (np.linalg.norm(emb, axis=-1) * np.linalg.norm(t))
+        np.testing.assert_allclose(sim, want, rtol=1e-5, equal_nan=True)
+        img = views.similarity_image(state.sim, -1.0, True, state.render_view())
+        assert img is not None and (img[..., 3] > 0).any()
+    asyncio.run(run())
+
+
+def test_views_escape_text_and_describe_pixels(store):
+    catalog = [{"year": 2024, "url": str(store), "label": "2024"}]
+    hostile = "<img src=x onerror=alert(1)>"
+    assert views.html("<b>{}</b> {:.1f}", hostile, 2.25) == "<b>&lt;img src=x onerror=alert(1)&gt;</b> 2.2"
+
+    async def run():
+        state = await opened(catalog, 2024)
+        zone = state.model.zones["utm30"]
+        r, c = valid_pixel(store, "utm30", 5)
+        px = await state.select(*zone.centre_lonlat(r, c))
+        info = views.info_html(state.model, px, None)
+        assert f"row {r}, col {c}, year 2024" in info and "EPSG:32630" in info
+        spec = views.spectrum_data(px, [])
+        np.testing.assert_array_equal(np.array(spec["ys"][0]), px.vector.astype(np.float64))
+        assert "outside the zones" in views.info_html(state.model, None, (100.0, 10.0))
+    asyncio.run(run())
