@@ -18,6 +18,15 @@ PX = 96  # small tiles keep the suite fast; the code path is the one real tiles 
 PLACES = [(-0.05, 50.85), (0.05, 50.85), (-0.05, 50.75), (18.45, -33.95)]
 
 
+def run_async(coro):
+    """Run a coroutine to completion in a thread of its own: the session's Playwright (sync API)
+    keeps an event loop running in the main thread, where asyncio.run() is refused."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def run_cli(*args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
     e = dict(os.environ)
     e.update(env or {})

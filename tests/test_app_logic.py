@@ -1,7 +1,6 @@
 """The browser app's pure-Python parts, run on CPython against real stores."""
 from __future__ import annotations
 
-import asyncio
 import io
 
 import numpy as np
@@ -14,6 +13,7 @@ from app.export import to_csv, to_npy
 from app.model import StoreModel, cosine_map, cosine_table
 from app.reader import SourceError, ZarrSource
 from app.state import UrlState
+from conftest import run_async
 
 
 @pytest.mark.parametrize("zone,south", [(30, False), (31, False), (34, True), (1, False), (60, True)])
@@ -53,7 +53,7 @@ def test_url_state_round_trip():
 
 
 def run(coro):
-    return asyncio.run(coro)
+    return run_async(coro)
 
 
 def test_model_reads_the_same_pixels_as_zarr(store):
@@ -194,5 +194,5 @@ def test_metadata_that_is_not_a_tessera_store_is_one_line(store, edit, want):
     doc = json.loads((store / "zarr.json").read_text())
     edit(doc)
     with pytest.raises(SourceError) as e:
-        asyncio.run(StoreModel(_DocSource(doc)).open())
+        run_async(StoreModel(_DocSource(doc)).open())
     assert e.value.kind == "invalid" and str(e.value).startswith(want) and "\n" not in str(e.value)

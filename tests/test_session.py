@@ -1,7 +1,6 @@
 """The explorer's state and views on CPython, against real stores (no browser, no Panel)."""
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 
@@ -10,8 +9,9 @@ import pytest
 import zarr
 
 from app import render, views
+from conftest import run_async
 from app.reader import ZarrSource
-from app.session import Explorer, centred_box
+from app.session import Explorer
 from app.state import UrlState
 
 
@@ -67,7 +67,7 @@ def test_year_switch_keeps_pins_and_selection_at_the_same_place(store, tmp_path)
         await state.settle()
         assert state.year == 2023 and state.model.year == 2023 and "Cannot open 2025" in state.status
         return state
-    asyncio.run(run())
+    run_async(run())
 
 
 def test_url_round_trip_restores_the_state(store):
@@ -91,7 +91,7 @@ def test_url_round_trip_restores_the_state(store):
         again = await opened(catalog, 2024)
         again.centre_view(back.lon, back.lat, back.span)
         np.testing.assert_allclose(again.view, state.view, rtol=0, atol=0.5)
-    asyncio.run(run())
+    run_async(run())
 
 
 def test_redraw_picks_the_level_for_the_view_and_draws_the_zone_previews(store):
@@ -112,7 +112,7 @@ def test_redraw_picks_the_level_for_the_view_and_draws_the_zone_previews(store):
         rgb = zarr.open_group(store / "utm30", mode="r")["rgb"][r, c]
         centre = state.base[1][260, 380]
         assert tuple(centre) == tuple(rgb)  # the pixel under the view's centre is the zone's own colour
-    asyncio.run(run())
+    run_async(run())
 
 
 @pytest.mark.parametrize("where", ["top-left", "bottom-right"])
@@ -140,7 +140,7 @@ def test_similarity_window_is_clipped_at_zone_edges(store, where):
         np.testing.assert_allclose(sim, want, rtol=1e-5, equal_nan=True)
         img = views.similarity_image(state.sim, -1.0, True, state.render_view())
         assert img is not None and (img[..., 3] > 0).any()
-    asyncio.run(run())
+    run_async(run())
 
 
 def test_views_escape_text_and_describe_pixels(store):
@@ -158,4 +158,4 @@ def test_views_escape_text_and_describe_pixels(store):
         spec = views.spectrum_data(px, [])
         np.testing.assert_array_equal(np.array(spec["ys"][0]), px.vector.astype(np.float64))
         assert "outside the zones" in views.info_html(state.model, None, (100.0, 10.0))
-    asyncio.run(run())
+    run_async(run())

@@ -15,7 +15,7 @@ from builder.errors import BuildError
 from builder.tiles import EMBEDDINGS_DIR
 from builder.virtual.parsers import PyramidParser, TileParser, YearsParser
 from builder.virtual.writer import open_index, write_tile_index
-from conftest import PX, run_cli
+from conftest import PX, run_async, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -470,7 +470,6 @@ def test_index_zone_groups_pass_the_upstream_proj_and_spatial_schemas(two_years,
 
 
 def test_explorer_recognises_the_index_by_its_registration(two_years, tmp_path):
-    import asyncio
 
     from app.model import StoreModel
     from app.reader import Source, SourceError
@@ -490,17 +489,17 @@ def test_explorer_recognises_the_index_by_its_registration(two_years, tmp_path):
         async def read(self, path, sel, whole=False):
             return g[path][tuple(slice(*s) if s else slice(None) for s in sel)]
 
-    m = asyncio.run(StoreModel(IndexSource(root)).open())
+    m = run_async(StoreModel(IndexSource(root)).open())
     assert m.years == [2023, 2024] and m.year is None
     z24 = zarr.open_group(stores / "2024.zarr" / "utm30", mode="r")
     r, c = (int(x) for x in np.argwhere(~np.isnan(z24["scales"][:]))[0])
     from pyproj import Transformer
     t = z24.attrs["spatial:transform"]
     lon, lat = Transformer.from_crs(32630, 4326, always_xy=True).transform(t[2] + (c + 0.5) * 10, t[5] - (r + 0.5) * 10)
-    zone, row, col, vecs = asyncio.run(m.pixel_years(lon, lat))
+    zone, row, col, vecs = run_async(m.pixel_years(lon, lat))
     want = z24["embeddings"][r, c].astype(np.float32) * z24["scales"][r, c]
     np.testing.assert_array_equal(vecs[1], want)
     unregistered = json.loads(json.dumps(root))
     unregistered["attributes"]["zarr_conventions"] = []
     with pytest.raises(SourceError, match="not a tessera store"):
-        asyncio.run(StoreModel(IndexSource(unregistered)).open())
+        run_async(StoreModel(IndexSource(unregistered)).open())
