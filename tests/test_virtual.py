@@ -470,7 +470,6 @@ def test_index_zone_groups_pass_the_upstream_proj_and_spatial_schemas(two_years,
 
 
 def test_explorer_recognises_the_index_by_its_registration(two_years, tmp_path):
-
     from app.model import StoreModel
     from app.reader import Source, SourceError
     _, stores = two_years
@@ -503,3 +502,11 @@ def test_explorer_recognises_the_index_by_its_registration(two_years, tmp_path):
     unregistered["attributes"]["zarr_conventions"] = []
     with pytest.raises(SourceError, match="not a tessera store"):
         run_async(StoreModel(IndexSource(unregistered)).open())
+
+
+def test_the_python_reader_refuses_the_index_by_its_registration(two_years, tmp_path):
+    from builder.reader.layouts import detect
+    _, stores = two_years
+    g = open_index(str(_years_index(stores, tmp_path / "y.json")), allow=[str(stores)])
+    with pytest.raises(ValueError, match="y.json: a multi-year virtual index"):
+        detect(_docs(g)[""]["attributes"], "y.json")

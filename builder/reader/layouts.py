@@ -86,13 +86,13 @@ def detect(attrs: dict, url: str) -> Layout:
     """The layout of a store from its root attributes (the `zarr_conventions` uuids); ValueError otherwise."""
     convs = [c for c in (attrs.get("zarr_conventions") or []) if isinstance(c, dict)]
     uuids = {c.get("uuid") for c in convs}
+    if conv.STACK["uuid"] in uuids:
+        raise ValueError(f"{url}: a multi-year virtual index (tessera-stack:); open the year stores or their "
+                         "catalog.json instead")
     if conv.TESSERA["uuid"] in uuids:
         version = attrs.get("tessera:dataset_version")
         if version != conv.DATASET_VERSION:
             raise ValueError(f"{url}: tessera:dataset_version {version!r}; this reader reads {conv.DATASET_VERSION!r}")
-        if "tessera:years" in attrs:
-            raise ValueError(f"{url}: a multi-year virtual index (tessera:years); open the year stores or their "
-                             "catalog.json instead")
         problems = conv.quick_check(attrs, conv.ROOT_SCHEMA, url)
         if problems:
             raise ValueError(problems[0])
