@@ -54,7 +54,7 @@ RETRIES = 5  # attempts per file
 BACKOFF = float(os.environ.get("TESSERA_MIRROR_BACKOFF", "0.5"))  # seconds, doubled per attempt, capped
 BACKOFF_MAX = 8.0
 TIMEOUT = float(os.environ.get("TESSERA_MIRROR_TIMEOUT", "60"))  # seconds per socket operation
-BLOCK = 1 << 20
+BLOCK = 1 << 16  # small reads, so a slow body reaches the .partial file as it arrives
 USER_AGENT = "tessera-explorer-builder"
 
 
