@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import io
+import json
 import os
 import re
 import shutil
@@ -269,8 +270,16 @@ def _opt(row, col):
     return v
 
 
-def plan(base: str, bbox, years: list[int], retries: int = RETRIES) -> tuple[list[Remote], list[tuple[int, str]]]:
-    """The files to fetch for the tiles of `years` meeting `bbox`, and the (year, name) tiles."""
+def _lonlat(name: str) -> tuple[float, float]:
+    lon, lat = name.split("_")[1:]
+    return float(lon), float(lat)
+
+
+def plan(base: str, bbox, years: list[int], retries: int = RETRIES,
+         keep: dict[int, set[str]] | None = None) -> tuple[list[Remote], list[tuple[int, str]]]:
+    """The files to fetch for the tiles of `years` meeting `bbox` (plus the tiles `keep[year]` names:
+    those already in the year's store), and the (year, name) tiles."""
+    keep = keep or {}
     murl = f"{base}/{MANIFEST}"
     data = fetch_bytes(murl, retries, missing_ok=True)
     if data is None:
@@ -296,9 +305,9 @@ def plan(base: str, bbox, years: list[int], retries: int = RETRIES) -> tuple[lis
     tiles: list[tuple[int, str]] = []
     for row in df.to_dict("records"):
         year, lon, lat = int(row["year"]), float(row["lon"]), float(row["lat"])
-        if year not in years or not cell_meets_bbox(lon, lat, bbox):
-            continue
         name = grid_name(lon, lat)
+        if year not in years or not (cell_meets_bbox(lon, lat, bbox) or name in keep.get(year, ())):
+            continue
         tdir = f"{EMBEDDINGS_DIR}/{year}/{name}"
         files = [(f"{tdir}/{name}.npy", "grid"), (f"{tdir}/{name}_scales.npy", "scales")]
         for rel, key in files:
@@ -311,7 +320,13 @@ def plan(base: str, bbox, years: list[int], retries: int = RETRIES) -> tuple[lis
         lsize, lsha = lm_info.get(name, (_opt(row, "landmask_size"), None))
         remotes[lrel] = Remote(f"{base}/{lsrc}", lrel, None if lsize is None else int(lsize), lsha, "tiff")
         tiles.append((year, name))
-    if not tiles:
+    for y in years:
+        gone = sorted(keep.get(y, set()) - {n for yy, n in tiles if yy == y})
+        if gone:
+            raise BuildError(f"the {y} store holds {len(gone)} tile(s) the manifest does not list ({gone[0]}, ...); "
+                             "build into a new store", murl)
+    in_bbox = [t for t in tiles if cell_meets_bbox(*_lonlat(t[1]), bbox)]
+    if not in_bbox:
         raise BuildError(f"no tiles for year(s) {', '.join(map(str, years))} meet bbox "
                          f"{','.join(f'{v:g}' for v in bbox)}", murl)
     return sorted(remotes.values(), key=lambda r: r.rel), sorted(set(tiles))
@@ -327,7 +342,7 @@ def cache_dir_for(cache: Path, base: str) -> Path:
 
 def make_view(cache: Path, bbox, tiles: list[tuple[int, str]]) -> Path:
     """A tile root holding exactly `tiles` (symlinks into the cache), stable per bbox."""
-    key = "_".join(f"{v:g}" for v in bbox)
+    key = "_".join(f"{v:g}" for v in bbox) + "-" + hashlib.sha256(repr(sorted(tiles)).encode()).hexdigest()[:12]
     view = cache / "views" / key
     tmp = cache / "views" / f".{key}.partial-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -352,8 +367,20 @@ def _refuse_inside_store(cache: Path) -> None:
             raise BuildError("the tile cache may not be inside a Zarr store", str(cache))
 
 
+def stored_tiles(record_dirs: dict[int, Path]) -> dict[int, set[str]]:
+    """The tiles each year's store already holds (from its build record): the build must see them again,
+    or shards they share with new tiles would be rewritten without them."""
+    out: dict[int, set[str]] = {}
+    for year, d in record_dirs.items():
+        p = Path(d) / "record.json"
+        if p.exists():
+            rec = json.loads(p.read_text())
+            out[year] = {n for z in rec.get("zones", {}).values() for n in z.get("tiles", {})}
+    return out
+
+
 def prepare(base: str, bbox, years: list[int], cache: Path, jobs: int = 8, retries: int = RETRIES,
-            quiet: bool = False) -> Path:
+            quiet: bool = False, keep: dict[int, set[str]] | None = None) -> Path:
     """Fetch what the bbox needs into the cache; return a tile root for the local build."""
     base = base.rstrip("/")
     if urllib.parse.urlsplit(base).scheme not in ("http", "https"):
@@ -362,7 +389,7 @@ def prepare(base: str, bbox, years: list[int], cache: Path, jobs: int = 8, retri
     _refuse_inside_store(cache)
     root = cache_dir_for(cache, base)
     t0 = time.time()
-    remotes, tiles = plan(base, bbox, years, retries)
+    remotes, tiles = plan(base, bbox, years, retries, keep)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = [pool.submit(fetch_file, r, root, retries) for r in remotes]
         done, err = [], None
@@ -393,4 +420,9 @@ def tiles_from_args(a, default_cache: Path) -> str:
     if not a.bbox:
         raise BuildError("--from needs --bbox W,S,E,N")
     cache = Path(a.cache) if a.cache else default_cache / "mirror"
-    return str(prepare(a.mirror, parse_bbox(a.bbox), list(a.year), cache, jobs=a.jobs, quiet=a.quiet))
+    records = {}
+    for y in a.year:  # the record dirs cmd_build will use
+        store = Path(a.store) if a.store else Path(a.out) / f"{y}.zarr"
+        records[y] = Path(a.record) / str(y) if a.record else Path(str(store) + ".build")
+    return str(prepare(a.mirror, parse_bbox(a.bbox), list(a.year), cache, jobs=a.jobs, quiet=a.quiet,
+                       keep=stored_tiles(records)))

@@ -348,3 +348,14 @@ def test_cache_inside_a_store_is_refused(mirror_root, reference, tmp_path):
         p = build_from(m.base, tmp_path / "out", store / "cache", check=False)
     assert p.returncode == 2 and "inside a Zarr store" in p.stderr
     assert not (store / "cache").exists()
+
+
+def test_a_second_bbox_extends_the_store_keeping_its_tiles(mirror_root, reference, tmp_path):
+    """Shards shared with tiles built earlier are rebuilt from those tiles too (fetched if not cached)."""
+    out = tmp_path / "out"
+    with serve(mirror_root) as m:
+        build_from(m.base, out, tmp_path / "cache-a", bbox="-0.1,50.8,0,50.9")  # grid_-0.05_50.85
+        m.reset()
+        build_from(m.base, out, tmp_path / "cache-b", bbox="-0.1,50.7,0.1,50.8")  # the two others
+        assert set(m.tile_requests()) == tile_files(IN_BBOX)  # the stored tile comes from the mirror again
+    assert_same_values(out / f"{YEAR}.zarr", reference)
