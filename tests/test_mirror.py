@@ -109,6 +109,8 @@ class Mirror:
 
     def reset(self, plan=None):
         with self.lock:
+            self.release.set()  # free a request left hanging by an earlier test
+            self.hung, self.release = threading.Event(), threading.Event()
             self.requests.clear()
             self.counts.clear()
             self.plan = plan
@@ -212,11 +214,25 @@ def assert_same_values(a: Path, b: Path, skip: tuple[str, ...] = ()) -> None:
 
 # ----------------------------------------------------------------- tests --
 @pytest.fixture(scope="module")
-def first_build(tmp_path_factory, mirror_root):
-    cache, out = tmp_path_factory.mktemp("cache"), tmp_path_factory.mktemp("out")
+def mirror(mirror_root):
+    """One server for the module: the cache is per mirror URL, so the port must stay the same."""
     with serve(mirror_root) as m:
-        p = build_from(m.base, out, cache)
-        return out, cache, m.tile_requests(), p
+        yield m
+
+
+@pytest.fixture()
+def m(mirror):
+    mirror.reset()
+    yield mirror
+    mirror.reset()
+
+
+@pytest.fixture(scope="module")
+def first_build(tmp_path_factory, mirror):
+    cache, out = tmp_path_factory.mktemp("cache"), tmp_path_factory.mktemp("out")
+    mirror.reset()
+    p = build_from(mirror.base, out, cache)
+    return out, cache, mirror.tile_requests(), p
 
 
 def test_build_from_mirror_equals_local_build(first_build, reference):
@@ -231,19 +247,18 @@ def test_only_tiles_meeting_the_bbox_are_requested(first_build):
     assert len(reqs) == len(set(reqs)) == 9  # each file once, no other year, not the Cape
 
 
-def test_second_run_reuses_the_cache(first_build, mirror_root, reference, tmp_path):
+def test_second_run_reuses_the_cache(first_build, m, reference, tmp_path):
     _, cache, _, _ = first_build
-    with serve(mirror_root) as m:
-        build_from(m.base, tmp_path / "out2", cache)
-        assert m.tile_requests() == []
+    build_from(m.base, tmp_path / "out2", cache)
+    assert m.tile_requests() == []
     assert_same_values(tmp_path / "out2" / f"{YEAR}.zarr", reference)
     assert not list(cache.rglob("*.partial-*"))
 
 
-def test_a_smaller_bbox_selects_one_tile(mirror_root, tmp_path):
-    with serve(mirror_root) as m:  # the point (0.06, 50.86) lies in grid_0.05_50.85 only
-        build_from(m.base, tmp_path / "out", tmp_path / "cache", bbox="0.06,50.86,0.06,50.86")
-        assert set(m.tile_requests()) == tile_files([grid_name(0.05, 50.85)])
+def test_a_smaller_bbox_selects_one_tile(m, tmp_path):
+    # the point (0.06, 50.86) lies in grid_0.05_50.85 only
+    build_from(m.base, tmp_path / "out", tmp_path / "cache", bbox="0.06,50.86,0.06,50.86")
+    assert set(m.tile_requests()) == tile_files([grid_name(0.05, 50.85)])
 
 
 FAULTS = ["drop", "503", "truncate", "slow"]
@@ -258,10 +273,10 @@ def flaky_plan(path: str, attempt: int) -> str:
     return "slow" if attempt == 2 and len(path) % 2 else "ok"
 
 
-def test_flaky_mirror_still_builds_the_same_store(mirror_root, reference, tmp_path):
-    with serve(mirror_root, flaky_plan) as m:
-        build_from(m.base, tmp_path / "out", tmp_path / "cache", "--jobs", "3")
-        counts = Counter(m.tile_requests())
+def test_flaky_mirror_still_builds_the_same_store(m, reference, tmp_path):
+    m.reset(flaky_plan)
+    build_from(m.base, tmp_path / "out", tmp_path / "cache", "--jobs", "3")
+    counts = Counter(m.tile_requests())
     kinds = Counter(flaky_plan(p, 1) for p in tile_files(IN_BBOX))
     assert len(kinds) >= 3, kinds  # the plan exercises several faults
     for p in tile_files(IN_BBOX):
@@ -269,38 +284,43 @@ def test_flaky_mirror_still_builds_the_same_store(mirror_root, reference, tmp_pa
     assert_same_values(tmp_path / "out" / f"{YEAR}.zarr", reference)
 
 
-def test_resume_after_sigkill_fetches_only_what_is_missing(mirror_root, reference, tmp_path):
+def test_resume_after_sigkill_fetches_only_what_is_missing(m, reference, tmp_path):
     hang = f"/v1/{EMBEDDINGS_DIR}/{YEAR}/{IN_BBOX[1]}/{IN_BBOX[1]}.npy"
     cache, out = tmp_path / "cache", tmp_path / "out"
 
-    def partials():
-        return [p for p in cache.rglob("*.partial-*") if p.stat().st_size > 0]
+    def partial_of_hung_file():
+        for p in cache.rglob(f"{IN_BBOX[1]}.npy.partial-*"):
+            try:
+                if p.stat().st_size > 0:
+                    return p
+            except FileNotFoundError:
+                pass
 
     def complete():
         return {p for p in cache.rglob("*") if p.is_file() and ".partial-" not in p.name and "views" not in p.parts}
 
-    with serve(mirror_root, lambda p, a: "hang" if p == hang and a == 1 else "ok") as m:
-        proc = subprocess.Popen([sys.executable, "-m", "builder", "build", "--from", m.base, "--bbox", BBOX,
-                                 "--year", str(YEAR), "--out", str(out), "--cache", str(cache),
-                                 "--scheduler", "threads", "-q", "--jobs", "2"],
-                                cwd=REPO, env=dict(os.environ) | ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            if not m.hung.wait(DEADLINE):
-                raise TimeoutError("the hanging request never arrived")
-            wait_until(partials, "half a body in a .partial file")
-            wait_until(lambda: len(complete()) >= 2, "two other files complete in the cache")
-        finally:
-            proc.send_signal(signal.SIGKILL)
-            proc.communicate(timeout=DEADLINE)
-        m.release.set()
-        assert proc.returncode == -signal.SIGKILL
-        done = {"/v1/" + p.relative_to(next(cache.iterdir())).as_posix() for p in complete()}
-        assert hang not in done and done < tile_files(IN_BBOX)
-        assert not (out / f"{YEAR}.zarr").exists()
+    m.reset(lambda p, a: "hang" if p == hang and a == 1 else "ok")
+    proc = subprocess.Popen([sys.executable, "-m", "builder", "build", "--from", m.base, "--bbox", BBOX,
+                             "--year", str(YEAR), "--out", str(out), "--cache", str(cache),
+                             "--scheduler", "threads", "-q", "--jobs", "2"],
+                            cwd=REPO, env=dict(os.environ) | ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        if not m.hung.wait(DEADLINE):
+            raise TimeoutError("the hanging request never arrived")
+        wait_until(partial_of_hung_file, "half a body in a .partial file")
+        wait_until(lambda: len(complete()) >= 2, "two other files complete in the cache")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=DEADLINE)
+    m.release.set()
+    assert proc.returncode == -signal.SIGKILL
+    done = {"/v1/" + p.relative_to(next(cache.iterdir())).as_posix() for p in complete()}
+    assert hang not in done and done < tile_files(IN_BBOX)
+    assert not (out / f"{YEAR}.zarr").exists()
 
-        m.reset()
-        build_from(m.base, out, cache)
-        assert sorted(m.tile_requests()) == sorted(tile_files(IN_BBOX) - done)
+    m.reset()
+    build_from(m.base, out, cache)
+    assert sorted(m.tile_requests()) == sorted(tile_files(IN_BBOX) - done)
     assert not list(cache.rglob("*.partial-*"))
     assert_same_values(out / f"{YEAR}.zarr", reference)
 
@@ -327,11 +347,14 @@ BAD = f"/v1/{EMBEDDINGS_DIR}/{YEAR}/{IN_BBOX[2]}/{IN_BBOX[2]}_scales.npy"
     ("refused", None, ["/v1/manifest.parquet", "failed after 5 attempts"]),
     ("bad-bbox", None, ["--bbox", "W,S,E,N"]),
 ])
-def test_errors_are_one_line_exit_2_and_leave_no_store(case, plan, expect, mirror_root, wrong_size_root, tmp_path):
-    root = wrong_size_root if case == "wrong-size" else mirror_root
+def test_errors_are_one_line_exit_2_and_leave_no_store(case, plan, expect, m, wrong_size_root, tmp_path):
     bbox = {"empty-bbox": "10,10,11,11", "bad-bbox": "1,2,3"}.get(case, BBOX)
     out = tmp_path / "out"
-    with serve(root, plan) as m:
+    if case == "wrong-size":
+        with serve(wrong_size_root) as w:
+            p = build_from(w.base, out, tmp_path / "cache", check=False, bbox=bbox)
+    else:
+        m.reset(plan)
         base = m.base if case != "refused" else f"http://127.0.0.1:{free_port()}/v1"
         p = build_from(base, out, tmp_path / "cache", check=False, bbox=bbox)
     lines = p.stderr.strip().splitlines()
@@ -343,25 +366,23 @@ def test_errors_are_one_line_exit_2_and_leave_no_store(case, plan, expect, mirro
     assert not list((tmp_path / "cache").rglob("*.partial-*"))
 
 
-def test_cache_inside_a_store_is_refused(mirror_root, reference, tmp_path):
+def test_cache_inside_a_store_is_refused(m, tmp_path):
     store = tmp_path / "x.zarr"
     store.mkdir()
-    with serve(mirror_root) as m:
-        p = build_from(m.base, tmp_path / "out", store / "cache", check=False)
+    p = build_from(m.base, tmp_path / "out", store / "cache", check=False)
     assert p.returncode == 2 and "inside a Zarr store" in p.stderr
     assert not (store / "cache").exists()
 
 
-def test_later_bboxes_extend_the_store_keeping_its_tiles(mirror_root, reference, tmp_path):
+def test_later_bboxes_extend_the_store_keeping_its_tiles(m, reference, tmp_path):
     """A build --from into an existing store also takes the tiles its record holds (from the cache, or
     fetched again), so shards they share with new tiles keep their pixels."""
     out = tmp_path / "out"
     a, b, c = "-0.09,50.81,-0.01,50.89", "0.01,50.81,0.09,50.89", "-0.09,50.71,-0.01,50.79"
-    with serve(mirror_root) as m:
-        build_from(m.base, out, tmp_path / "cache-a", bbox=a)
-        build_from(m.base, out, tmp_path / "cache-b", bbox=b)
-        m.reset()
-        build_from(m.base, out, tmp_path / "cache-a", bbox=c)
-        assert set(m.tile_requests()) == tile_files(IN_BBOX[1:])  # IN_BBOX[0] is in cache-a already
+    build_from(m.base, out, tmp_path / "cache-a", bbox=a)
+    build_from(m.base, out, tmp_path / "cache-b", bbox=b)
+    m.reset()
+    build_from(m.base, out, tmp_path / "cache-a", bbox=c)
+    assert set(m.tile_requests()) == tile_files(IN_BBOX[1:])  # IN_BBOX[0] is in cache-a already
     # the RGB PCA is fitted on a store's first tiles and kept, so only the previews differ
     assert_same_values(out / f"{YEAR}.zarr", reference, skip=("rgb", "global_rgb/top"))
