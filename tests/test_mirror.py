@@ -262,14 +262,16 @@ def test_a_smaller_bbox_selects_one_tile(m, tmp_path):
 
 
 FAULTS = ["drop", "503", "truncate", "slow"]
+FIRST = {p: FAULTS[i % len(FAULTS)] for i, p in enumerate(sorted(tile_files(IN_BBOX)))}
 
 
 def flaky_plan(path: str, attempt: int) -> str:
-    """Deterministic by request count: every file's first attempt fails in one of four ways (by path)."""
+    """Deterministic by request count: every file's first request is dropped, answered 503, truncated
+    or slow (in turn, by path); the second of every other file is slow too; manifests first get a 503."""
     if path.endswith(".parquet"):
         return "503" if attempt == 1 else "ok"
     if attempt == 1:
-        return FAULTS[sum(path.encode()) % len(FAULTS)]
+        return FIRST.get(path, "ok")
     return "slow" if attempt == 2 and len(path) % 2 else "ok"
 
 
@@ -277,8 +279,6 @@ def test_flaky_mirror_still_builds_the_same_store(m, reference, tmp_path):
     m.reset(flaky_plan)
     build_from(m.base, tmp_path / "out", tmp_path / "cache", "--jobs", "3")
     counts = Counter(m.tile_requests())
-    kinds = Counter(flaky_plan(p, 1) for p in tile_files(IN_BBOX))
-    assert len(kinds) >= 3, kinds  # the plan exercises several faults
     for p in tile_files(IN_BBOX):
         assert counts[p] == (1 if flaky_plan(p, 1) == "slow" else 2), (p, counts[p])
     assert_same_values(tmp_path / "out" / f"{YEAR}.zarr", reference)
