@@ -186,7 +186,7 @@ def reference(tmp_path_factory, mirror_root) -> Path:
 
 
 def build_from(base: str, out: Path, cache: Path, *extra: str, check=True, bbox=BBOX):
-    return run_cli("build", "--from", base, "--bbox", bbox, "--year", str(YEAR), "--out", str(out),
+    return run_cli("build", "--from", base, f"--bbox={bbox}", "--year", str(YEAR), "--out", str(out),
                    "--cache", str(cache), "--scheduler", "threads", "-q", *extra, check=check, env=ENV)
 
 
@@ -300,7 +300,7 @@ def test_resume_after_sigkill_fetches_only_what_is_missing(m, reference, tmp_pat
         return {p for p in cache.rglob("*") if p.is_file() and ".partial-" not in p.name and "views" not in p.parts}
 
     m.reset(lambda p, a: "hang" if p == hang and a == 1 else "ok")
-    proc = subprocess.Popen([sys.executable, "-m", "builder", "build", "--from", m.base, "--bbox", BBOX,
+    proc = subprocess.Popen([sys.executable, "-m", "builder", "build", "--from", m.base, f"--bbox={BBOX}",
                              "--year", str(YEAR), "--out", str(out), "--cache", str(cache),
                              "--scheduler", "threads", "-q", "--jobs", "2"],
                             cwd=REPO, env=dict(os.environ) | ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
