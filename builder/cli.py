@@ -91,6 +91,8 @@ def cmd_build(a) -> int:
     if a.store and len(years) > 1:
         raise BuildError("--store names one store; use --out DIR to build several years")
     layout = _make_layout(a)
+    from builder.mirror import tiles_from_args
+    a.tiles = tiles_from_args(a, DEFAULT_CACHE)  # TILES, or a view of the tiles fetched --from a mirror
     with Runner(a.scheduler, a.workers, a.quiet) as runner:
         for y in years:
             store = Path(a.store) if a.store else Path(a.out) / f"{y}.zarr"
@@ -210,9 +212,14 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     b = sub.add_parser("build", help="build year stores from a directory of TESSERA tiles (geotessera layout)")
-    b.add_argument("tiles", help="tile root (local dir or fsspec URL) holding global_0.1_degree_representation/ "
+    b.add_argument("tiles", nargs="?", help="tile root (local dir or fsspec URL) holding global_0.1_degree_representation/ "
                                  "and global_0.1_degree_tiff_all/")
     b.add_argument("--year", type=int, action="append", required=True, help="year to build (repeatable)")
+    b.add_argument("--from", dest="mirror", metavar="URL", help="instead of TILES: fetch from a TESSERA HTTP mirror "
+                   "(the version root holding manifest.parquet) the tiles meeting --bbox, into --cache")
+    b.add_argument("--bbox", help="W,S,E,N in degrees (with --from)")
+    b.add_argument("--cache", help="tile cache for --from (default .cache/mirror); never inside a store")
+    b.add_argument("--jobs", type=int, default=8, help="parallel downloads with --from (default 8)")
     g = b.add_mutually_exclusive_group(required=True)
     g.add_argument("--out", help="directory receiving one {year}.zarr per year (and catalog.json)")
     g.add_argument("--store", help="path of the single year store to build or extend")

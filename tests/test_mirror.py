@@ -1,0 +1,388 @@
+"""`build --from URL --bbox`: tiles fetched from a real HTTP mirror on 127.0.0.1 (no mocks).
+
+The mirror serves demo tiles in geotessera's layout with a manifest.parquet (server paths, like
+geotessera's scan) and a landmasks.parquet.  A plan function decides, per path and per attempt
+(deterministic by request count), whether a request is answered, dropped, answered 503/404, slowly,
+with a truncated body, or left hanging mid-body.  Builds run the real CLI in a subprocess.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from collections import Counter
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from builder import demo
+from builder.tiles import EMBEDDINGS_DIR, LANDMASKS_DIR, grid_name
+from browser_util import free_port, wait_http
+from conftest import PX, REPO, run_cli
+
+YEAR = 2024
+MIRROR_PLACES = [(-0.05, 50.85), (0.05, 50.85), (-0.05, 50.75), (18.45, -33.95)]
+BBOX = "-0.1,50.7,0.1,50.9"  # the three Sussex tiles, not the Cape
+IN_BBOX = [grid_name(lon, lat) for lon, lat in MIRROR_PLACES[:3]]
+ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "TESSERA_MIRROR_BACKOFF": "0.02"}
+DEADLINE = 120.0
+
+
+def tile_files(names, year=YEAR) -> set[str]:
+    out = set()
+    for n in names:
+        out |= {f"/v1/{EMBEDDINGS_DIR}/{year}/{n}/{n}.npy", f"/v1/{EMBEDDINGS_DIR}/{year}/{n}/{n}_scales.npy",
+                f"/v1/{LANDMASKS_DIR}/{n}.tiff"}
+    return out
+
+
+# ---------------------------------------------------------------- server --
+class Mirror:
+    """A threaded HTTP server over `root`; `plan(path, attempt)` picks each response."""
+
+    def __init__(self, root: Path, plan=None):
+        self.root, self.plan = root, plan
+        self.requests: list[str] = []
+        self.counts: Counter = Counter()
+        self.lock = threading.Lock()
+        self.hung = threading.Event()  # a "hang" response has sent half its body
+        self.release = threading.Event()
+        mirror = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+                with mirror.lock:
+                    mirror.requests.append(path)
+                    mirror.counts[path] += 1
+                    attempt = mirror.counts[path]
+                action = mirror.plan(path, attempt) if mirror.plan else "ok"
+                f = mirror.root / path.lstrip("/")
+                if action == "drop":
+                    self.close_connection = True
+                    return
+                if action in ("503", "404") or not f.is_file():
+                    code = 404 if action == "404" or not f.is_file() else 503
+                    body = b"no"
+                    self.send_response(code)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                data = f.read_bytes()
+                if action == "slow":
+                    time.sleep(0.3)
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if action in ("truncate", "hang"):
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    if action == "hang":
+                        mirror.hung.set()
+                        mirror.release.wait(DEADLINE)
+                    self.close_connection = True
+                    return
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def tile_requests(self) -> list[str]:
+        with self.lock:
+            return [p for p in self.requests if not p.endswith(".parquet")]
+
+    def reset(self, plan=None):
+        with self.lock:
+            self.release.set()  # free a request left hanging by an earlier test
+            self.hung, self.release = threading.Event(), threading.Event()
+            self.requests.clear()
+            self.counts.clear()
+            self.plan = plan
+
+
+@contextmanager
+def serve(root: Path, plan=None):
+    m = Mirror(root, plan)
+    t = threading.Thread(target=m.httpd.serve_forever, daemon=True)
+    t.start()
+    try:
+        wait_http(m.base + "/manifest.parquet", deadline_s=30)
+        m.reset(plan)
+        yield m
+    finally:
+        m.release.set()
+        m.httpd.shutdown()
+        m.httpd.server_close()
+
+
+def wait_until(cond, what: str, deadline_s: float = DEADLINE):
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise TimeoutError(f"{what}: not within {deadline_s:.0f} s")
+
+
+# -------------------------------------------------------------- fixtures --
+def write_manifest(v1: Path, sizes_wrong: str | None = None) -> None:
+    rows = []
+    for d in sorted((v1 / EMBEDDINGS_DIR).glob("*/grid_*")):
+        lon, lat = (float(x) for x in d.name.split("_")[1:])
+        g, s = d / f"{d.name}.npy", d / f"{d.name}_scales.npy"
+        rows.append({"year": int(d.parent.name), "lon": lon, "lat": lat, "directory": str(d.resolve()),
+                     "grid_path": str(g.resolve()), "scales_path": str(s.resolve()),
+                     "grid_size": g.stat().st_size + (7 if d.name == sizes_wrong else 0),
+                     "scales_size": s.stat().st_size})
+    pd.DataFrame(rows).to_parquet(v1 / "manifest.parquet", index=False)
+    import hashlib
+    lms = []
+    for f in sorted((v1 / LANDMASKS_DIR).glob("*.tiff")):
+        lon, lat = (float(x) for x in f.stem.split("_")[1:])
+        lms.append({"lon": lon, "lat": lat, "file_size": f.stat().st_size,
+                    "hash": hashlib.sha256(f.read_bytes()).hexdigest()})
+    pd.DataFrame(lms).to_parquet(v1 / "landmasks.parquet", index=False)
+
+
+@pytest.fixture(scope="module")
+def mirror_root(tmp_path_factory, world) -> Path:
+    root = tmp_path_factory.mktemp("mirror")
+    v1 = root / "v1"
+    for lon, lat in MIRROR_PLACES:
+        demo.write_tile(v1, YEAR, lon, lat, PX, world=world)
+    demo.write_tile(v1, 2023, *MIRROR_PLACES[0], PX, world=world)  # another year: never fetched for 2024
+    write_manifest(v1)
+    return root
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, mirror_root) -> Path:
+    """A local build of exactly the bbox tiles, the ordinary way."""
+    tiles = tmp_path_factory.mktemp("ref-tiles")
+    for n in IN_BBOX:
+        shutil.copytree(mirror_root / "v1" / EMBEDDINGS_DIR / str(YEAR) / n, tiles / EMBEDDINGS_DIR / str(YEAR) / n)
+        (tiles / LANDMASKS_DIR).mkdir(exist_ok=True)
+        shutil.copy(mirror_root / "v1" / LANDMASKS_DIR / f"{n}.tiff", tiles / LANDMASKS_DIR)
+    out = tmp_path_factory.mktemp("ref-out")
+    run_cli("build", str(tiles), "--year", str(YEAR), "--out", str(out), "--scheduler", "threads", "-q", env=ENV)
+    return out / f"{YEAR}.zarr"
+
+
+def build_from(base: str, out: Path, cache: Path, *extra: str, check=True, bbox=BBOX):
+    return run_cli("build", "--from", base, f"--bbox={bbox}", "--year", str(YEAR), "--out", str(out),
+                   "--cache", str(cache), "--scheduler", "threads", "-q", *extra, check=check, env=ENV)
+
+
+def values(store: Path) -> dict[str, np.ndarray]:
+    import zarr
+    g = zarr.open_group(str(store), mode="r")
+    out = {}
+    for name, grp in sorted(g.groups()):
+        if name.startswith("utm"):
+            for a in ("embeddings", "scales", "rgb", "easting", "northing", "band"):
+                out[f"{name}/{a}"] = grp[a][...]
+    top = max(int(k) for k, _ in g["global_rgb"].groups())
+    out["global_rgb/top"] = g[f"global_rgb/{top}/rgb"][...]
+    return out
+
+
+def assert_same_values(a: Path, b: Path, skip: tuple[str, ...] = ()) -> None:
+    va, vb = values(a), values(b)
+    assert sorted(va) == sorted(vb)
+    for k in va:
+        if k.endswith(skip):
+            continue
+        np.testing.assert_array_equal(va[k], vb[k], err_msg=k)
+
+
+# ----------------------------------------------------------------- tests --
+@pytest.fixture(scope="module")
+def mirror(mirror_root):
+    """One server for the module: the cache is per mirror URL, so the port must stay the same."""
+    with serve(mirror_root) as m:
+        yield m
+
+
+@pytest.fixture()
+def m(mirror):
+    mirror.reset()
+    yield mirror
+    mirror.reset()
+
+
+@pytest.fixture(scope="module")
+def first_build(tmp_path_factory, mirror):
+    cache, out = tmp_path_factory.mktemp("cache"), tmp_path_factory.mktemp("out")
+    mirror.reset()
+    p = build_from(mirror.base, out, cache)
+    return out, cache, mirror.tile_requests(), p
+
+
+def test_build_from_mirror_equals_local_build(first_build, reference):
+    out, _, _, p = first_build
+    assert "valid tessera:" in p.stdout
+    assert_same_values(out / f"{YEAR}.zarr", reference)
+
+
+def test_only_tiles_meeting_the_bbox_are_requested(first_build):
+    _, _, reqs, _ = first_build
+    assert set(reqs) == tile_files(IN_BBOX)
+    assert len(reqs) == len(set(reqs)) == 9  # each file once, no other year, not the Cape
+
+
+def test_second_run_reuses_the_cache(first_build, m, reference, tmp_path):
+    _, cache, _, _ = first_build
+    build_from(m.base, tmp_path / "out2", cache)
+    assert m.tile_requests() == []
+    assert_same_values(tmp_path / "out2" / f"{YEAR}.zarr", reference)
+    assert not list(cache.rglob("*.partial-*"))
+
+
+def test_a_smaller_bbox_selects_one_tile(m, tmp_path):
+    # the point (0.06, 50.86) lies in grid_0.05_50.85 only
+    build_from(m.base, tmp_path / "out", tmp_path / "cache", bbox="0.06,50.86,0.06,50.86")
+    assert set(m.tile_requests()) == tile_files([grid_name(0.05, 50.85)])
+
+
+FAULTS = ["drop", "503", "truncate", "slow"]
+FIRST = {p: FAULTS[i % len(FAULTS)] for i, p in enumerate(sorted(tile_files(IN_BBOX)))}
+
+
+def flaky_plan(path: str, attempt: int) -> str:
+    """Deterministic by request count: every file's first request is dropped, answered 503, truncated
+    or slow (in turn, by path); the second of every other file is slow too; manifests first get a 503."""
+    if path.endswith(".parquet"):
+        return "503" if attempt == 1 else "ok"
+    if attempt == 1:
+        return FIRST.get(path, "ok")
+    return "slow" if attempt == 2 and len(path) % 2 else "ok"
+
+
+def test_flaky_mirror_still_builds_the_same_store(m, reference, tmp_path):
+    m.reset(flaky_plan)
+    build_from(m.base, tmp_path / "out", tmp_path / "cache", "--jobs", "3")
+    counts = Counter(m.tile_requests())
+    for p in tile_files(IN_BBOX):
+        assert counts[p] == (1 if flaky_plan(p, 1) == "slow" else 2), (p, counts[p])
+    assert_same_values(tmp_path / "out" / f"{YEAR}.zarr", reference)
+
+
+def test_resume_after_sigkill_fetches_only_what_is_missing(m, reference, tmp_path):
+    hang = f"/v1/{EMBEDDINGS_DIR}/{YEAR}/{IN_BBOX[1]}/{IN_BBOX[1]}.npy"
+    cache, out = tmp_path / "cache", tmp_path / "out"
+
+    def partial_of_hung_file():
+        for p in cache.rglob(f"{IN_BBOX[1]}.npy.partial-*"):
+            try:
+                if p.stat().st_size > 0:
+                    return p
+            except FileNotFoundError:
+                pass
+
+    def complete():
+        return {p for p in cache.rglob("*") if p.is_file() and ".partial-" not in p.name and "views" not in p.parts}
+
+    m.reset(lambda p, a: "hang" if p == hang and a == 1 else "ok")
+    proc = subprocess.Popen([sys.executable, "-m", "builder", "build", "--from", m.base, f"--bbox={BBOX}",
+                             "--year", str(YEAR), "--out", str(out), "--cache", str(cache),
+                             "--scheduler", "threads", "-q", "--jobs", "2"],
+                            cwd=REPO, env=dict(os.environ) | ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        if not m.hung.wait(DEADLINE):
+            raise TimeoutError("the hanging request never arrived")
+        wait_until(partial_of_hung_file, "half a body in a .partial file")
+        wait_until(lambda: len(complete()) >= 2, "two other files complete in the cache")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=DEADLINE)
+    m.release.set()
+    assert proc.returncode == -signal.SIGKILL
+    done = {"/v1/" + p.relative_to(next(cache.iterdir())).as_posix() for p in complete()}
+    assert hang not in done and done < tile_files(IN_BBOX)
+    assert not (out / f"{YEAR}.zarr").exists()
+
+    m.reset()
+    build_from(m.base, out, cache)
+    assert sorted(m.tile_requests()) == sorted(tile_files(IN_BBOX) - done)
+    assert not list(cache.rglob("*.partial-*"))
+    assert_same_values(out / f"{YEAR}.zarr", reference)
+
+
+@pytest.fixture(scope="module")
+def wrong_size_root(tmp_path_factory, mirror_root) -> Path:
+    root = tmp_path_factory.mktemp("mirror-wrong")
+    shutil.copytree(mirror_root / "v1", root / "v1")
+    write_manifest(root / "v1", sizes_wrong=IN_BBOX[0])
+    return root
+
+
+BAD = f"/v1/{EMBEDDINGS_DIR}/{YEAR}/{IN_BBOX[2]}/{IN_BBOX[2]}_scales.npy"
+
+
+@pytest.mark.parametrize("case, plan, expect", [
+    ("404", lambda p, a: "404" if p == BAD else "ok", [BAD, "not found on the mirror (HTTP 404)"]),
+    ("503", lambda p, a: "503" if p == BAD else "ok", [BAD, "failed after 5 attempts (last: HTTP 503)"]),
+    ("truncated", lambda p, a: "truncate" if p == BAD else "ok", [BAD, "failed after 5 attempts"]),
+    ("manifest-503", lambda p, a: "503" if p.endswith("manifest.parquet") else "ok",
+     ["/v1/manifest.parquet", "failed after 5 attempts (last: HTTP 503)"]),
+    ("wrong-size", None, [f"{IN_BBOX[0]}.npy", "the manifest says"]),
+    ("empty-bbox", None, ["/v1/manifest.parquet", "no tiles for year(s) 2024 meet bbox 10,10,11,11"]),
+    ("refused", None, ["/v1/manifest.parquet", "failed after 5 attempts"]),
+    ("bad-bbox", None, ["--bbox", "W,S,E,N"]),
+])
+def test_errors_are_one_line_exit_2_and_leave_no_store(case, plan, expect, m, wrong_size_root, tmp_path):
+    bbox = {"empty-bbox": "10,10,11,11", "bad-bbox": "1,2,3"}.get(case, BBOX)
+    out = tmp_path / "out"
+    if case == "wrong-size":
+        with serve(wrong_size_root) as w:
+            p = build_from(w.base, out, tmp_path / "cache", check=False, bbox=bbox)
+    else:
+        m.reset(plan)
+        base = m.base if case != "refused" else f"http://127.0.0.1:{free_port()}/v1"
+        p = build_from(base, out, tmp_path / "cache", check=False, bbox=bbox)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2, p.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), p.stderr
+    for e in expect:
+        assert e in lines[0], lines[0]
+    assert not (out / f"{YEAR}.zarr").exists()
+    assert not list((tmp_path / "cache").rglob("*.partial-*"))
+
+
+def test_cache_inside_a_store_is_refused(m, tmp_path):
+    store = tmp_path / "x.zarr"
+    store.mkdir()
+    p = build_from(m.base, tmp_path / "out", store / "cache", check=False)
+    assert p.returncode == 2 and "inside a Zarr store" in p.stderr
+    assert not (store / "cache").exists()
+
+
+def test_later_bboxes_extend_the_store_keeping_its_tiles(m, reference, tmp_path):
+    """A build --from into an existing store also takes the tiles its record holds (from the cache, or
+    fetched again), so shards they share with new tiles keep their pixels."""
+    out = tmp_path / "out"
+    a, b, c = "-0.09,50.81,-0.01,50.89", "0.01,50.81,0.09,50.89", "-0.09,50.71,-0.01,50.79"
+    build_from(m.base, out, tmp_path / "cache-a", bbox=a)
+    build_from(m.base, out, tmp_path / "cache-b", bbox=b)
+    m.reset()
+    build_from(m.base, out, tmp_path / "cache-a", bbox=c)
+    assert set(m.tile_requests()) == tile_files(IN_BBOX[1:])  # IN_BBOX[0] is in cache-a already
+    # the RGB PCA is fitted on a store's first tiles and kept, so only the previews differ
+    assert_same_values(out / f"{YEAR}.zarr", reference, skip=("rgb", "global_rgb/top"))
