@@ -3,9 +3,11 @@
 Why by hand: zarr-python encodes a 256x256 shard of 4x4 inner chunks through
 its async per-chunk pipeline at about 1.4 s per embeddings shard; the same
 4096 Blosc calls made directly take about 0.1 s.  The builder writes every
-shard through `encode_shard`, the pyramid and the browser read whole shards
-through `decode_shard`, and the tests prove that zarr-python reads what we
-write value for value (and we read what it writes).
+shard through `encode_shard`; the pyramid and the Python reader API
+(builder.reader.shards) read whole shards through `decode_shard`, and the
+tests prove that zarr-python reads what we write value for value (and we read
+what it writes).  The browser does not use this module: the explorer reads
+through zarrita (app/js), which decodes shards itself.
 
 The layout handled (what builder.store declares): inner codecs [bytes
 (little endian), blosc, crc32c] (stores built before per-chunk checksums:
@@ -14,8 +16,8 @@ end; empty inner chunks marked (2^64-1, 2^64-1) and omitted.  The inner
 crc32c is the Zarr v3 `crc32c` codec: 4 bytes, little endian, appended to
 the compressed chunk (zarr-python and tensorstore verify it on read).
 
-This module needs only numpy: the compressor and the checksum are passed in,
-numcodecs + google_crc32c on CPython, Blosc from numcodecs.js in the browser.
+This module needs only numpy: the compressor and the checksum are passed in
+(numcodecs' Blosc and google_crc32c).
 """
 from __future__ import annotations
 
