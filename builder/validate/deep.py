@@ -13,7 +13,7 @@ import numpy as np
 from zarr.core.sync import sync
 
 from builder import convention as conv
-from builder.shardio import EMPTY, has_chunk_crc, open_chunk, read_index
+from builder.shardio import ShardIndex, has_chunk_crc, open_chunk
 from builder.validate.documents import CHUNK_BYTES_MAX, LEVELS_MAX, PROTO, SHARD_BYTES_MAX, Reader, mib, plain_key
 from builder.validate.nodes import Array, open_array
 
@@ -72,7 +72,7 @@ def _deep_array(reader: Reader, a: Array, stats: dict) -> list[str]:
         return [f"{a.path}: inner chunks {a.chunks} of {nbytes} bytes, too large to check "
                 f"(--deep decodes at most {mib(CHUNK_BYTES_MAX)} per chunk)"]
     grid = tuple(s // c for s, c in zip(a.shards, a.chunks)) if sharded else None
-    n = int(np.prod(grid, dtype=object)) if sharded else 1
+    index_bytes = ShardIndex.nbytes(grid) if sharded else 0
     probs: list[str] = []
 
     async def keys():
@@ -86,8 +86,8 @@ def _deep_array(reader: Reader, a: Array, stats: dict) -> list[str]:
         if size > SHARD_BYTES_MAX:
             probs.append(f"{key}: {size} bytes, too large to check (--deep reads at most {mib(SHARD_BYTES_MAX)})")
             continue
-        if sharded and size < 16 * n + 4:
-            probs.append(f"{key}: {size} bytes is shorter than its shard index ({16 * n + 4} bytes)")
+        if sharded and size < index_bytes:
+            probs.append(f"{key}: {size} bytes is shorter than its shard index ({index_bytes} bytes)")
             continue
         buf = sync(reader.store.get(key, PROTO)).to_bytes()
         stats["files"] = stats.get("files", 0) + 1
@@ -98,16 +98,14 @@ def _deep_array(reader: Reader, a: Array, stats: dict) -> list[str]:
                 probs.append(f"{key}: {bad}")
             continue
         try:
-            index = read_index(buf, n, crc32c)
+            index = ShardIndex.read(buf, grid, crc32c)
         except ValueError as e:
             probs.append(f"{key}: {e}")
             continue
-        end = len(buf) - 16 * n - 4
+        end = index.data_end
         bad_chunks = []
         view = memoryview(buf)
-        for i, (off, ln) in enumerate(index.tolist()):
-            if off == EMPTY:
-                continue
+        for i, off, ln in index.chunks():
             stats["chunks"] = stats.get("chunks", 0) + 1
             if off + ln > end:
                 bad_chunks.append((i, f"bytes {off}..{off + ln} run past the chunk data ({end} bytes)"))
@@ -117,7 +115,7 @@ def _deep_array(reader: Reader, a: Array, stats: dict) -> list[str]:
                 bad_chunks.append((i, bad))
         if bad_chunks:
             i, what = bad_chunks[0]
-            coord = tuple(int(x) for x in np.unravel_index(i, grid))
+            coord = index.coord(i)
             more = f"; {len(bad_chunks) - 1} more corrupt inner chunks in this shard" if len(bad_chunks) > 1 else ""
             probs.append(f"{key}: inner chunk {coord}: {what}{more}")
     if sharded and not crc and files:
