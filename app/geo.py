@@ -1,7 +1,10 @@
 """Coordinates in the browser: UTM <-> lon/lat and the Web Mercator display.
 
-pyproj has no wasm build, and proj4js would cost one JS bridge call per
-point; the map reprojects whole images (hundreds of thousands of points) per
+pyproj does have a Pyodide build (3.6.1 is in the Pyodide 0.27.7 lock), but
+loading it adds PROJ compiled to wasm, its proj.db and the sqlite3 and
+certifi packages it depends on to the explorer's download, for the two
+projections used here; and proj4js would cost one JS bridge call per point,
+while the map reprojects whole images (hundreds of thousands of points) per
 redraw.  So the transverse Mercator is written here as vectorised numpy,
 using Krueger's series to third order in n (the form given by Karney 2011
 and quoted for UTM: about a millimetre within 3000 km of the central

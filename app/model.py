@@ -15,7 +15,7 @@ from app.reader import Source, SourceError
 from builder import convention as conv
 from builder.grid import ZoneGrid
 
-MAX_REGION = 768  # pixels per side of a similarity region (3x3 shards at most)
+MAX_REGION = 768  # pixels per side of a similarity region (4x4 shards at most: an unaligned window of 3 shard widths)
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,11 @@
 Why by hand: zarr-python encodes a 256x256 shard of 4x4 inner chunks through
 its async per-chunk pipeline at about 1.4 s per embeddings shard; the same
 4096 Blosc calls made directly take about 0.1 s.  The builder writes every
-shard through `encode_shard`, the pyramid and the browser read whole shards
-through `decode_shard`, and the tests prove that zarr-python reads what we
-write value for value (and we read what it writes).
+shard through `encode_shard`; the pyramid and the Python reader API
+(builder.reader.shards) read whole shards through `decode_shard`, and the
+tests prove that zarr-python reads what we write value for value (and we read
+what it writes).  The browser does not use this module: the explorer reads
+through zarrita (app/js), which decodes shards itself.
 
 The layout handled (what builder.store declares): inner codecs [bytes
 (little endian), blosc, crc32c] (stores built before per-chunk checksums:
@@ -13,18 +15,24 @@ The layout handled (what builder.store declares): inner codecs [bytes
 end; empty inner chunks marked (2^64-1, 2^64-1) and omitted.  The inner
 crc32c is the Zarr v3 `crc32c` codec: 4 bytes, little endian, appended to
 the compressed chunk (zarr-python and tensorstore verify it on read).
+`ShardIndex` is the one parser of the shard index (its size derived from the
+chunk grid, its crc32c checked): decode_shard, validate --deep and the
+virtual writer use it.
 
-This module needs only numpy: the compressor and the checksum are passed in,
-numcodecs + google_crc32c on CPython, Blosc from numcodecs.js in the browser.
+This module needs only numpy: the compressor and the checksum are passed in
+(numcodecs' Blosc and google_crc32c).
 """
 from __future__ import annotations
 
+import math
 import struct
 from typing import Callable
 
 import numpy as np
 
 EMPTY = 2**64 - 1
+ENTRY_BYTES = 16  # one index entry: offset and length, two little-endian uint64
+CRC_BYTES = 4     # the crc32c after the index entries (index codecs [bytes little endian, crc32c])
 
 
 def has_chunk_crc(sharding_config: dict) -> bool:
@@ -43,15 +51,67 @@ def open_chunk(raw: bytes, crc32c: Callable[[bytes], int]) -> bytes:
     return raw[:-4]
 
 
-def _chunk_grid(shard_shape: tuple[int, ...], chunk_shape: tuple[int, ...]) -> tuple[int, ...]:
+def chunk_grid(shard_shape: tuple[int, ...], chunk_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Inner chunks per dimension of a shard; ValueError when they do not divide it."""
     if any(s % c for s, c in zip(shard_shape, chunk_shape)):
         raise ValueError(f"inner chunks {chunk_shape} do not divide the shard {shard_shape}")
     return tuple(s // c for s, c in zip(shard_shape, chunk_shape))
 
 
+class ShardIndex:
+    """The index at the end of one shard: (offset, length) of each inner chunk in C order of the chunk
+    grid, (EMPTY, EMPTY) for an absent one, then the crc32c of those entries.  Its size follows from the
+    grid alone (`nbytes`); `read` checks the crc32c whenever a checksum function is given."""
+
+    def __init__(self, grid: tuple[int, ...], table: np.ndarray, shard_bytes: int):
+        self.grid = tuple(int(g) for g in grid)
+        self.table = table              # (n, 2) little-endian uint64
+        self.shard_bytes = shard_bytes  # length of the whole shard, index included
+
+    @staticmethod
+    def nbytes(grid: tuple[int, ...]) -> int:
+        """Bytes of the index (entries and checksum) of a shard with this chunk grid."""
+        return ENTRY_BYTES * math.prod(int(g) for g in grid) + CRC_BYTES
+
+    @classmethod
+    def read(cls, buf: bytes | memoryview, grid: tuple[int, ...],
+             crc32c: Callable[[bytes], int] | None) -> ShardIndex:
+        """The index at the end of `buf` (a whole shard, or any tail of it at least `nbytes` long);
+        ValueError when `buf` is too short or (crc32c given) the checksum differs."""
+        size = cls.nbytes(grid)
+        if len(buf) < size:
+            raise ValueError(f"shard of {len(buf)} bytes is shorter than its index ({size} bytes)")
+        raw = bytes(buf[len(buf) - size: len(buf) - CRC_BYTES])
+        if crc32c is not None:
+            (stored,) = struct.unpack("<I", bytes(buf[len(buf) - CRC_BYTES:]))
+            if stored != crc32c(raw):
+                raise ValueError("shard index checksum mismatch (corrupt or truncated shard)")
+        return cls(grid, np.frombuffer(raw, dtype="<u8").reshape(-1, 2), len(buf))
+
+    @staticmethod
+    def encode(table: np.ndarray, crc32c: Callable[[bytes], int]) -> bytes:
+        """The index bytes for an (n, 2) table of offsets and lengths: entries, then their crc32c."""
+        raw = np.ascontiguousarray(table, dtype="<u8").tobytes()
+        return raw + struct.pack("<I", crc32c(raw))
+
+    @property
+    def data_end(self) -> int:
+        """Where the chunk data ends and the index begins (for a whole shard)."""
+        return self.shard_bytes - self.nbytes(self.grid)
+
+    def chunks(self) -> list[tuple[int, int, int]]:
+        """(linear index, offset, length) of every stored inner chunk."""
+        return [(int(i), int(self.table[i, 0]), int(self.table[i, 1]))
+                for i in np.flatnonzero(self.table[:, 0] != EMPTY)]
+
+    def coord(self, i: int) -> tuple[int, ...]:
+        """Grid coordinates of inner chunk `i`."""
+        return tuple(int(x) for x in np.unravel_index(i, self.grid))
+
+
 def _blocks(shard: np.ndarray, chunk_shape: tuple[int, ...]) -> np.ndarray:
     """View of the shard as (n0, n1, ..., c0, c1, ...) inner chunks in C order."""
-    grid = _chunk_grid(shard.shape, chunk_shape)
+    grid = chunk_grid(shard.shape, chunk_shape)
     shape = [x for pair in zip(grid, chunk_shape) for x in pair]
     nd = len(grid)
     order = list(range(0, 2 * nd, 2)) + list(range(1, 2 * nd, 2))
@@ -85,23 +145,13 @@ def encode_shard(shard: np.ndarray, chunk_shape: tuple[int, ...], fill, compress
         index[i] = (offset, len(data))
         parts.append(data)
         offset += len(data)
-    raw_index = index.tobytes()
-    parts.append(raw_index)
-    parts.append(struct.pack("<I", crc32c(raw_index)))
+    parts.append(ShardIndex.encode(index, crc32c))
     return b"".join(parts)
 
 
 def read_index(buf: bytes | memoryview, n_chunks: int, crc32c: Callable[[bytes], int] | None = None) -> np.ndarray:
-    """(n, 2) uint64 offsets/lengths from the end of a shard; checks the crc32c when given."""
-    size = 16 * n_chunks
-    if len(buf) < size + 4:
-        raise ValueError(f"shard of {len(buf)} bytes is shorter than its index ({size + 4} bytes)")
-    raw = bytes(buf[len(buf) - size - 4: len(buf) - 4])
-    if crc32c is not None:
-        (stored,) = struct.unpack("<I", bytes(buf[len(buf) - 4:]))
-        if stored != crc32c(raw):
-            raise ValueError("shard index checksum mismatch (corrupt or truncated shard)")
-    return np.frombuffer(raw, dtype="<u8").reshape(n_chunks, 2)
+    """(n, 2) uint64 offsets/lengths from the end of a shard; checks the crc32c when given (ShardIndex.read)."""
+    return ShardIndex.read(buf, (n_chunks,), crc32c).table
 
 
 def decode_shard(buf: bytes | memoryview | None, shard_shape: tuple[int, ...], chunk_shape: tuple[int, ...],
@@ -112,13 +162,11 @@ def decode_shard(buf: bytes | memoryview | None, shard_shape: tuple[int, ...], c
     dtype = np.dtype(dtype).newbyteorder("<")
     if buf is None:
         return np.full(shard_shape, fill, dtype=dtype)
-    grid = _chunk_grid(shard_shape, chunk_shape)
-    n = int(np.prod(grid))
-    index = read_index(buf, n, crc32c)
-    filled = np.full((n, *chunk_shape), fill, dtype=dtype)
+    grid = chunk_grid(shard_shape, chunk_shape)
+    index = ShardIndex.read(buf, grid, crc32c)
+    filled = np.full((math.prod(grid), *chunk_shape), fill, dtype=dtype)
     mv = memoryview(buf)
-    for i in np.flatnonzero(index[:, 0] != EMPTY):
-        off, ln = int(index[i, 0]), int(index[i, 1])
+    for i, off, ln in index.chunks():
         raw = bytes(mv[off:off + ln])
         if chunk_crc:
             raw = open_chunk(raw, crc32c) if crc32c is not None else raw[:-4]

@@ -37,6 +37,7 @@ from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 from zarr.core.buffer import default_buffer_prototype
 
 from builder import convention as conv
+from builder.shardio import ShardIndex, chunk_grid
 from builder.virtual.parquet import check_engine, write_parquet
 from builder.virtual.reader import open_index  # noqa: F401  (the writer's counterpart, importable from here)
 
@@ -146,20 +147,22 @@ class _Refs:
             for key, e in entries.items():
                 self.refs[f"{path}/{key}"] = [e["path"], e["offset"], e["length"] - tail]
             return
-        # Zarr v2 has no sharding: reference each inner chunk inside each shard (read its index).
-        per = [s // c for s, c in zip(chunks, ichunks)]
-        n = int(np.prod(per))
+        # Zarr v2 has no sharding: reference each inner chunk inside each shard (read its index, checksum checked).
+        import google_crc32c
+        per = chunk_grid(chunks, ichunks)
+        size = ShardIndex.nbytes(per)
         for key, e in entries.items():
             sidx = [int(x) for x in key.split(".")]
             with fsspec.open(e["path"], "rb") as f:
-                f.seek(e["offset"] + e["length"] - (16 * n + 4))
-                raw = f.read(16 * n)
-            index = np.frombuffer(raw, dtype="<u8").reshape(n, 2)
-            for lin in np.flatnonzero(index[:, 0] != 2**64 - 1):
-                local = np.unravel_index(lin, per)
-                coord = [s * p + int(lc) for s, p, lc in zip(sidx, per, local)]
-                self.refs[f"{path}/{'.'.join(map(str, coord))}"] = [e["path"], e["offset"] + int(index[lin, 0]),
-                                                                     int(index[lin, 1]) - tail]
+                f.seek(e["offset"] + e["length"] - size)
+                raw = f.read(size)
+            try:
+                index = ShardIndex.read(raw, per, google_crc32c.value)
+            except ValueError as err:
+                raise ValueError(f"{e['path']} (shard {key} of {path}): {err}") from None
+            for lin, off, ln in index.chunks():
+                coord = [s * p + lc for s, p, lc in zip(sidx, per, index.coord(lin))]
+                self.refs[f"{path}/{'.'.join(map(str, coord))}"] = [e["path"], e["offset"] + off, ln - tail]
 
 
 def _walk(group: ManifestGroup, refs: _Refs, prefix: str, segments: list[str] | None) -> None:
