@@ -368,11 +368,13 @@ function mainBox(geometry) {
     }
   }
   if (!best) return null;
-  let w = Infinity, s = Infinity, e = -Infinity, n = -Infinity;
+  let w = Infinity, s = Infinity, e = -Infinity, n = -Infinity, w2 = Infinity, e2 = -Infinity;
   for (const [lon, lat] of best) {
+    const lon2 = lon < 0 ? lon + 360 : lon; // the same ring seen across the antimeridian
     w = Math.min(w, lon); e = Math.max(e, lon); s = Math.min(s, lat); n = Math.max(n, lat);
+    w2 = Math.min(w2, lon2); e2 = Math.max(e2, lon2);
   }
-  return [w, s, e, n];
+  return e2 - w2 < e - w ? [w2 > 180 ? w2 - 360 : w2, s, w2 > 180 ? e2 - 360 : e2, n] : [w, s, e, n];
 }
 
 export async function loadGeography(url) {
