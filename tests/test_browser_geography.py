@@ -68,6 +68,11 @@ def open_with_geography(page, url: str) -> None:
         return x.length > 1000; }""", timeout=60_000)
 
 
+def toggle(page, label: str) -> None:
+    """Click a checkbox's label, as a person would (Panel renders it inside shadow roots)."""
+    page.get_by_text(label, exact=True).click()
+
+
 def ranges(page) -> tuple[float, float, float, float]:
     return tuple(page.evaluate("""() => { const m = Bokeh.documents[0].get_model_by_name('map');
         return [m.x_range.start, m.x_range.end, m.y_range.start, m.y_range.end]; }"""))
@@ -154,7 +159,7 @@ def test_tile_layer_fetches_from_its_server_only_when_turned_on(page, server, ti
     assert layer(page, "tiles") == {"visible": False, "alpha": 1.0, "line_alpha": None, "global_alpha": None}
     assert seen == [] and not [u for u in page.requests_seen if u.startswith(base)]  # off: nothing fetched
     with page.expect_event("requestfinished", predicate=lambda r: r.url.startswith(base + "/"), timeout=30_000):
-        page.get_by_role("checkbox", name="Web tiles").check()  # the real toggle
+        toggle(page, "Web tiles")  # the real toggle
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('tiles').visible", timeout=10_000)
     tiles = [u for u in page.requests_seen if u.startswith(base)]
     assert tiles and all(re.fullmatch(re.escape(base) + r"/\d+/\d+/\d+\.png", u) for u in tiles)
@@ -167,12 +172,12 @@ def test_tile_layer_fetches_from_its_server_only_when_turned_on(page, server, ti
 
 def test_layer_toggles_and_opacity_change_visibility_and_alpha(page, server):
     open_with_geography(page, server + "index.html")
-    page.get_by_role("checkbox", name="Coastlines").uncheck()
+    toggle(page, "Coastlines")
     page.wait_for_function("() => !Bokeh.documents[0].get_model_by_name('coast').visible", timeout=10_000)
     assert layer(page, "borders")["visible"]
-    page.get_by_role("checkbox", name="Country borders").uncheck()
+    toggle(page, "Country borders")
     page.wait_for_function("() => !Bokeh.documents[0].get_model_by_name('borders').visible", timeout=10_000)
-    page.get_by_role("checkbox", name="Coastlines").check()
+    toggle(page, "Coastlines")
     page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('coast').visible", timeout=10_000)
     page.evaluate("() => window.tesseraApi.layers({geo_opacity: 0.25, embedding_opacity: 0.5})")
     page.wait_for_function("""() => { const g = Bokeh.documents[0].get_model_by_name('coast').glyph.line_alpha;
