@@ -151,7 +151,7 @@ class ExplorerUI(pn.viewable.Viewer):
         finally:
             self._showing = False
 
-    def _draw_layers(self, event=None) -> None:
+    def _draw_layers(self, *events) -> None:  # several at once when set together (param.update)
         s, lay = self.state, self.layers
         lay["coast"].visible = s.show_coast
         lay["borders"].visible = s.show_borders
