@@ -58,6 +58,22 @@ def expose(state: Explorer) -> None:
                         "valid": int(np.isfinite(sim).sum())})
         return state.spawn(run())
 
-    api = {"select": select, "timeSimilarity": time_similarity, "similarity": similarity, "pin": pin,
+    def goto(text):
+        """Go to lon,lat or a country name, as the go-to box does; resolves to {kind, message}."""
+        async def run():
+            if state.geography is not None:
+                await state.geography  # the place names arrive after start-up
+            result = state.goto(str(text))
+            await state.settle()
+            return obj({"kind": result[0], "message": str(state.status)})
+        return state.spawn(run())
+
+    def layers(settings):
+        """Set layer toggles and opacities: {show_coast, show_borders, show_tiles, geo_opacity, tiles_opacity, ...}."""
+        allowed = {"show_coast", "show_borders", "show_tiles", "geo_opacity", "tiles_opacity", "embedding_opacity"}
+        state.param.update(**{k: v for k, v in settings.to_py().items() if k in allowed})
+        return True
+
+    api = {"goto": goto, "layers": layers, "select": select, "timeSimilarity": time_similarity, "similarity": similarity, "pin": pin,
            "simAt": state.sim_at, "view": view, "redraw": lambda: state.spawn(state.redraw())}
     js.window.tesseraApi = obj({k: create_proxy(v) for k, v in api.items()})

@@ -8,17 +8,21 @@ from __future__ import annotations
 import io
 import json
 
+import numpy as np
+
 import panel as pn
 from bokeh.events import Tap
-from bokeh.models import ColumnDataSource, CustomJS, HoverTool, Range1d
+from bokeh.models import ColumnDataSource, CustomJS, HoverTool, Range1d, WMTSTileSource
 from bokeh.plotting import figure
 
-from app import api, geo, views
+from app import api, geo, places, views
 from app.catalog import parse_catalog
 from app.export import to_csv, to_npy
 from app.reader import SourceError
 from app.session import MAP_H, MAP_W, Explorer, year_options
 from app.state import UrlState
+
+GEOGRAPHY_URL = "vendor/world-atlas/countries-50m.json"  # world-atlas 2.0.2 (Natural Earth 1:50m), copied by builder/site.py
 
 
 class ExplorerUI(pn.viewable.Viewer):
@@ -33,7 +37,9 @@ class ExplorerUI(pn.viewable.Viewer):
             ("pin-source", dict(x=[], y=[], color=[], label=[])), ("selected-source", dict(x=[], y=[])),
             ("spectrum-source", dict(xs=[], ys=[], color=[], label=[])),
             ("years-source", dict(xs=[], ys=[], color=[], label=[])),
-            ("change-source", dict(year=[], cosine=[], label=[])), ("tap-source", dict(x=[], y=[])))}
+            ("change-source", dict(year=[], cosine=[], label=[])), ("tap-source", dict(x=[], y=[])),
+            ("coast-source", dict(x=[], y=[])), ("border-source", dict(x=[], y=[])),
+            ("scale-source", views.scale_bar_data(state.view)))}
         self.map_fig = self._map_figure()
         self.spec_fig = _lines_figure(self.sources["spectrum-source"], "spectrum", "Embedding (dequantised)", 260)
         self.spec_fig.add_tools(HoverTool(tooltips=[("pixel", "@label")]))  # Bokeh shows field values as text
@@ -53,12 +59,23 @@ class ExplorerUI(pn.viewable.Viewer):
             pin=pn.widgets.Button.from_param(state.param.pin_selected, button_type="primary"),
             clear=pn.widgets.Button.from_param(state.param.clear_pins),
             similarity=pn.widgets.Toggle.from_param(state.param.similarity_on),
-            threshold=pn.widgets.FloatSlider.from_param(state.param.threshold))
+            threshold=pn.widgets.FloatSlider.from_param(state.param.threshold),
+            goto=pn.widgets.TextInput.from_param(state.param.goto_text, placeholder="lon,lat or country name",
+                                                 name="Go to (lon,lat or country)"),
+            coast=pn.widgets.Checkbox.from_param(state.param.show_coast),
+            borders=pn.widgets.Checkbox.from_param(state.param.show_borders),
+            geo_opacity=pn.widgets.FloatSlider.from_param(state.param.geo_opacity),
+            embedding_opacity=pn.widgets.FloatSlider.from_param(state.param.embedding_opacity))
+        if state.tiles_url:  # the web tile layer's controls exist only when a deployment set a template
+            self.widgets.update(tiles=pn.widgets.Checkbox.from_param(state.param.show_tiles),
+                                tiles_opacity=pn.widgets.FloatSlider.from_param(state.param.tiles_opacity))
         state.param.watch(self._draw_base, ["base"])
         state.param.watch(self._draw_overlay, ["sim", "threshold", "similarity_on", "base"])
         state.param.watch(self._draw_pixels, ["selected", "pins", "outside"])
         state.param.watch(self._draw_years, ["years_pixel"])
         state.param.watch(self._show_view, ["view"])
+        state.param.watch(self._draw_layers, ["show_coast", "show_borders", "geo_opacity", "show_tiles",
+                                              "tiles_opacity", "embedding_opacity"])
         state.param.watch(self._write_url, ["year", "view", "selected", "pins", "similarity_on", "threshold", "sim"])
 
     def _map_figure(self):
@@ -68,8 +85,23 @@ class ExplorerUI(pn.viewable.Viewer):
         fig = figure(width=MAP_W, height=MAP_H, x_range=self.x_range, y_range=self.y_range,
                      x_axis_type="mercator", y_axis_type="mercator", tools="pan,wheel_zoom,reset",
                      active_scroll="wheel_zoom", name="map", toolbar_location="above", match_aspect=True)
-        for name in ("base-source", "overlay-source"):
-            fig.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.sources[name])
+        self.layers = {}
+        if self.state.tiles_url:  # no renderer, so no request, unless a deployment set a template
+            self.layers["tiles"] = fig.add_tile(WMTSTileSource(url=self.state.tiles_url, name="tiles-source"),
+                                                name="tiles")
+        self.layers["embedding"] = fig.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh",
+                                                  source=self.sources["base-source"], name="embedding")
+        fig.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.sources["overlay-source"])
+        # Coastlines and borders: one line glyph each over flat x/y arrays (NaN between lines).
+        self.layers["coast"] = fig.line("x", "y", source=self.sources["coast-source"], line_color="#1d3557",
+                                        line_width=1.2, name="coast")
+        self.layers["borders"] = fig.line("x", "y", source=self.sources["border-source"], line_color="#6d2e46",
+                                          line_width=1, line_dash="dashed", name="borders")
+        scale = self.sources["scale-source"]
+        fig.segment("x0", "y", "x1", "y", source=scale, line_color="black", line_width=3, name="scale-bar")
+        fig.text("lx", "ly", text="label", source=scale, text_align="center", text_font_size="11px",
+                 name="scale-label")
+        self._draw_layers()
         fig.scatter("x", "y", source=self.sources["pin-source"], size=11, marker="circle", fill_color="color",
                     line_color="white", line_width=2)
         fig.scatter("x", "y", source=self.sources["selected-source"], size=16, marker="cross", line_color="black",
@@ -86,7 +118,10 @@ class ExplorerUI(pn.viewable.Viewer):
 
     def __panel__(self):
         w = self.widgets
-        side = pn.Column(w["year"], self.info, pn.Row(w["pin"], w["clear"]), w["similarity"], w["threshold"],
+        geo_box = [w["goto"], pn.Row(w["coast"], w["borders"]), w["geo_opacity"], w["embedding_opacity"]]
+        if "tiles" in w:
+            geo_box += [w["tiles"], w["tiles_opacity"]]
+        side = pn.Column(*geo_box, w["year"], self.info, pn.Row(w["pin"], w["clear"]), w["similarity"], w["threshold"],
                          self.table, pn.Row(self.csv_btn, self.npy_btn), self.status, width=400)
         main = [pn.pane.Bokeh(self.map_fig), pn.pane.Bokeh(self.spec_fig)]
         if self.state.years_model is not None:
@@ -108,12 +143,36 @@ class ExplorerUI(pn.viewable.Viewer):
     # ------------------------------------------------------------ state -> browser --
     def _show_view(self, event) -> None:
         x0, x1, y0, y1 = event.new
+        self.sources["scale-source"].data = views.scale_bar_data(event.new)
         self._showing = True  # the ranges' own change callbacks must not write a half-updated view back
         try:
             self.x_range.update(start=x0, end=x1)
             self.y_range.update(start=y0, end=y1)
         finally:
             self._showing = False
+
+    def _draw_layers(self, *events) -> None:  # several at once when set together (param.update)
+        s, lay = self.state, self.layers
+        lay["coast"].visible = s.show_coast
+        lay["borders"].visible = s.show_borders
+        lay["coast"].glyph.line_alpha = lay["borders"].glyph.line_alpha = s.geo_opacity
+        lay["embedding"].glyph.global_alpha = s.embedding_opacity
+        if "tiles" in lay:
+            lay["tiles"].visible = s.show_tiles
+            lay["tiles"].alpha = s.tiles_opacity
+
+    async def load_geography(self, url: str = GEOGRAPHY_URL) -> None:
+        """Coastlines, borders and place names (world-atlas, decoded and projected in JS), after the first draw."""
+        import js
+        try:
+            g = await js.tesseraJS.loadGeography(url)
+        except Exception as e:  # a JS error arrives as a JsException; the map works without geography
+            self.state.status = views.html("<b>Coastlines and borders unavailable:</b> {}", e)
+            return
+        flat = lambda a: np.asarray(a.to_py(), dtype=np.float64)  # Float64Array -> memoryview -> numpy
+        self.sources["coast-source"].data = dict(x=flat(g.coast_x), y=flat(g.coast_y))
+        self.sources["border-source"].data = dict(x=flat(g.border_x), y=flat(g.border_y))
+        self.state.places = places.parse_places(str(g.places))
 
     def _draw_base(self, event) -> None:
         v, rgba = self.state.base
@@ -176,6 +235,9 @@ async def load_catalog(state: UrlState) -> list[dict]:
         raise SourceError(res["error"]["kind"], f"{state.catalog}: {res['error']['message']}")
     base = str(js.URL.new(state.catalog, js.location.href).href)
     stores, multiyear = parse_catalog(res["value"])
+    tiles_url = res["value"].get("tiles_url")  # a deployment's web tile template; ?basemap= wins
+    if isinstance(tiles_url, str) and state.basemap is None:
+        state.basemap = tiles_url
     if multiyear and not state.multiyear:  # ?years=URL wins over the catalog's index
         state.multiyear = str(js.URL.new(multiyear, base).href)
     return [dict(s, url=str(js.URL.new(s["url"], base).href).rstrip("/")) for s in stores]
@@ -233,6 +295,7 @@ async def start(target: str) -> Explorer | None:
     if url.sim is not None and state.selected is not None and state.selected.valid:
         state.similarity_on = True
     await state.settle()
+    state.geography = state.spawn(ui.load_geography())  # after the first draw: cold start does not wait for it
     api.expose(state)
     js.document.body.dataset.state = "ready"
     return state

@@ -13,13 +13,14 @@ import time
 import numpy as np
 import param
 
-from app import basemap, geo, render, views
+from app import basemap, geo, places, render, tiles, views
 from app.model import Pixel, StoreModel
 from app.reader import JSSource, SourceError
 from app.state import UrlState
 
 MAP_W, MAP_H = 760, 520
 WORLD = (-2e7, 2e7, -1.2e7, 1.6e7)  # x0, x1, y0, y1 in Web Mercator metres
+GOTO_SPAN_M = 20_000  # ground width of the view after a go-to by lon,lat
 
 
 class Explorer(param.Parameterized):
@@ -36,6 +37,16 @@ class Explorer(param.Parameterized):
     status = param.String("", doc="status line (HTML made by views.html: every value escaped)")
     pin_selected = param.Action(lambda self: self.pin(), label="Pin pixel", constant=True)
     clear_pins = param.Action(lambda self: self.param.update(pins=[]), label="Clear pins")
+    # Geography: world-atlas coastlines and borders, an optional XYZ tile layer, the go-to box.
+    show_coast = param.Boolean(True, label="Coastlines")
+    show_borders = param.Boolean(True, label="Country borders")
+    geo_opacity = param.Number(0.8, bounds=(0.0, 1.0), step=0.05, label="Coast/border opacity")
+    show_tiles = param.Boolean(False, label="Web tiles")
+    tiles_opacity = param.Number(1.0, bounds=(0.0, 1.0), step=0.05, label="Web tile opacity")
+    embedding_opacity = param.Number(1.0, bounds=(0.0, 1.0), step=0.05, label="Embedding layer opacity")
+    goto_text = param.String("", label="Go to (lon,lat or country)")
+    places = param.Dict({}, doc="country name -> lon/lat box (w, s, e, n), from world-atlas once loaded")
+    tiles_url = param.String(None, allow_None=True, doc="XYZ tile URL template ({X}/{Y}/{Z}), None when not set")
 
     def __init__(self, catalog: list[dict], url_state: UrlState, source_factory=JSSource, **kw):
         super().__init__(**kw)
@@ -48,11 +59,17 @@ class Explorer(param.Parameterized):
         self._tasks: set = set()
         self._drawing = None
         self._redraw_pending = False
+        self.geography = None  # the task loading coastlines, borders and place names (app/main.py)
         self.param.watch(self._on_selected, "selected")
         # What a change of state sets off: a year switch, a similarity search, a redraw (coalesced).
         self.param.watch(lambda e: self.spawn(self.switch_year(e.new)), "year")
         self.param.watch(lambda e: self.spawn(self.compute_similarity()) if e.new else None, "similarity_on")
         self.param.watch(lambda e: self.schedule_redraw(), "view")
+        self.param.watch(lambda e: self.goto(e.new) if e.new.strip() else None, "goto_text")
+        try:
+            self.tiles_url = tiles.check_template(url_state.basemap)
+        except ValueError as e:
+            self.status = views.html("<b>Web tiles off:</b> {}", e)
 
     # ------------------------------------------------------------ tasks --
     def spawn(self, coro):
@@ -147,6 +164,16 @@ class Explorer(param.Parameterized):
 
     def centre_view(self, lon: float, lat: float, span_m: float) -> None:
         self.view = centred_box(lon, lat, span_m)
+
+    def goto(self, text: str):
+        """Move the map to what the go-to box says (lon,lat or a country name); else say why not."""
+        result = places.resolve(text, self.places)
+        if result[0] == "point":
+            self.centre_view(result[1], result[2], GOTO_SPAN_M)
+        elif result[0] == "box":
+            self.view = fit_box(*result[2])
+        self.status = views.goto_message(result)
+        return result
 
     async def redraw(self) -> None:
         if self.model is not None:

@@ -25,6 +25,7 @@ class UrlState:
     embed: bool = False
     multiyear: str | None = None  # URL of a multi-year index (from catalog.json or ?years=URL)
     catalog: str = "data/catalog.json"  # ?catalog=URL: the year stores to offer when no store is given
+    basemap: str | None = None  # ?basemap=TEMPLATE: an XYZ tile URL template (app/tiles.py), off until turned on
 
     def to_hash(self) -> str:
         q: list[tuple[str, str]] = []
@@ -54,6 +55,7 @@ class UrlState:
         s.store = h.get("store") or query.get("store")
         s.multiyear = query.get("years")
         s.catalog = query.get("catalog") or s.catalog
+        s.basemap = query.get("basemap")
         try:
             if "year" in h or "year" in query:
                 s.year = int(h.get("year") or query.get("year"))

@@ -110,3 +110,32 @@ def similarity_image(sim, threshold: float, on: bool, v: render.View) -> np.ndar
     out = np.zeros((v.height, v.width, 4), np.uint8)
     render.sample_window(render.similarity_rgba(values, threshold), r0, c0, row, col, np.ones(row.shape, bool), out)
     return out
+
+
+def scale_bar_data(view: tuple[float, float, float, float], fraction: float = 0.2) -> dict:
+    """A scale bar for a Web Mercator view: a round ground length (1, 2 or 5 x 10^k m) at most
+    `fraction` of the view's width, measured at the view's centre latitude (Mercator stretches
+    ground distances by 1/cos(lat)), drawn near the bottom-left corner."""
+    x0, x1, y0, y1 = view
+    if not (x1 > x0 and y1 > y0):
+        return dict(x0=[], x1=[], y=[], label=[], lx=[], ly=[])
+    _, lat = geo.merc_to_lonlat((x0 + x1) / 2, (y0 + y1) / 2)
+    k = float(np.cos(np.radians(float(lat))))  # ground metres per Mercator metre
+    target = (x1 - x0) * fraction * k
+    p = 10 ** np.floor(np.log10(target))
+    ground = max(m * p for m in (1, 2, 5) if m * p <= target)
+    length = ground / k
+    bx, by = x0 + (x1 - x0) * 0.04, y0 + (y1 - y0) * 0.05
+    label = f"{ground / 1000:g} km" if ground >= 1000 else f"{ground:g} m"
+    return dict(x0=[float(bx)], x1=[float(bx + length)], y=[float(by)], label=[label],
+                lx=[float(bx + length / 2)], ly=[float(by + (y1 - y0) * 0.015)])
+
+
+def goto_message(result) -> str:
+    """The status line for a go-to: where the map went, or why not (the user's text escaped)."""
+    kind = result[0]
+    if kind == "point":
+        return html("Went to <b>{:.5f}, {:.5f}</b> (lon, lat).", result[1], result[2])
+    if kind == "box":
+        return html("Went to <b>{}</b>.", result[1])
+    return html("<span class='goto-error'>{}</span>", result[1])

@@ -282,6 +282,9 @@ def _js(node: Path, out: Path) -> None:
     shutil.copy(REPO / "app" / "js" / "tessera.js", entry)
     _run([str(esbuild), str(entry), "--bundle", "--format=esm", "--minify",
           "--log-level=error", f"--outfile={vend / 'tessera.mjs'}"], cwd=node.parent)
+    (vend / "world-atlas").mkdir(exist_ok=True)  # coastlines and borders (Natural Earth), fetched after start-up
+    for name in ("countries-50m.json", "LICENSE"):
+        shutil.copy(node / "world-atlas" / name, vend / "world-atlas" / name)
 
 
 def _bokeh_panel_assets(cache: Path, out: Path) -> None:
