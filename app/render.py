@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from bokeh.palettes import Viridis256
 
 from app import geo
 from app.model import Level, Zone
@@ -114,20 +115,16 @@ def composite(under: np.ndarray, over: np.ndarray) -> np.ndarray:
     return res
 
 
-# A perceptually ordered ramp (viridis, 9 stops) for similarity in [-1, 1].
-_VIRIDIS = np.array([[68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141],
-                     [39, 173, 129], [92, 200, 99], [170, 220, 50], [253, 231, 37]], dtype=np.float64)
+# Bokeh's 256-step viridis (perceptually ordered) for similarity in [-1, 1].
+_VIRIDIS = np.array([[int(h[i:i + 2], 16) for i in (1, 3, 5)] for h in Viridis256], dtype=np.uint8)
 
 
 def similarity_rgba(sim: np.ndarray, threshold: float) -> np.ndarray:
     """Colour a cosine-similarity map; transparent below `threshold` and where NaN."""
     out = np.zeros(sim.shape + (4,), dtype=np.uint8)
     ok = np.isfinite(sim) & (sim >= threshold)
-    t = np.clip((np.nan_to_num(sim) + 1) / 2, 0, 1) * (len(_VIRIDIS) - 1)
-    i = np.minimum(np.floor(t).astype(int), len(_VIRIDIS) - 2)
-    f = (t - i)[..., None]
-    rgb = _VIRIDIS[i] * (1 - f) + _VIRIDIS[i + 1] * f
-    out[ok, :3] = np.round(rgb[ok]).astype(np.uint8)
+    i = np.round(np.clip((np.nan_to_num(sim) + 1) / 2, 0, 1) * (len(_VIRIDIS) - 1)).astype(int)
+    out[ok, :3] = _VIRIDIS[i[ok]]
     out[ok, 3] = 210
     return out
 

@@ -10,12 +10,13 @@ import html as _html
 import numbers
 
 import numpy as np
+from bokeh.palettes import Category10
 
 from app import geo, render
 from app.model import Pixel, cosine_table
 from builder import convention as conv
 
-COLORS = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+COLORS = list(Category10[10])  # selected pixel first, then one per pin
 EMPTY_IMAGE = dict(image=[], x=[], y=[], dw=[], dh=[])
 
 

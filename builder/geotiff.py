@@ -1,10 +1,10 @@
 """Georeferencing of single-band GeoTIFFs (the geotessera landmask tiles).
 
 tifffile reads and writes the TIFF itself, through any file-like object, so a
-landmask behind fsspec (s3://, http://) is read by range requests.  What
-tifffile leaves to the caller is the meaning of the three GeoTIFF tags a UTM
-tile carries (ModelPixelScale, ModelTiepoint, GeoKeyDirectory); that mapping
-is the few lines below.  rasterio would do it too but brings all of GDAL.
+landmask behind fsspec (s3://, http://) is read by range requests, and it
+decodes the GeoKey directory (`geotiff_metadata`); what is left
+here is turning a UTM tile's ModelPixelScale + ModelTiepoint into an origin,
+and writing those tags.  rasterio would do it too but brings all of GDAL.
 """
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ TAG_GEOKEYS = 34735
 KEY_MODEL_TYPE = 1024
 KEY_RASTER_TYPE = 1025
 KEY_PROJECTED_CRS = 3072
-KEY_GEOGRAPHIC_CRS = 2048
 
 
 @dataclass(frozen=True)
@@ -34,31 +33,18 @@ class GeoInfo:
     dtype: str
 
 
-def _geokeys(raw) -> dict[int, int]:
-    vals = [int(v) for v in raw]
-    n = vals[3]
-    out = {}
-    for i in range(n):
-        key, loc, _count, value = vals[4 + 4 * i: 8 + 4 * i]
-        if loc == 0:  # value stored inline (all keys we need are)
-            out[key] = value
-    return out
-
-
 def read_geoinfo(fh: BinaryIO | str) -> GeoInfo:
-    """Read only the header of a GeoTIFF (no pixel data)."""
+    """Read only the header of a GeoTIFF (no pixel data); tifffile decodes the GeoKey directory."""
     with tifffile.TiffFile(fh) as tif:
         page = tif.pages.first
+        meta = tif.geotiff_metadata or {}  # None when the file has no GeoKeyDirectory
         tags = page.tags
         if TAG_PIXEL_SCALE not in tags or TAG_TIEPOINT not in tags:
             raise ValueError("not a georeferenced GeoTIFF (no ModelPixelScale/ModelTiepoint tags)")
         sx, sy = tags[TAG_PIXEL_SCALE].value[:2]
-        tp = tags[TAG_TIEPOINT].value
-        i, j, _k, x, y = tp[:5]
-        keys = _geokeys(tags[TAG_GEOKEYS].value) if TAG_GEOKEYS in tags else {}
-        epsg = keys.get(KEY_PROJECTED_CRS)
-        if epsg in (None, 0, 32767):
-            epsg = None
+        i, j, _k, x, y = tags[TAG_TIEPOINT].value[:5]
+        epsg = meta.get("ProjectedCSTypeGeoKey")
+        epsg = None if epsg is None or int(epsg) in (0, 32767) else int(epsg)
         return GeoInfo(epsg=epsg, origin_x=float(x - i * sx), origin_y=float(y + j * sy),
                        pixel_x=float(sx), pixel_y=float(sy), shape=tuple(page.shape[:2]), dtype=str(page.dtype))
 

@@ -20,10 +20,7 @@ sha256.
 """
 from __future__ import annotations
 
-import base64
-import csv
 import hashlib
-import io
 import json
 import shutil
 import subprocess
@@ -31,6 +28,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+from builder import wheels
 from builder.errors import BuildError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -160,37 +158,6 @@ def _pyodide(node: Path, cache: Path, out: Path) -> list[str]:
     return needed
 
 
-def _strip_wheel(src: Path, dest_dir: Path, drop: tuple[str, ...] = (), patches: dict | None = None) -> Path:
-    """Rebuild a wheel as py3-none-any without compiled extension modules and without `drop` prefixes,
-    applying `patches` ({member: (old, new)}; each must apply exactly once)."""
-    name, version = src.name.split("-")[:2]
-    out = dest_dir / f"{name}-{version}-py3-none-any.whl"
-    records = []
-    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zout:
-        for info in zin.infolist():
-            n = info.filename
-            if n.endswith((".so", ".pyd")) or n.endswith("/RECORD") or n.startswith(drop):
-                continue
-            data = zin.read(n)
-            if patches and n in patches:
-                old, new = patches[n]
-                if data.decode().count(old) != 1:
-                    raise BuildError(f"cannot patch {n} in {src.name}: expected text not found once")
-                data = data.decode().replace(old, new).encode()
-            if n.endswith(".dist-info/WHEEL"):
-                lines = [ln for ln in data.decode().splitlines() if not ln.startswith(("Tag:", "Root-Is-Purelib:"))]
-                data = ("\n".join(lines + ["Root-Is-Purelib: true", "Tag: py3-none-any"]) + "\n").encode()
-            zout.writestr(n, data)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            records.append((n, f"sha256={digest}", str(len(data))))
-        dist_info = next(n for n in zin.namelist() if n.endswith(".dist-info/WHEEL")).rsplit("/", 1)[0]
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerows(records + [(f"{dist_info}/RECORD", "", "")])
-        zout.writestr(f"{dist_info}/RECORD", buf.getvalue())
-    return out
-
-
 def _pure_wheels(cache: Path, out: Path) -> list[str]:
     wdir = out / "wheels"
     wdir.mkdir(parents=True, exist_ok=True)
@@ -206,7 +173,7 @@ def _pure_wheels(cache: Path, out: Path) -> list[str]:
         if not have or not have[0].name.endswith("-none-any.whl"):
             raise BuildError(f"no pure-Python wheel for {pkg}=={ver}")
         if pkg in SLIMMED:  # their JS/CSS is served as plain files (vendor/), not unpacked in Pyodide
-            names.append(_strip_wheel(have[0], wdir, SLIMMED[pkg], PATCHES.get(pkg)).name)
+            names.append(wheels.strip(have[0], wdir, SLIMMED[pkg], PATCHES.get(pkg)).name)
         else:
             shutil.copy(have[0], wdir / have[0].name)
             names.append(have[0].name)
@@ -216,29 +183,18 @@ def _pure_wheels(cache: Path, out: Path) -> list[str]:
         if not have:
             _pip_download([*common, "--platform", "manylinux2014_x86_64", f"{pkg}=={ver}"], plat)
             have = [p for p in plat.glob("*.whl") if p.name.lower().startswith(f"{pkg}-{ver}-")]
-        names.append(_strip_wheel(have[0], wdir).name)
+        names.append(wheels.strip(have[0], wdir).name)
     return names
 
 
 def _app_wheel(out: Path) -> str:
     """The browser half of this project as a wheel: app/ and the pure modules of builder/ it imports."""
     from builder import __version__
-    files = {p: p.relative_to(REPO).as_posix() for p in sorted((REPO / "app").glob("*.py"))}
+    files = {p.relative_to(REPO).as_posix(): p.read_bytes() for p in sorted((REPO / "app").glob("*.py"))}
     for mod in ("__init__.py", *BROWSER_CORE):
-        files[REPO / "builder" / mod] = f"builder/{mod}"
+        files[f"builder/{mod}"] = (REPO / "builder" / mod).read_bytes()
     name = f"tessera_explorer_app-{__version__}-py3-none-any.whl"
-    dist = f"tessera_explorer_app-{__version__}.dist-info"
-    records = []
-    with zipfile.ZipFile(out / "wheels" / name, "w", zipfile.ZIP_DEFLATED) as z:
-        def put(arc, data: bytes):
-            z.writestr(arc, data)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            records.append(f"{arc},sha256={digest},{len(data)}")
-        for src, arc in files.items():
-            put(arc, src.read_bytes())
-        put(f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: tessera-explorer-app\nVersion: {__version__}\n".encode())
-        put(f"{dist}/WHEEL", b"Wheel-Version: 1.0\nGenerator: tessera-explorer\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        z.writestr(f"{dist}/RECORD", "\n".join(records + [f"{dist}/RECORD,,"]) + "\n")
+    wheels.pack(out / "wheels" / name, files, "tessera-explorer-app", __version__)
     return name
 
 
@@ -256,22 +212,7 @@ def _add_pycs(node: Path, out: Path, wheels: list[str], cache: Path) -> None:
             extra = {p.relative_to(Path(tmp) / str(i)).as_posix(): p.read_bytes()
                      for p in (Path(tmp) / str(i)).rglob("*.pyc")}
             if extra:
-                _rewrite_wheel(whl, extra)
-
-
-def _rewrite_wheel(path: Path, extra: dict[str, bytes]) -> None:
-    """Rewrite a wheel in place with `extra` members added and its RECORD regenerated."""
-    tmp = path.with_suffix(".tmp")
-    records = []
-    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zout:
-        members = [(n, zin.read(n)) for n in zin.namelist() if not n.endswith(".dist-info/RECORD")]
-        dist_info = next(n for n, _ in members if n.endswith(".dist-info/WHEEL")).rsplit("/", 1)[0]
-        for n, data in members + sorted(extra.items()):
-            zout.writestr(n, data)
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            records.append(f"{n},sha256={digest},{len(data)}")
-        zout.writestr(f"{dist_info}/RECORD", "\n".join(records + [f"{dist_info}/RECORD,,"]) + "\n")
-    tmp.replace(path)
+                wheels.add_members(whl, extra)
 
 
 def _js(node: Path, out: Path) -> None:

@@ -146,7 +146,8 @@ def test_similarity_colours():
     sim = np.array([[np.nan, -1.0, 0.5, 0.9, 1.0]], dtype=np.float32)
     rgba = render.similarity_rgba(sim, 0.8)
     assert list(rgba[0, :, 3]) == [0, 0, 0, 210, 210]
-    assert tuple(rgba[0, 4, :3]) == (253, 231, 37)
+    assert tuple(rgba[0, 4, :3]) == (0xFD, 0xE7, 0x24)  # the top of viridis (#FDE724 in Bokeh's Viridis256)
+    assert tuple(rgba[0, 3, :3]) != tuple(rgba[0, 4, :3])
     assert np.isnan(cosine_map(np.zeros((1, 1, 4), np.float32), np.ones(4, np.float32))).all()
 
 

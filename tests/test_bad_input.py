@@ -99,6 +99,16 @@ def test_unknown_crs(setup):
     assert "grid_0.05_50.85.tiff" in expect_error(bad, out, "unknown CRS")
 
 
+def test_landmask_without_geokeys(setup):
+    """ModelPixelScale and ModelTiepoint but no GeoKeyDirectory: the tile has no CRS, said in one line."""
+    import tifffile
+    bad, out = setup
+    lm = bad / LANDMASKS_DIR / "grid_0.05_50.85.tiff"
+    tifffile.imwrite(lm, np.ones((PX, PX), np.uint8), extratags=[
+        (33550, "d", 3, (10.0, 10.0, 0.0), True), (33922, "d", 6, (0, 0, 0, 500000.0, 5650000.0, 0), True)])
+    assert "grid_0.05_50.85.tiff" in expect_error(bad, out, "landmask has no projected CRS")
+
+
 def test_truncated_file(setup):
     bad, out = setup
     f = tile_dir(bad, "grid_0.05_50.85") / "grid_0.05_50.85.npy"

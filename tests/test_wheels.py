@@ -1,0 +1,82 @@
+"""builder/wheels.py: the wheels the site rebuilds keep a RECORD that matches every member."""
+import base64
+import csv
+import hashlib
+import io
+import zipfile
+
+import pytest
+
+from builder import wheels
+from builder.errors import BuildError
+
+
+def _record_line(name: str, data: bytes) -> list[str]:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return [name, f"sha256={digest}", str(len(data))]
+
+
+def _platform_wheel(path, members: dict[str, bytes], dist="demo-1.0.dist-info"):
+    """A wheel as pip would download it, written with zipfile alone (independent of the code under test)."""
+    members = {**members, f"{dist}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp312-cp312-linux_x86_64\n",
+               f"{dist}/METADATA": b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"}
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([_record_line(n, d) for n, d in members.items()] + [[f"{dist}/RECORD", "", ""]])
+    with zipfile.ZipFile(path, "w") as z:
+        for n, d in members.items():
+            z.writestr(n, d)
+        z.writestr(f"{dist}/RECORD", buf.getvalue())
+    return path
+
+
+def _check_record(path) -> dict[str, bytes]:
+    """Every member is listed in RECORD with its sha256 and size, and RECORD lists nothing else."""
+    with zipfile.ZipFile(path) as z:
+        names = z.namelist()
+        record = [n for n in names if n.endswith(".dist-info/RECORD")]
+        assert len(record) == 1, names
+        rows = list(csv.reader(io.StringIO(z.read(record[0]).decode())))
+        listed = {r[0]: r for r in rows}
+        assert set(listed) == set(names)
+        for n in names:
+            if n != record[0]:
+                assert listed[n] == _record_line(n, z.read(n)), n
+        return {n: z.read(n) for n in names}
+
+
+def test_strip_drops_extension_modules_patches_once_and_retags(tmp_path):
+    src = _platform_wheel(tmp_path / "demo-1.0-cp312-cp312-linux_x86_64.whl", {
+        "demo/__init__.py": b"CDN = 'https://cdn'\n", "demo/_speedups.cpython-312-x86_64-linux-gnu.so": b"\x7fELF",
+        "demo/dist/big.js": b"x" * 100})
+    out = wheels.strip(src, tmp_path, drop=("demo/dist/",), patches={"demo/__init__.py": ("'https://cdn'", "'local/'")})
+    assert out.name == "demo-1.0-py3-none-any.whl"
+    members = _check_record(out)
+    assert members["demo/__init__.py"] == b"CDN = 'local/'\n"
+    assert not any(n.endswith(".so") or n.startswith("demo/dist/") for n in members)
+    assert b"Tag: py3-none-any" in members["demo-1.0.dist-info/WHEEL"]
+    assert b"cp312" not in members["demo-1.0.dist-info/WHEEL"]
+
+
+def test_a_patch_that_does_not_apply_exactly_once_is_refused(tmp_path):
+    src = _platform_wheel(tmp_path / "demo-1.0-cp312-cp312-linux_x86_64.whl", {"demo/__init__.py": b"a a\n"})
+    with pytest.raises(BuildError, match="cannot patch demo/__init__.py"):
+        wheels.strip(src, tmp_path / "..", patches={"demo/__init__.py": ("a", "b")})
+
+
+def test_a_wheel_whose_members_do_not_match_its_record_is_refused(tmp_path):
+    src = _platform_wheel(tmp_path / "demo-1.0-cp312-cp312-linux_x86_64.whl", {"demo/__init__.py": b"x = 1\n"})
+    with zipfile.ZipFile(src, "a") as z:  # a second, different copy of a member (as a tampered download)
+        z.writestr("demo/__init__.py", b"x = 2\n")
+    with pytest.raises(Exception, match="(?i)hash|digest|mismatch"):
+        wheels.strip(src, tmp_path / "..")
+
+
+def test_pack_and_add_members_keep_the_record_whole(tmp_path):
+    out = tmp_path / "tessera_explorer_app-0.1.0-py3-none-any.whl"
+    wheels.pack(out, {"app/__init__.py": b"", "builder/grid.py": b"X = 1\n"}, "tessera-explorer-app", "0.1.0")
+    wheels.add_members(out, {"app/__pycache__/__init__.cpython-312.pyc": b"\x00pyc"})
+    members = _check_record(out)
+    assert members["builder/grid.py"] == b"X = 1\n"
+    assert members["app/__pycache__/__init__.cpython-312.pyc"] == b"\x00pyc"
+    assert b"Tag: py3-none-any" in members["tessera_explorer_app-0.1.0.dist-info/WHEEL"]
+    assert not (tmp_path / ".partial").exists()
