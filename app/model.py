@@ -39,22 +39,18 @@ class Zone:
     shard = property(lambda self: self.grid.shard)
 
     def to_rowcol(self, lon, lat):
-        e, n = geo.lonlat_to_utm(lon, lat, self.zone, self.south)
-        col = np.floor((e - self.origin_e) / conv.PIXEL_SIZE).astype(np.int64)
-        row = np.floor((self.origin_n - n) / conv.PIXEL_SIZE).astype(np.int64)
-        return row, col
+        return self.grid.rowcol(*geo.lonlat_to_utm(lon, lat, self.zone, self.south))
 
     def contains(self, row, col):
-        return (row >= 0) & (row < self.height) & (col >= 0) & (col < self.width)
+        return self.grid.contains(row, col)
 
     def centre_lonlat(self, row: int, col: int) -> tuple[float, float]:
-        e = self.origin_e + (col + 0.5) * conv.PIXEL_SIZE
-        n = self.origin_n - (row + 0.5) * conv.PIXEL_SIZE
-        lon, lat = geo.utm_to_lonlat(e, n, self.zone, self.south)
+        lon, lat = geo.utm_to_lonlat(*self.grid.centre(row, col), self.zone, self.south)
         return float(lon), float(lat)
 
     def utm(self, row: int, col: int) -> tuple[float, float]:
-        return self.origin_e + (col + 0.5) * conv.PIXEL_SIZE, self.origin_n - (row + 0.5) * conv.PIXEL_SIZE
+        e, n = self.grid.centre(row, col)
+        return float(e), float(n)
 
 
 @dataclass(frozen=True)
@@ -92,8 +88,8 @@ def _zone_from_meta(name: str, attrs: dict, arrays: dict) -> Zone:
     h, w = attrs["spatial:shape"]
     emb = arrays.get("embeddings", {})
     shard = emb.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape", [conv.SHARD])[0]
-    bbox = attrs.get("spatial:bbox") or [t[2], t[5] - h * conv.PIXEL_SIZE, t[2] + w * conv.PIXEL_SIZE, t[5]]
     grid = ZoneGrid(zone, south, float(t[2]), float(t[5]), int(h), int(w), int(shard))
+    bbox = attrs.get("spatial:bbox") or grid.box()
     return Zone(name, grid, int(attrs["tessera:n_bands"]), bool(attrs.get("tessera:has_rgb_preview", False)),
                 geo.utm_bbox_lonlat(bbox, zone, south), str(attrs.get("tessera:model_version", "")),
                 str(attrs.get("tessera:build_version", "")))

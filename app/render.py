@@ -18,6 +18,7 @@ from bokeh.palettes import Viridis256
 
 from app import geo
 from app.model import Level, Zone
+from builder import convention as conv
 
 ZONE_ZOOM_M = 12.0  # below this many metres per screen pixel, draw zones' native previews (level 0 is ~10 m)
 MAX_CHUNKS = 48
@@ -66,20 +67,13 @@ def choose_level(levels: list[Level], view: View) -> Level | None:
 
 
 def chunks_in_view(level: Level, view: View) -> list[tuple[int, int]]:
-    w, s, e, n = view.lonlat_box()
-    step = level.res * level.chunk
-    r0 = max(0, math.floor((90 - n) / step))
-    r1 = min(math.ceil(level.height / level.chunk) - 1, math.floor((90 - s) / step))
-    c0 = max(0, math.floor((w + 180) / step))
-    c1 = min(math.ceil(level.width / level.chunk) - 1, math.floor((e + 180) / step))
-    return [(r, c) for r in range(r0, r1 + 1) for c in range(c0, c1 + 1)]
+    return conv.global_chunks(view.lonlat_box(), level.res, (level.height, level.width), level.chunk)
 
 
 def sample_level(level: Level, chunks: dict[tuple[int, int], np.ndarray], lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
     """RGBA (H, W, 4) of the view from the level's chunks (missing chunks are transparent)."""
     out = np.zeros(lon.shape + (4,), dtype=np.uint8)
-    row = np.floor((90 - lat) / level.res).astype(np.int64)
-    col = np.floor((lon + 180) / level.res).astype(np.int64)
+    row, col = conv.global_rowcol(lon, lat, level.res)
     cr, cc = row // level.chunk, col // level.chunk
     for (ci, cj), data in chunks.items():
         m = (cr == ci) & (cc == cj)

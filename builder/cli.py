@@ -1,19 +1,14 @@
-"""`python -m builder`: the command line.  Each subcommand is a thin wrapper over one module."""
+"""`python -m builder`: the command line.  This module only parses arguments; builder/commands.py runs them."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import time
-from pathlib import Path
 
 from builder import convention as conv
+from builder.commands import (DEFAULT_CACHE, DEFAULT_STATIC, cmd_build, cmd_catalog, cmd_demo, cmd_index, cmd_publish,
+                               cmd_sample, cmd_serve, cmd_site, cmd_up, cmd_validate)
 from builder.errors import BuildError
-
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_STATIC = REPO / "static"
-DEFAULT_CACHE = REPO / ".cache"
 
 
 def _sched(p: argparse.ArgumentParser) -> None:
@@ -30,180 +25,6 @@ def _layout(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clevel", type=int, default=3, help="Blosc level (default 3)")
     p.add_argument("--global-res", type=float, default=conv.GLOBAL_RES0,
                    help="global_rgb level-0 resolution in degrees (default 0.0001)")
-
-
-def _make_layout(a):
-    from builder.store import Layout
-    if a.shard <= 0 or a.chunk <= 0 or a.shard % a.chunk:
-        raise BuildError(f"--chunk {a.chunk} must divide --shard {a.shard}")
-    if not 0 <= a.clevel <= 9:
-        raise BuildError(f"--clevel {a.clevel} is outside 0..9")
-    return Layout(a.shard, a.chunk, a.cname, a.clevel)
-
-
-def write_catalog(data_dir: Path) -> Path:
-    """catalog.json: the year stores in `data_dir`, for the app's year selector."""
-    from builder.publish import find_stores
-    from builder.store import read_attrs
-    stores = []
-    for s in find_stores(data_dir):
-        attrs = read_attrs(s)
-        stores.append({"year": attrs["tessera:year"], "url": s.relative_to(data_dir).as_posix()})
-    stores.sort(key=lambda s: s["year"])
-    doc = {"stores": stores}
-    if (data_dir / "years.json").exists():
-        doc["multiyear"] = "years.json"
-    out = data_dir / "catalog.json"
-    out.write_text(json.dumps(doc, indent=1))
-    return out
-
-
-def write_years_index(data_dir: Path, stores: list[Path]) -> Path:
-    """data_dir/years.json: a relocatable multi-year virtual index over the year stores."""
-    from builder.virtual.parsers import YearsParser
-    from builder.virtual.writer import write_tile_index
-    out = data_dir / "years.json"
-    write_tile_index(YearsParser()([str(s.resolve()) for s in stores]), str(out), template_base="{{base}}")
-    return out
-
-
-def _report(r, t0: float) -> None:
-    zones = ", ".join(f"{z} ({n} tiles)" for z, n in sorted(r.zones.items()))
-    print(f"{r.store}: {zones}; {r.shards_written} shards written, {r.shards_empty} empty (no file), "
-          f"{r.shards_skipped} already done; {r.tiles_new} new/changed of {r.tiles_total} tiles "
-          f"in {time.time() - t0:.1f}s")
-
-
-def _validate_or_fail(store: Path) -> None:
-    from builder.validate import validate
-    probs = validate(str(store))
-    if probs:
-        raise BuildError(f"built store fails validation: {probs[0]} (+{len(probs) - 1} more)", str(store))
-
-
-def cmd_build(a) -> int:
-    from builder.build import BuildConfig, build
-    from builder.parallel import Runner
-    years = a.year
-    if len(set(years)) != len(years):
-        dup = next(y for y in years if years.count(y) > 1)
-        raise BuildError(f"year {dup} given twice; one store per year")
-    if a.store and len(years) > 1:
-        raise BuildError("--store names one store; use --out DIR to build several years")
-    layout = _make_layout(a)
-    from builder.mirror import tiles_from_args
-    a.tiles = tiles_from_args(a, DEFAULT_CACHE)  # TILES, or a view of the tiles fetched --from a mirror
-    with Runner(a.scheduler, a.workers, a.quiet) as runner:
-        for y in years:
-            store = Path(a.store) if a.store else Path(a.out) / f"{y}.zarr"
-            t0 = time.time()
-            cfg = BuildConfig(tiles=a.tiles, store=store, year=y, model_version=a.model_version,
-                              record=Path(a.record) / f"{y}" if a.record else None, rgb=not a.no_rgb,
-                              overlap=a.overlap, layout=layout, global_res=a.global_res, quiet=a.quiet,
-                              global_rgb=not a.no_global)
-            _report(build(cfg, runner), t0)
-            _validate_or_fail(store)
-            print(f"{store}: valid tessera:{conv.DATASET_VERSION} store")
-    if a.out:
-        write_catalog(Path(a.out))
-    return 0
-
-
-def cmd_demo(a) -> int:
-    from builder import demo
-    from builder.build import BuildConfig, build
-    from builder.parallel import Runner
-    tiles = Path(a.tiles)
-    out = Path(a.out)
-    t0 = time.time()
-    demo.write_demo_tiles(tiles, years=a.years, px=a.px)
-    print(f"wrote {len(a.years) * len(demo.PLACES)} synthetic tiles to {tiles} in {time.time() - t0:.1f}s")
-    layout = _make_layout(a)
-    with Runner(a.scheduler, a.workers, a.quiet) as runner:
-        for y in a.years:
-            store = out / f"{y}.zarr"
-            t0 = time.time()
-            cfg = BuildConfig(tiles=str(tiles), store=store, year=y, model_version=demo.MODEL_VERSION,
-                              build_version=f"{__import__('builder').BUILD_VERSION} (synthetic demo tiles)",
-                              record=Path(a.record) / str(y), layout=layout, global_res=a.global_res,
-                              quiet=a.quiet)
-            _report(build(cfg, runner), t0)
-            _validate_or_fail(store)
-    if len(a.years) > 1:
-        print(f"multi-year index: {write_years_index(out, [out / f'{y}.zarr' for y in a.years])}")
-    print(f"catalog: {write_catalog(out)}")
-    return 0
-
-
-def cmd_validate(a) -> int:
-    from builder.publish import parse_options
-    from builder.validate import validate
-    stats: dict = {}
-    probs = validate(a.store, parse_options(a.option) or None, deep=a.deep, stats=stats)
-    for p in probs:
-        print(p)
-    if probs:
-        print(f"{len(probs)} violation(s) in {a.store}", file=sys.stderr)
-        return 1
-    deep = (f"; --deep checked {stats.get('chunks', 0)} chunks in {stats.get('files', 0)} files"
-            if a.deep else "")
-    print(f"{a.store}: valid tessera:{conv.DATASET_VERSION} store{deep}")
-    return 0
-
-
-def cmd_publish(a) -> int:
-    from builder.publish import parse_options, publish
-    n = publish(Path(a.src), a.dest, parse_options(a.option), a.quiet)
-    print(f"published {n} files from {a.src} to {a.dest}")
-    return 0
-
-
-def cmd_catalog(a) -> int:
-    print(write_catalog(Path(a.dir)))
-    return 0
-
-
-def cmd_site(a) -> int:
-    from builder.site import build_site
-    build_site(Path(a.out), Path(a.cache), quiet=a.quiet)
-    return 0
-
-
-def cmd_serve(a) -> int:
-    from builder.serve import serve
-    root = Path(a.root)
-    if not (root / "index.html").exists():
-        raise BuildError("no index.html; build the site first (python -m builder site)", str(root))
-    serve(root, a.host, a.port, ranges=not a.no_range, cors=not a.no_cors)
-    return 0
-
-
-def cmd_up(a) -> int:
-    static = Path(a.static)
-    args = argparse.Namespace(**vars(a))
-    args.tiles, args.out, args.record = str(DEFAULT_CACHE / "demo-tiles"), str(static / "data"), str(DEFAULT_CACHE / "demo-build")
-    catalog = static / "data" / "catalog.json"
-    if a.rebuild or not catalog.exists():
-        cmd_demo(args)
-    from builder.site import build_site
-    build_site(static, DEFAULT_CACHE, quiet=a.quiet)
-    from builder.serve import serve
-    serve(static, a.host, a.port)
-    return 0
-
-
-def cmd_sample(a) -> int:
-    from builder.publish import parse_options
-    from builder.reader.points import sample_file
-    df = sample_file(a.store, a.points, a.out, a.year, parse_options(a.option))
-    counts = df["status"].value_counts()
-    print(f"{a.out}: {len(df)} points ({', '.join(f'{n} {k}' for k, n in counts.items()) or 'none'})")
-    return 0
-
-
-def cmd_index(a) -> int:
-    from builder.virtual.cli import run
-    return run(a)
 
 
 def parser() -> argparse.ArgumentParser:

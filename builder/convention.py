@@ -262,12 +262,17 @@ def spatial_attrs(origin_e: float, origin_n: float, height: int, width: int) -> 
     }
 
 
+def pixel_corner(origin_e: float, origin_n: float, row, col, at: float = 0.0) -> tuple:
+    """UTM easting, northing of pixels' top-left corners (at=0) or centres (at=0.5): the one pixel formula."""
+    return origin_e + (np.asarray(col) + at) * PIXEL_SIZE, origin_n - (np.asarray(row) + at) * PIXEL_SIZE
+
+
 def easting_coords(origin_e: float, width: int) -> np.ndarray:
-    return origin_e + (np.arange(width, dtype=np.float64) + 0.5) * PIXEL_SIZE
+    return pixel_corner(origin_e, 0.0, 0, np.arange(width, dtype=np.float64), 0.5)[0]
 
 
 def northing_coords(origin_n: float, height: int) -> np.ndarray:
-    return origin_n - (np.arange(height, dtype=np.float64) + 0.5) * PIXEL_SIZE
+    return pixel_corner(0.0, origin_n, np.arange(height, dtype=np.float64), 0, 0.5)[1]
 
 
 def zone_attrs(*, year: int, zone: int, south: bool, n_bands: int, n_tiles: int, model_version: str,
@@ -299,6 +304,30 @@ def root_attrs(year: int) -> dict[str, Any]:
 
 def global_level_transform(res: float) -> list[float]:
     return [res, 0.0, GLOBAL_BBOX[0], 0.0, -res, GLOBAL_BBOX[3]]
+
+
+def global_rowcol(lon, lat, res: float) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column of a global_rgb level (res degrees per pixel) at lon/lat: the level's pixel formula."""
+    return (np.floor((GLOBAL_BBOX[3] - np.asarray(lat)) / res).astype(np.int64),
+            np.floor((np.asarray(lon) - GLOBAL_BBOX[0]) / res).astype(np.int64))
+
+
+def global_centres(r0: int, c0: int, n: int, res: float) -> tuple[np.ndarray, np.ndarray]:
+    """Longitudes of columns c0..c0+n and latitudes of rows r0..r0+n (pixel centres) of a global level."""
+    k = np.arange(n) + 0.5
+    return GLOBAL_BBOX[0] + (c0 + k) * res, GLOBAL_BBOX[3] - (r0 + k) * res
+
+
+def global_chunks(lonlat: tuple[float, float, float, float], res: float, shape: tuple[int, int],
+                  chunk: int) -> list[tuple[int, int]]:
+    """The chunks (row, col) of a global level of `shape` that a lon/lat box (w, s, e, n) touches."""
+    w, s, e, n = lonlat
+    step = res * chunk
+    r0 = max(0, math.floor((GLOBAL_BBOX[3] - n) / step))
+    r1 = min(math.ceil(shape[0] / chunk) - 1, math.floor((GLOBAL_BBOX[3] - s) / step))
+    c0 = max(0, math.floor((w - GLOBAL_BBOX[0]) / step))
+    c1 = min(math.ceil(shape[1] / chunk) - 1, math.floor((e - GLOBAL_BBOX[0]) / step))
+    return [(r, c) for r in range(r0, r1 + 1) for c in range(c0, c1 + 1)]
 
 
 def global_attrs(res0: float, shapes: list[tuple[int, int]]) -> dict[str, Any]:

@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
+import numpy as np
+
 from builder import convention as conv
 
 EPS = 1e-6
@@ -81,6 +83,34 @@ class ZoneGrid:
         col = math.floor((origin_e - self.origin_e) / conv.PIXEL_SIZE + EPS)
         row = math.floor((self.origin_n - origin_n) / conv.PIXEL_SIZE + EPS)
         return row, col
+
+    # Pixel (row, col) covers easting [e0 + col * 10, e0 + (col + 1) * 10) and northing
+    # (n0 - (row + 1) * 10, n0 - row * 10]: rowcol is the inverse of conv.pixel_corner.
+    def rowcol(self, e, n) -> tuple[np.ndarray, np.ndarray]:
+        """Row and column of the pixels whose areas contain UTM points (any, even outside; -1 if not finite)."""
+        with np.errstate(invalid="ignore"):
+            col = np.floor((np.asarray(e, dtype=np.float64) - self.origin_e) / conv.PIXEL_SIZE)
+            row = np.floor((self.origin_n - np.asarray(n, dtype=np.float64)) / conv.PIXEL_SIZE)
+        ok = np.isfinite(row) & np.isfinite(col)
+        return np.where(ok, row, -1).astype(np.int64), np.where(ok, col, -1).astype(np.int64)
+
+    def centre(self, row, col) -> tuple:
+        """UTM easting and northing of pixel centres."""
+        return conv.pixel_corner(self.origin_e, self.origin_n, row, col, 0.5)
+
+    def corner(self, row, col) -> tuple:
+        """UTM easting and northing of pixels' top-left corners."""
+        return conv.pixel_corner(self.origin_e, self.origin_n, row, col)
+
+    def contains(self, row, col):
+        return (row >= 0) & (row < self.height) & (col >= 0) & (col < self.width)
+
+    def window(self, e0: float, n0: float, e1: float, n1: float) -> tuple[int, int, int, int] | None:
+        """(r0, r1, c0, c1) of the pixels touching a UTM box, clipped to the grid; None when it misses."""
+        p = conv.PIXEL_SIZE
+        c0, c1 = max(math.floor((e0 - self.origin_e) / p), 0), min(math.ceil((e1 - self.origin_e) / p), self.width)
+        r0, r1 = max(math.floor((self.origin_n - n1) / p), 0), min(math.ceil((self.origin_n - n0) / p), self.height)
+        return (r0, r1, c0, c1) if r0 < r1 and c0 < c1 else None
 
     def shards_in(self, r0: int, c0: int, h: int, w: int) -> list[tuple[int, int]]:
         s = self.shard

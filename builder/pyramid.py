@@ -105,19 +105,12 @@ def _zones(store: Path) -> list[ZoneInfo]:
 
 
 def _chunks_for(lonlat: tuple[float, float, float, float], res0: float, shape0: tuple[int, int]) -> set[tuple[int, int]]:
-    w, s, e, n = lonlat
-    step = res0 * CHUNK
-    r0 = max(0, math.floor((90 - n) / step))
-    r1 = min(math.ceil(shape0[0] / CHUNK) - 1, math.floor((90 - s) / step))
-    c0 = max(0, math.floor((w + 180) / step))
-    c1 = min(math.ceil(shape0[1] / CHUNK) - 1, math.floor((e + 180) / step))
-    return {(r, c) for r in range(r0, r1 + 1) for c in range(c0, c1 + 1)}
+    return set(conv.global_chunks(lonlat, res0, shape0, CHUNK))
 
 
 def _render_level0(chunk: tuple[int, int], store: str, res0: float, zones: list[ZoneInfo]) -> tuple[tuple[int, int], bool]:
     ci, cj = chunk
-    lat = 90 - (ci * CHUNK + np.arange(CHUNK) + 0.5) * res0
-    lon = -180 + (cj * CHUNK + np.arange(CHUNK) + 0.5) * res0
+    lon, lat = conv.global_centres(ci * CHUNK, cj * CHUNK, CHUNK, res0)
     lon2, lat2 = np.meshgrid(lon, lat)
     out = np.zeros((CHUNK, CHUNK, 4), dtype=np.uint8)
     cw, cn = lon[0], lat[0]
@@ -127,9 +120,8 @@ def _render_level0(chunk: tuple[int, int], store: str, res0: float, zones: list[
     for z in cand:
         t = Transformer.from_crs(4326, z.epsg, always_xy=True)
         e, n = t.transform(lon2, lat2)
-        col = np.floor((e - z.grid.origin_e) / conv.PIXEL_SIZE).astype(np.int64)
-        row = np.floor((z.grid.origin_n - n) / conv.PIXEL_SIZE).astype(np.int64)
-        inside = (row >= 0) & (row < z.grid.height) & (col >= 0) & (col < z.grid.width) & (out[..., 3] == 0)
+        row, col = z.grid.rowcol(e, n)
+        inside = z.grid.contains(row, col) & (out[..., 3] == 0)
         if not inside.any():
             continue
         ra, rb = row[inside].min(), row[inside].max() + 1

@@ -28,7 +28,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from builder import wheels
+from builder import wheels as wheel_files
 from builder.errors import BuildError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -173,7 +173,7 @@ def _pure_wheels(cache: Path, out: Path) -> list[str]:
         if not have or not have[0].name.endswith("-none-any.whl"):
             raise BuildError(f"no pure-Python wheel for {pkg}=={ver}")
         if pkg in SLIMMED:  # their JS/CSS is served as plain files (vendor/), not unpacked in Pyodide
-            names.append(wheels.strip(have[0], wdir, SLIMMED[pkg], PATCHES.get(pkg)).name)
+            names.append(wheel_files.strip(have[0], wdir, SLIMMED[pkg], PATCHES.get(pkg)).name)
         else:
             shutil.copy(have[0], wdir / have[0].name)
             names.append(have[0].name)
@@ -183,7 +183,7 @@ def _pure_wheels(cache: Path, out: Path) -> list[str]:
         if not have:
             _pip_download([*common, "--platform", "manylinux2014_x86_64", f"{pkg}=={ver}"], plat)
             have = [p for p in plat.glob("*.whl") if p.name.lower().startswith(f"{pkg}-{ver}-")]
-        names.append(wheels.strip(have[0], wdir).name)
+        names.append(wheel_files.strip(have[0], wdir).name)
     return names
 
 
@@ -194,7 +194,7 @@ def _app_wheel(out: Path) -> str:
     for mod in ("__init__.py", *BROWSER_CORE):
         files[f"builder/{mod}"] = (REPO / "builder" / mod).read_bytes()
     name = f"tessera_explorer_app-{__version__}-py3-none-any.whl"
-    wheels.pack(out / "wheels" / name, files, "tessera-explorer-app", __version__)
+    wheel_files.pack(out / "wheels" / name, files, "tessera-explorer-app", __version__)
     return name
 
 
@@ -212,7 +212,7 @@ def _add_pycs(node: Path, out: Path, wheels: list[str], cache: Path) -> None:
             extra = {p.relative_to(Path(tmp) / str(i)).as_posix(): p.read_bytes()
                      for p in (Path(tmp) / str(i)).rglob("*.pyc")}
             if extra:
-                wheels.add_members(whl, extra)
+                wheel_files.add_members(whl, extra)
 
 
 def _js(node: Path, out: Path) -> None:

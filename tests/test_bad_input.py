@@ -268,3 +268,13 @@ def test_negative_scales(setup, tmp_path):
     assert "_scales.npy" in expect_error(bad, out, "scales contain a negative value (pixel row 10, col 11)")
     expect_first_build_refused(bad, tmp_path / "first", "scales contain a negative value")
 
+
+
+def test_catalog_of_a_missing_or_storeless_directory(tmp_path):
+    """`catalog` names the directory in one line instead of an internal error, and writes nothing."""
+    p = run_cli("catalog", str(tmp_path / "nowhere"), check=False)
+    assert "nowhere" in refused(p, "no such directory")
+    (tmp_path / "empty").mkdir()
+    p = run_cli("catalog", str(tmp_path / "empty"), check=False)
+    assert "empty" in refused(p, "no tessera store")
+    assert not (tmp_path / "empty" / "catalog.json").exists()

@@ -82,3 +82,32 @@ def test_quick_check_and_jsonschema_agree_on_every_top_level_rule(name):
     assert len(cases) > 10
     for doc, what in cases:
         assert bool(conv.quick_check(doc, schema)) == (not validator.is_valid(doc)), what
+
+
+def test_the_zone_pixel_formulas_invert_each_other():
+    from builder.grid import ZoneGrid
+    g = ZoneGrid(30, False, 500000.0, 5800000.0, 512, 768)
+    # pixel (2, 3) covers easting [500030, 500040) and northing (5799970, 5799980]: by hand from the convention
+    assert tuple(map(float, g.corner(2, 3))) == (500030.0, 5799980.0)
+    assert tuple(map(float, g.centre(2, 3))) == (500035.0, 5799975.0)
+    row, col = g.rowcol([500030.0, 500039.999, 500040.0, np.nan], [5799980.0, 5799970.001, 5799970.0, 1.0])
+    assert row.tolist() == [2, 2, 3, -1] and col.tolist() == [3, 3, 4, -1]
+    assert g.contains(row, col).tolist() == [True, True, True, False]
+    rr, cc = np.meshgrid(np.arange(0, 512, 37), np.arange(0, 768, 41), indexing="ij")
+    back = g.rowcol(*g.centre(rr, cc))
+    assert (back[0] == rr).all() and (back[1] == cc).all()
+    assert g.window(500005.0, 5799000.0, 500021.0, 5799995.0) == (0, 100, 0, 3)
+    assert g.window(400000.0, 5799000.0, 400010.0, 5799995.0) is None
+
+
+def test_global_level_chunks_match_a_brute_force_count():
+    res, chunk, shape = 0.0016, 256, (112500, 225000)  # a coarse global level
+    box = (-1.3, 50.2, 0.7, 51.9)
+    got = set(conv.global_chunks(box, res, shape, chunk))
+    lon = np.arange(box[0], box[2] + 1e-9, res / 4)  # brute force: every point of the box, quarter-pixel steps
+    lat = np.arange(box[1], box[3] + 1e-9, res / 4)
+    lo, la = np.meshgrid(lon, lat)
+    row, col = conv.global_rowcol(lo.ravel(), la.ravel(), res)
+    assert got == set(zip((row // chunk).tolist(), (col // chunk).tolist()))
+    lon_c, lat_c = conv.global_centres(10, 20, 3, 0.5)
+    assert lon_c.tolist() == [-180 + 10.25, -180 + 10.75, -180 + 11.25] and lat_c.tolist() == [90 - 5.25, 90 - 5.75, 90 - 6.25]

@@ -134,14 +134,10 @@ class Zone:
 
     def rowcol(self, e: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Row and column of the pixels containing UTM points (any, even outside the grid)."""
-        with np.errstate(invalid="ignore"):
-            col = np.floor((np.asarray(e) - self.grid.origin_e) / conv.PIXEL_SIZE)
-            row = np.floor((self.grid.origin_n - np.asarray(n)) / conv.PIXEL_SIZE)
-        ok = np.isfinite(row) & np.isfinite(col)
-        return np.where(ok, row, -1).astype(np.int64), np.where(ok, col, -1).astype(np.int64)
+        return self.grid.rowcol(e, n)
 
     def contains(self, row: np.ndarray, col: np.ndarray) -> np.ndarray:
-        return (row >= 0) & (row < self.grid.height) & (col >= 0) & (col < self.grid.width)
+        return self.grid.contains(row, col)
 
     def near(self, lon: np.ndarray, lat: np.ndarray, margin: float = 0.01) -> np.ndarray:
         """Points within the zone grid's lon/lat bounds (+ about 1 km): the ones worth projecting."""

@@ -8,7 +8,6 @@ so pass zone= (one call per zone).
 """
 from __future__ import annotations
 
-import math
 
 import xarray as xr
 
@@ -24,10 +23,7 @@ def window(zone: Zone, bbox) -> tuple[int, int, int, int] | None:
     if e < zw or w > ze or n < zs or s > zn:  # not near this zone's grid: do not project it there
         return None
     x0, y0, x1, y1 = to_crs(zone.crs).transform_bounds(w, s, e, n, densify_pts=21)
-    g, p = zone.grid, conv.PIXEL_SIZE
-    c0, c1 = max(math.floor((x0 - g.origin_e) / p), 0), min(math.ceil((x1 - g.origin_e) / p), g.width)
-    r0, r1 = max(math.floor((g.origin_n - y1) / p), 0), min(math.ceil((g.origin_n - y0) / p), g.height)
-    return (r0, r1, c0, c1) if r0 < r1 and c0 < c1 else None
+    return zone.grid.window(x0, y0, x1, y1)
 
 
 def aligned(a: int, b: int, block: int = BLOCK) -> tuple[int, ...]:
@@ -59,6 +55,6 @@ def read_region(store, bbox, year=None, zone: str | None = None) -> xr.Dataset:
     ds = zone_dataset([store.view(name, y)], False, drop_variables=("rgb",))
     ds = ds.isel(y=slice(r0, r1), x=slice(c0, c1)).chunk({"y": aligned(r0, r1), "x": aligned(c0, c1), "band": -1})
     g = zones[name].grid
-    sp = conv.spatial_attrs(g.origin_e + c0 * conv.PIXEL_SIZE, g.origin_n - r0 * conv.PIXEL_SIZE, r1 - r0, c1 - c0)
+    sp = conv.spatial_attrs(*map(float, g.corner(r0, c0)), r1 - r0, c1 - c0)
     ds.attrs.update({**sp, "spatial:dimensions": ["y", "x"], "bbox_lonlat": [w, s, e, n]})
     return ds.assign_coords(spatial_ref=spatial_ref(zones[name].crs, sp["spatial:transform"]))

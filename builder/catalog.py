@@ -1,0 +1,38 @@
+"""The files that list stores for the explorer: catalog.json and the multi-year index years.json."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from builder.errors import BuildError
+
+
+def write_catalog(data_dir: Path) -> Path:
+    """catalog.json: the year stores in `data_dir`, for the app's year selector."""
+    from builder.publish import find_stores
+    from builder.store import read_attrs
+    if not data_dir.is_dir():
+        raise BuildError("no such directory", str(data_dir))
+    found = find_stores(data_dir)
+    if not found:
+        raise BuildError("no tessera store (root zarr.json with tessera:dataset_version) in this directory", str(data_dir))
+    stores = []
+    for s in found:
+        attrs = read_attrs(s)
+        stores.append({"year": attrs["tessera:year"], "url": s.relative_to(data_dir).as_posix()})
+    stores.sort(key=lambda s: s["year"])
+    doc = {"stores": stores}
+    if (data_dir / "years.json").exists():
+        doc["multiyear"] = "years.json"
+    out = data_dir / "catalog.json"
+    out.write_text(json.dumps(doc, indent=1))
+    return out
+
+
+def write_years_index(data_dir: Path, stores: list[Path]) -> Path:
+    """data_dir/years.json: a relocatable multi-year virtual index over the year stores."""
+    from builder.virtual.parsers import YearsParser
+    from builder.virtual.writer import write_tile_index
+    out = data_dir / "years.json"
+    write_tile_index(YearsParser()([str(s.resolve()) for s in stores]), str(out), template_base="{{base}}")
+    return out
