@@ -1,0 +1,142 @@
+"""Tiles from a TESSERA HTTP mirror: `python -m builder build --from URL --bbox W,S,E,N --year Y`.
+
+fetch.py does HTTP and the checked cache, manifest.py decides which files a bbox needs, this
+module makes the per-bbox view the build reads.
+
+URL is the root of one model version on the mirror (the directory that holds the manifest).
+Accepted layout (see README, "Building from a mirror"):
+
+    URL/manifest.parquet     one row per (year, tile): year, lon, lat (the 0.1 degree cell centre),
+                             grid_path, scales_path (relative to URL, a URL below it, or a server path
+                             containing global_0.1_degree_representation/), grid_size, scales_size;
+                             optional grid_sha256/scales_sha256, landmask_path, landmask_size
+    URL/registry.parquet     used when there is no manifest.parquet: year, lon, lat, file_size,
+                             scales_size, optional hash/scales_hash (sha256); files at their
+                             canonical paths
+    URL/landmasks.parquet    optional: lon, lat, file_size, optional hash (sha256)
+    URL/global_0.1_degree_representation/{year}/grid_{lon}_{lat}/grid_{lon}_{lat}{,_scales}.npy
+    URL/global_0.1_degree_tiff_all/grid_{lon}_{lat}.tiff
+
+Only tiles whose 0.1 degree cell meets the bbox are fetched, by a bounded pool of threads, each
+request retried with exponential backoff on dropped connections, timeouts, 5xx/429 and short
+bodies.  Every file is checked (size against the manifest and Content-Length, .npy header against
+the size, TIFF header, sha256 when the manifest has one) and written to the cache as a temporary
+file renamed into place, so the cache only ever holds complete, checked files: a killed run
+leaves at most `*.partial-<pid>` files, which the next run deletes and fetches again.  The
+build then reads a per-bbox view of the cache (symlinks) through the ordinary local build path.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from builder.errors import BuildError
+from builder.mirror.fetch import RETRIES, fetch_file
+from builder.mirror.manifest import parse_bbox, plan
+from builder.tiles import EMBEDDINGS_DIR, LANDMASKS_DIR
+
+
+# ------------------------------------------------------------------ view --
+def cache_dir_for(cache: Path, base: str) -> Path:
+    """One cache subdirectory per mirror root URL."""
+    u = urllib.parse.urlsplit(base)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{u.netloc}{u.path}").strip("_") or "mirror"
+    return cache / slug
+
+
+def make_view(cache: Path, bbox, tiles: list[tuple[int, str]]) -> Path:
+    """A tile root holding exactly `tiles` (symlinks into the cache), stable per bbox."""
+    key = "_".join(f"{v:g}" for v in bbox) + "-" + hashlib.sha256(repr(sorted(tiles)).encode()).hexdigest()[:12]
+    view = cache / "views" / key
+    tmp = cache / "views" / f".{key}.partial-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for year, name in tiles:
+        for rel in (f"{EMBEDDINGS_DIR}/{year}/{name}/{name}.npy", f"{EMBEDDINGS_DIR}/{year}/{name}/{name}_scales.npy",
+                    f"{LANDMASKS_DIR}/{name}.tiff"):
+            link = tmp / rel
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.exists():
+                link.symlink_to((cache / rel).resolve())
+    old = cache / "views" / f".{key}.old-{os.getpid()}"
+    if view.exists():
+        os.replace(view, old)
+    os.replace(tmp, view)
+    shutil.rmtree(old, ignore_errors=True)
+    return view
+
+
+def _refuse_inside_store(cache: Path) -> None:
+    for p in [cache.resolve(), *cache.resolve().parents]:
+        if p.suffix == ".zarr" or (p / "zarr.json").exists():
+            raise BuildError("the tile cache may not be inside a Zarr store", str(cache))
+
+
+def stored_tiles(record_dirs: dict[int, Path]) -> dict[int, set[str]]:
+    """The tiles each year's store already holds (from its build record): the build must see them again,
+    or shards they share with new tiles would be rewritten without them."""
+    out: dict[int, set[str]] = {}
+    for year, d in record_dirs.items():
+        p = Path(d) / "record.json"
+        if p.exists():
+            rec = json.loads(p.read_text())
+            out[year] = {n for z in rec.get("zones", {}).values() for n in z.get("tiles", {})}
+    return out
+
+
+def prepare(base: str, bbox, years: list[int], cache: Path, jobs: int = 8, retries: int = RETRIES,
+            quiet: bool = False, keep: dict[int, set[str]] | None = None) -> Path:
+    """Fetch what the bbox needs into the cache; return a tile root for the local build."""
+    base = base.rstrip("/")
+    if urllib.parse.urlsplit(base).scheme not in ("http", "https"):
+        raise BuildError("--from takes an http(s):// URL of a mirror", base)
+    cache = Path(cache)
+    _refuse_inside_store(cache)
+    root = cache_dir_for(cache, base)
+    t0 = time.time()
+    remotes, tiles = plan(base, bbox, years, retries, keep)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(fetch_file, r, root, retries) for r in remotes]
+        done, err = [], None
+        for f in futures:
+            try:
+                done.append(f.result())
+            except BuildError as e:  # the first failure is reported; the others are let finish
+                err = err or e
+        if err:
+            raise err
+    fetched = sum(done)
+    if not quiet:
+        print(f"{base}: {len(tiles)} tiles meet the bbox; {fetched} files fetched, "
+              f"{len(remotes) - fetched} from the cache {root} in {time.time() - t0:.1f}s", file=sys.stderr)
+    return make_view(root, bbox, tiles)
+
+
+def tiles_from_args(a, default_cache: Path) -> str:
+    """cli glue: the tile root for `build`, from TILES or from --from/--bbox/--cache."""
+    if a.mirror is None:
+        if a.tiles is None:
+            raise BuildError("build needs TILES or --from URL --bbox W,S,E,N")
+        if a.bbox or a.cache:
+            raise BuildError("--bbox and --cache go with --from URL")
+        return a.tiles
+    if a.tiles is not None:
+        raise BuildError("give either TILES or --from URL, not both")
+    if not a.bbox:
+        raise BuildError("--from needs --bbox W,S,E,N")
+    cache = Path(a.cache) if a.cache else default_cache / "mirror"
+    records = {}
+    for y in a.year:  # the record dirs cmd_build will use
+        store = Path(a.store) if a.store else Path(a.out) / f"{y}.zarr"
+        records[y] = Path(a.record) / str(y) if a.record else Path(str(store) + ".build")
+    return str(prepare(a.mirror, parse_bbox(a.bbox), list(a.year), cache, jobs=a.jobs, quiet=a.quiet,
+                       keep=stored_tiles(records)))
