@@ -386,3 +386,51 @@ def test_later_bboxes_extend_the_store_keeping_its_tiles(m, reference, tmp_path)
     assert set(m.tile_requests()) == tile_files(IN_BBOX[1:])  # IN_BBOX[0] is in cache-a already
     # the RGB PCA is fitted on a store's first tiles and kept, so only the previews differ
     assert_same_values(out / f"{YEAR}.zarr", reference, skip=("rgb", "global_rgb/top"))
+
+
+# ------------------------------------------------- registry.parquet fallback --
+@pytest.fixture(scope="module")
+def registry_root(tmp_path_factory, mirror_root) -> Path:
+    """The same tiles served by a mirror that has no manifest.parquet, only geotessera's registry.parquet
+    (year, lon, lat, file_size, scales_size, hash, scales_hash) with the files at their canonical paths."""
+    import hashlib
+    root = tmp_path_factory.mktemp("mirror-registry")
+    v1 = root / "v1"
+    shutil.copytree(mirror_root / "v1", v1)
+    (v1 / "manifest.parquet").unlink()
+    sha = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()
+    rows = []
+    for d in sorted((v1 / EMBEDDINGS_DIR).glob("*/grid_*")):
+        lon, lat = (float(x) for x in d.name.split("_")[1:])
+        g, s = d / f"{d.name}.npy", d / f"{d.name}_scales.npy"
+        rows.append({"year": int(d.parent.name), "lon": lon, "lat": lat, "file_size": g.stat().st_size,
+                     "scales_size": s.stat().st_size, "hash": sha(g), "scales_hash": sha(s)})
+    pd.DataFrame(rows).to_parquet(v1 / "registry.parquet", index=False)
+    return root
+
+
+def test_a_mirror_with_only_a_registry_builds_the_same_store(registry_root, reference, tmp_path):
+    out = tmp_path / "out"
+    with serve(registry_root) as r:
+        build_from(r.base, out, tmp_path / "cache")
+        assert sorted(r.tile_requests()) == sorted(tile_files(IN_BBOX))
+        assert {"/v1/manifest.parquet", "/v1/registry.parquet"} <= set(r.requests)
+    assert_same_values(out / f"{YEAR}.zarr", reference)
+
+
+def test_a_file_that_differs_from_the_registry_hash_is_refused(registry_root, tmp_path):
+    """Same size, one byte changed: only the registry's sha256 can tell; one line, no store, no partial file."""
+    bad_root = tmp_path / "bad"
+    shutil.copytree(registry_root, bad_root)
+    f = bad_root / "v1" / EMBEDDINGS_DIR / str(YEAR) / IN_BBOX[1] / f"{IN_BBOX[1]}.npy"
+    data = bytearray(f.read_bytes())
+    data[-1] ^= 0xFF
+    f.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    with serve(bad_root) as r:
+        p = build_from(r.base, out, tmp_path / "cache", check=False)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1, p.stderr
+    assert f"{IN_BBOX[1]}.npy" in lines[0] and "sha256" in lines[0], lines[0]
+    assert not (out / f"{YEAR}.zarr").exists()
+    assert not list((tmp_path / "cache").rglob("*.partial-*"))
