@@ -15,7 +15,7 @@ import asyncio
 import numpy as np
 
 from app import geo
-from app.model import StoreModel, Zone, levels
+from app.meta import Zone, levels
 from app.reader import SourceError
 from builder import convention as conv
 from builder import layout as lay
@@ -47,7 +47,7 @@ def _shard(meta: dict) -> list[int]:
     return meta["chunk_grid"]["configuration"]["chunk_shape"]
 
 
-async def read_geoemb(model: StoreModel, doc: dict) -> None:
+async def read_geoemb(model, doc: dict) -> None:
     attrs = doc.get("attributes") or {}
     model.layout, model.root = lay.GEOEMB, attrs
     nodes = await _nodes(model.source, attrs, doc)

@@ -6,100 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from app import geo
+from app import geo, render
+from app.meta import Level, Pixel, Zone, levels, zone_from_meta
 from app.reader import Source, SourceError
 from builder import convention as conv
 from builder import layout as lay
-from builder.grid import ZoneGrid
 
+__all__ = ["StoreModel", "Zone", "Level", "Pixel", "cosine_map", "cosine_table", "levels"]
+
+COLUMNS = 256  # geoemb: pixels kept at every year (StoreModel._column)
 MAX_REGION = 768  # pixels per side of a similarity region (4x4 shards at most: an unaligned window of 3 shard widths)
-
-
-@dataclass(frozen=True)
-class Zone:
-    """A zone group as the browser sees it: its grid (the builder's ZoneGrid) plus what the UI needs."""
-
-    name: str
-    grid: ZoneGrid
-    n_bands: int
-    has_rgb: bool
-    lonlat: tuple[float, float, float, float]  # west, south, east, north
-    model_version: str = ""
-    build_version: str = ""
-    times: tuple[int, ...] = field(default=())  # geoemb: the years on this zone's time axis
-
-    zone = property(lambda self: self.grid.zone)
-    south = property(lambda self: self.grid.south)
-    origin_e = property(lambda self: self.grid.origin_e)
-    origin_n = property(lambda self: self.grid.origin_n)
-    height = property(lambda self: self.grid.height)
-    width = property(lambda self: self.grid.width)
-    shard = property(lambda self: self.grid.shard)
-
-    def to_rowcol(self, lon, lat):
-        e, n = geo.lonlat_to_utm(lon, lat, self.zone, self.south)
-        col = np.floor((e - self.origin_e) / conv.PIXEL_SIZE).astype(np.int64)
-        row = np.floor((self.origin_n - n) / conv.PIXEL_SIZE).astype(np.int64)
-        return row, col
-
-    def contains(self, row, col):
-        return (row >= 0) & (row < self.height) & (col >= 0) & (col < self.width)
-
-    def centre_lonlat(self, row: int, col: int) -> tuple[float, float]:
-        e = self.origin_e + (col + 0.5) * conv.PIXEL_SIZE
-        n = self.origin_n - (row + 0.5) * conv.PIXEL_SIZE
-        lon, lat = geo.utm_to_lonlat(e, n, self.zone, self.south)
-        return float(lon), float(lat)
-
-    def utm(self, row: int, col: int) -> tuple[float, float]:
-        return self.origin_e + (col + 0.5) * conv.PIXEL_SIZE, self.origin_n - (row + 0.5) * conv.PIXEL_SIZE
-
-
-@dataclass(frozen=True)
-class Level:
-    index: int
-    res: float
-    height: int
-    width: int
-    chunk: int
-
-
-@dataclass
-class Pixel:
-    zone: str
-    row: int
-    col: int
-    lon: float
-    lat: float
-    easting: float
-    northing: float
-    scale: float
-    vector: np.ndarray | None  # float32 (B,), None where there is no data
-    status: str = lay.VALID  # builder.layout: valid, or water / nodata (geoemb: NaN water, +inf no data)
-
-    @property
-    def valid(self) -> bool:
-        return self.vector is not None
-
-    def label(self) -> str:
-        return f"{self.zone} r{self.row} c{self.col}"
-
-
-def _zone_from_meta(name: str, attrs: dict, arrays: dict) -> Zone:
-    zone, south = conv.parse_proj_code(attrs["proj:code"])
-    t = attrs["spatial:transform"]
-    h, w = attrs["spatial:shape"]
-    emb = arrays.get("embeddings", {})
-    shard = emb.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape", [conv.SHARD])[0]
-    bbox = attrs.get("spatial:bbox") or [t[2], t[5] - h * conv.PIXEL_SIZE, t[2] + w * conv.PIXEL_SIZE, t[5]]
-    grid = ZoneGrid(zone, south, float(t[2]), float(t[5]), int(h), int(w), int(shard))
-    return Zone(name, grid, int(attrs["tessera:n_bands"]), bool(attrs.get("tessera:has_rgb_preview", False)),
-                geo.utm_bbox_lonlat(bbox, zone, south), str(attrs.get("tessera:model_version", "")),
-                str(attrs.get("tessera:build_version", "")))
 
 
 class StoreModel:
@@ -122,6 +41,7 @@ class StoreModel:
         self.preview_array: str | None = None  # geoemb: the array the false-colour preview is read from
         self._chunks: dict = {}
         self._previews: dict = {}
+        self._columns: dict = {}
 
     async def open(self, year: int | None = None) -> "StoreModel":
         """Read the root (and, for geoemb:, each zone's time axis); `year`: the geoemb: year to show first."""
@@ -174,7 +94,7 @@ class StoreModel:
         for key, meta in cons.items():
             if "/" not in key and conv.parse_zone_group_name(key) is not None and meta.get("node_type") == "group":
                 arrays = {k.split("/", 1)[1]: v for k, v in cons.items() if k.startswith(key + "/")}
-                self.zones[key] = _zone_from_meta(key, meta.get("attributes", {}), arrays)
+                self.zones[key] = zone_from_meta(key, meta.get("attributes", {}), arrays)
         self.all_zones = self.zones
         self.levels = levels(cons)
         if not self.zones:
@@ -208,8 +128,25 @@ class StoreModel:
                                     self.source.read(f"{zone.name}/scales", ssel, whole=whole))
         return self.layout.to_yxb(e), s
 
+    async def _column(self, zone: Zone, row: int, col: int) -> tuple[np.ndarray, np.ndarray]:
+        """geoemb: a pixel at every time index of its zone: (int8 (T, B), float32 (T,)), one inner chunk per time
+        index and array.  Kept (the last COLUMNS pixels, shared by every year of the store), so the years plot,
+        a year switch and pins re-read nothing."""
+        key = (zone.name, row, col)
+        if key not in self._columns:
+            e, s = await self._box(zone, (row, row + 1), (col, col + 1), (0, len(zone.times)))
+            while len(self._columns) >= COLUMNS:
+                self._columns.pop(next(iter(self._columns)))
+            self._columns[key] = (e.reshape(len(zone.times), -1).astype(np.int8), s.reshape(len(zone.times)))
+        return self._columns[key]
+
     async def pixel(self, zone: Zone, row: int, col: int) -> Pixel:
-        e, s = await self._box(zone, (row, row + 1), (col, col + 1), self._t(zone))
+        if self.layout.time_axis:
+            e, s = await self._column(zone, row, col)
+            t = lay.time_index(zone.times, self.year)
+            e, s = e[t], s[t]
+        else:
+            e, s = await self._box(zone, (row, row + 1), (col, col + 1), None)
         scale = float(s.reshape(-1)[0])
         status = str(self.layout.classify(np.array([scale], np.float32))[0])
         vec = None if status != lay.VALID else conv.dequantise(e.reshape(-1).astype(np.int8), np.float32(scale))
@@ -229,7 +166,7 @@ class StoreModel:
             return None
         zone, row, col = hit
         if self.layout.time_axis:
-            e, s = await self._box(zone, (row, row + 1), (col, col + 1), (0, len(zone.times)))
+            e, s = await self._column(zone, row, col)
             at = {y: i for i, y in enumerate(zone.times)}
         else:  # a multi-year index: (year, H, W, B)
             n = len(self.years)
@@ -270,10 +207,9 @@ class StoreModel:
             if zone.has_rgb:
                 rgba = await self.region(zone, "rgb", r0, r1, c0, c1)
             else:
-                from app.render import false_colour  # app.render builds on this module's Zone and Level
                 q, s = await self._box(zone, (r0, r1), (c0, c1), self._t(zone), self.preview_array, (0, 3),
                                        whole=self.layout.whole_shard_regions)
-                rgba = false_colour(q.reshape(r1 - r0, c1 - c0, 3), self.layout.valid(s.reshape(r1 - r0, c1 - c0)))
+                rgba = render.false_colour(q.reshape(r1 - r0, c1 - c0, 3), self.layout.valid(s.reshape(r1 - r0, c1 - c0)))
             self._previews = {key: rgba}
         return self._previews[key]
 
@@ -305,23 +241,6 @@ class StoreModel:
         emb, scl = await asyncio.gather(self.region(zone, "embeddings", r0, r1, c0, c1),
                                         self.region(zone, "scales", r0, r1, c0, c1))
         return cosine_map(conv.dequantise(emb, scl), target)
-
-
-def levels(nodes: dict) -> list[Level]:
-    """The global_rgb levels listed by the `multiscales` layout of the global_rgb group (consolidated metadata,
-    or nodes read one by one); the shape and chunk of each level come from its own array."""
-    out = []
-    g = nodes.get(conv.GLOBAL_GROUP)
-    for item in ((g or {}).get("attributes") or {}).get("multiscales", {}).get("layout", []):
-        arr = nodes.get(f"{conv.GLOBAL_GROUP}/{item['asset']}/rgb")
-        if arr is None:
-            continue
-        chunk = arr["chunk_grid"]["configuration"]["chunk_shape"][0]
-        h, w = arr["shape"][:2]
-        t = item.get("spatial:transform")
-        res = float(t[0]) if t else conv.GLOBAL_RES0 * 2 ** int(item["asset"])
-        out.append(Level(int(item["asset"]), res, int(h), int(w), int(chunk)))
-    return out
 
 
 def cosine_map(vectors: np.ndarray, target: np.ndarray) -> np.ndarray:

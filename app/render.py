@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app import geo
-from app.model import Level, Zone
+from app.meta import Level, Zone
 
 ZONE_ZOOM_M = 12.0  # below this many metres per screen pixel, draw zones' native previews (level 0 is ~10 m)
 MAX_CHUNKS = 48
