@@ -1,5 +1,9 @@
 """The map's base layer for a view: global_rgb levels, and the zones' own previews when zoomed in.
 
+A store without global_rgb (a geoemb: store may have none) shows its zones' grids tinted grey when zoomed
+out, and its previews (false colour of the first three embedding dimensions: StoreModel.preview) below
+render.ZONE_ZOOM_M metres per screen pixel.
+
 Reads go through the store model (which knows the array paths and caches what it read);
 the sampling and compositing are render's pure functions.
 """
@@ -19,10 +23,12 @@ async def draw(model: StoreModel, v: render.View) -> np.ndarray:
     if lvl is not None:
         chunks = {ij: await model.level_chunk(lvl, *ij) for ij in render.chunks_in_view(lvl, v)}
         img = render.sample_level(lvl, chunks, lon, lat)
+    elif v.metres_per_pixel() > render.ZONE_ZOOM_M:  # no overview (a geoemb: store without global_rgb)
+        img = render.footprints(model.zones.values(), lon, lat)
     if v.metres_per_pixel() <= render.ZONE_ZOOM_M:
         native = np.zeros_like(img)
         for z in model.zones.values():
-            if not z.has_rgb:
+            if not model.has_preview(z):
                 continue
             win = render.zone_window(z, lon, lat)
             if win is None:

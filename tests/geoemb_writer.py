@@ -23,6 +23,8 @@ import numpy as np
 import zarr
 from zarr.codecs import BloscCodec
 
+from pyproj import Transformer
+
 from builder.geotiff import read_band, read_geoinfo
 
 UUID = "61c12cc5-0e28-4056-999a-480cf3fb7e4c"
@@ -34,6 +36,7 @@ CONVENTION = {
     "description": "Geospatial embeddings",
 }
 GSD = 10.0
+YEARS = [2023, 2024]  # the years of the conftest `tiles2` tree
 SOUTH = 10_000_000.0
 
 
@@ -122,3 +125,32 @@ def write_geoemb(tiles_root: Path, years: list[int], out: Path, *, shard: int = 
     if consolidated:
         zarr.consolidate_metadata(zarr.storage.LocalStore(out))
     return out
+
+
+def tile_points(tiles_root: Path, year: int, layout: str) -> list[dict]:
+    """Pixel centres of the tiles with what a reader must return there, straight from the tile files:
+    valid land pixels, the land gap (NaN scale on land: no data) and water (v1: nodata, geoemb: water)."""
+    rng = np.random.default_rng(year)
+    pts = []
+    for t in read_tiles(tiles_root, year):
+        land, s = t["land"], t["scales"]
+        valid = np.argwhere(land & np.isfinite(s))
+        picks = [("valid", tuple(valid[k])) for k in rng.choice(len(valid), min(4, len(valid)), replace=False)]
+        gap = np.argwhere(land & np.isnan(s))
+        water = np.argwhere(~land)
+        if len(gap):
+            picks.append(("nodata", tuple(gap[0])))
+        if len(water):
+            picks.append(("water" if layout == "geoemb:" else "nodata", tuple(water[len(water) // 2])))
+        to_ll = Transformer.from_crs(t["epsg"], 4326, always_xy=True)
+        for status, (i, j) in picks:
+            e, n = t["e0"] + (j + 0.5) * 10, t["n0"] - (i + 0.5) * 10
+            lon, lat = to_ll.transform(e, n)
+            vec = t["q"][i, j].astype(np.float32) * np.float32(s[i, j]) if status == "valid" else None
+            zone, n_north = northern(t)
+            pts.append({"lon": lon, "lat": lat, "status": status, "vector": vec, "zone": f"utm{zone:02d}",
+                        "e": e, "n": (n - t["n0"] + n_north) if layout == "geoemb:" else n,
+                        # v1: the builder masks water with NaN; geoemb: the note's sentinels
+                        "scale": (float(s[i, j]) if land[i, j] else float("nan")) if layout == "tessera:v1"
+                        else float(geoemb_scales(t)[i, j])})
+    return pts

@@ -21,26 +21,14 @@ import xarray as xr
 import zarr
 from pyproj import CRS, Transformer
 
-from builder import demo
 from builder.reader import open_store
-from conftest import PLACES, PX, run_cli
-from geoemb_writer import geoemb_scales, northern, read_tiles, write_geoemb
+from conftest import PX, run_cli
+from geoemb_writer import YEARS, read_tiles, tile_points, write_geoemb
 
-YEARS = [2023, 2024]
 INNER = {"tessera:v1": 4, "geoemb:": 32}  # inner chunk edges the stores under test were written with
 
 
 # ------------------------------------------------------------------ fixtures --
-@pytest.fixture(scope="module")
-def tiles2(tmp_path_factory, tiles_root, world):
-    """The session's 2024 demo tiles plus 2023 tiles of the same places (two years for geoemb: and catalogs)."""
-    root = tmp_path_factory.mktemp("rd-tiles") / "tiles"
-    shutil.copytree(tiles_root, root)
-    for lon, lat in PLACES:
-        demo.write_tile(root, 2023, lon, lat, PX, world=world)
-    return root
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, store, tiles2):
     """One directory served over HTTP: the session's 2024 store, a 2023 store next to it with catalog.json,
@@ -112,35 +100,6 @@ def url_of(served, http, transport: str, rel: str) -> str:
 # ------------------------------------------------------- expected values ----
 def zone_attrs(store_path: Path, zone: str) -> dict:
     return json.loads((store_path / zone / "zarr.json").read_text())["attributes"]
-
-
-def tile_points(tiles_root: Path, year: int, layout: str) -> list[dict]:
-    """Pixel centres of the tiles with what a reader must return there, straight from the tile files:
-    valid land pixels, the land gap (NaN scale on land: no data) and water (v1: nodata, geoemb: water)."""
-    rng = np.random.default_rng(year)
-    pts = []
-    for t in read_tiles(tiles_root, year):
-        land, s = t["land"], t["scales"]
-        valid = np.argwhere(land & np.isfinite(s))
-        picks = [("valid", tuple(valid[k])) for k in rng.choice(len(valid), min(4, len(valid)), replace=False)]
-        gap = np.argwhere(land & np.isnan(s))
-        water = np.argwhere(~land)
-        if len(gap):
-            picks.append(("nodata", tuple(gap[0])))
-        if len(water):
-            picks.append(("water" if layout == "geoemb:" else "nodata", tuple(water[len(water) // 2])))
-        to_ll = Transformer.from_crs(t["epsg"], 4326, always_xy=True)
-        for status, (i, j) in picks:
-            e, n = t["e0"] + (j + 0.5) * 10, t["n0"] - (i + 0.5) * 10
-            lon, lat = to_ll.transform(e, n)
-            vec = t["q"][i, j].astype(np.float32) * np.float32(s[i, j]) if status == "valid" else None
-            zone, n_north = northern(t)
-            pts.append({"lon": lon, "lat": lat, "status": status, "vector": vec, "zone": f"utm{zone:02d}",
-                        "e": e, "n": (n - t["n0"] + n_north) if layout == "geoemb:" else n,
-                        # v1: the builder masks water with NaN; geoemb: the note's sentinels
-                        "scale": (float(s[i, j]) if land[i, j] else float("nan")) if layout == "tessera:v1"
-                        else float(geoemb_scales(t)[i, j])})
-    return pts
 
 
 def expected_rowcol(store_path: Path, p: dict) -> tuple[int, int]:

@@ -267,7 +267,8 @@ async function source(url) {
       pixelStore = new ConsolidatedStore(pixelStore, nodes);
       regionStore = new ConsolidatedStore(regionStore, nodes);
     }
-    return { url, rootMeta, pixel: zarr.root(pixelStore), region: zarr.root(regionStore), arrays: new Map() };
+    return { url, rootMeta, pixel: zarr.root(pixelStore), region: zarr.root(regionStore), arrays: new Map(),
+             rawStore: pixelStore };
   })();
   sources.set(url, p);
   try {
@@ -309,6 +310,32 @@ export async function openSource(url) {
   try {
     const src = await source(url);
     return JSON.stringify({ ok: true, meta: src.rootMeta });
+  } catch (e) {
+    return JSON.stringify({ ok: false, error: describe(e) });
+  }
+}
+
+// The metadata document of the node at `path` (a store without consolidated metadata is
+// explored node by node), as a JSON string: {ok, meta} with meta null when there is no such node
+// (404, or 403 as S3-style hosts answer for a missing key).  Same size and depth limits as the root.
+export async function readNode(url, path) {
+  try {
+    const src = await source(url);
+    const key = "/" + path.replace(/^\/+|\/+$/g, "") + "/zarr.json";
+    let text;
+    if (url.endsWith(".json")) {
+      const raw = await src.rawStore.get(key);
+      if (raw === undefined) return JSON.stringify({ ok: true, meta: null });
+      if (raw.length > LIMITS.metadataBytes) throw new TesseraError("invalid", `${url}${key} is over ${LIMITS.metadataBytes} bytes`);
+      text = new TextDecoder().decode(raw);
+    } else {
+      const full = (url.endsWith("/") ? url.slice(0, -1) : url) + key;
+      const resp = await tracedFetch(new Request(full), url);
+      if (resp.status === 404 || resp.status === 403) return JSON.stringify({ ok: true, meta: null });
+      if (!resp.ok) throw new TesseraError("http", `HTTP ${resp.status} for ${full}`);
+      text = await cappedText(resp, full, LIMITS.metadataBytes);
+    }
+    return JSON.stringify({ ok: true, meta: parseJSON(text, url + key) });
   } catch (e) {
     return JSON.stringify({ ok: false, error: describe(e) });
   }

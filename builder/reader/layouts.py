@@ -1,11 +1,5 @@
-"""The two store layouts the reader understands, and the geometry of their zones.
-
-* `tessera:` v1 (builder/convention.py; what this project builds): one store per year; zone arrays
-  embeddings (H, W, B) and scales (H, W); NaN scale = no data.  v1 records water and missing coverage
-  alike as NaN (the land mask is applied at build time and not stored), so v1 NaN is reported "nodata".
-* `geoemb:` (the TESSERA maintainers' multi-year layout, /work/shared/geoemb-layout.md): years on a
-  `time` axis; embeddings (T, 128, H, W), scales (T, H, W); NaN = water, +inf = no data (also the fill
-  of unwritten shards); zone grids always in the northern CRS EPSG:326NN, southern data at negative y.
+"""The layouts the reader understands (their rules: builder/layout.py, the pure core the explorer shares),
+the geometry of their zones for pyproj, and one zone of one year read in (y, x, band) order.
 
 Everything above this module (points, regions, the xarray backend) works on a `ZoneView`: one zone of
 one year whose arrays read in (y, x, band) order whatever the layout.
@@ -20,9 +14,9 @@ from pyproj import Transformer
 
 from builder import convention as conv
 from builder.grid import ZoneGrid
+from builder.layout import GEOEMB, NODATA, OUTSIDE, V1, VALID, WATER, Layout, neither, root_kind
 
-GEOEMB_UUID = "61c12cc5-0e28-4056-999a-480cf3fb7e4c"
-VALID, WATER, NODATA, OUTSIDE = "valid", "water", "nodata", "outside"
+__all__ = ["GEOEMB", "V1", "Layout", "VALID", "WATER", "NODATA", "OUTSIDE", "Zone", "ZoneView", "detect"]
 # Edge (pixels) of the blocks regions are read in: one v1 shard (256), or 8x8 inner chunks of a geoemb:
 # shard (a whole 4096 x 4096 x 128 geoemb shard would be 8 GiB as float32).
 BLOCK = 256
@@ -38,58 +32,13 @@ def from_crs(crs: str) -> Transformer:
     return Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
 
 
-class Layout:
-    name = ""
-    time_axis = False
-    yx = (0, 1)  # axes of y and x in the embeddings array
-
-    def valid(self, scales: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-    def classify(self, scales: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-    def dequantise(self, q: np.ndarray, scales: np.ndarray) -> np.ndarray:
-        """float32 (..., B) by the convention's formula, NaN wherever the scale is not valid."""
-        with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 on geoemb: no-data pixels, masked below
-            v = conv.dequantise(q, scales)
-        return np.where(self.valid(scales)[..., None], v, np.float32(np.nan))
-
-
-class TesseraV1(Layout):
-    name = "tessera:v1"
-
-    def valid(self, scales):
-        return conv.valid_mask(scales)
-
-    def classify(self, scales):
-        return np.where(self.valid(scales), VALID, NODATA).astype(object)
-
-
-class Geoemb(Layout):
-    name = "geoemb:"
-    time_axis = True
-    yx = (2, 3)
-
-    def valid(self, scales):
-        return np.isfinite(scales)
-
-    def classify(self, scales):
-        s = np.asarray(scales)
-        return np.where(np.isfinite(s), VALID, np.where(np.isnan(s), WATER, NODATA)).astype(object)
-
-
-V1, GEOEMB = TesseraV1(), Geoemb()
-
-
 def detect(attrs: dict, url: str) -> Layout:
     """The layout of a store from its root attributes (the `zarr_conventions` uuids); ValueError otherwise."""
-    convs = [c for c in (attrs.get("zarr_conventions") or []) if isinstance(c, dict)]
-    uuids = {c.get("uuid") for c in convs}
-    if conv.STACK["uuid"] in uuids:
+    kind = root_kind(attrs)
+    if kind == "tessera-stack:":
         raise ValueError(f"{url}: a multi-year virtual index (tessera-stack:); open the year stores or their "
                          "catalog.json instead")
-    if conv.TESSERA["uuid"] in uuids:
+    if kind == "tessera:":
         version = attrs.get("tessera:dataset_version")
         if version != conv.DATASET_VERSION:
             raise ValueError(f"{url}: tessera:dataset_version {version!r}; this reader reads {conv.DATASET_VERSION!r}")
@@ -97,10 +46,9 @@ def detect(attrs: dict, url: str) -> Layout:
         if problems:
             raise ValueError(problems[0])
         return V1
-    if GEOEMB_UUID in uuids:
+    if kind == "geoemb:":
         return GEOEMB
-    found = ", ".join(f"{c.get('name')} ({c.get('uuid')})" for c in convs) or "none"
-    raise ValueError(f"{url}: neither a tessera: v1 nor a geoemb: store (its zarr_conventions: {found})")
+    raise ValueError(f"{url}: {neither(attrs)}")
 
 
 @dataclass(frozen=True)
@@ -116,16 +64,10 @@ class Zone:
 
     @classmethod
     def from_group(cls, name: str, attrs: dict, embeddings, layout: Layout) -> "Zone":
-        t = attrs["spatial:transform"]
-        if (t[0], -t[4]) != (conv.PIXEL_SIZE, conv.PIXEL_SIZE):
-            raise ValueError(f"{name}: pixel size {t[0]} x {-t[4]} m; the reader reads {conv.PIXEL_SIZE} m grids")
-        ya, xa = layout.yx
-        shard = (embeddings.shards or embeddings.chunks)[ya]
-        grid = ZoneGrid.from_attrs(attrs, shard)
-        band_axis = 1 if layout.time_axis else 2
+        grid = layout.zone_grid(attrs, embeddings.shards or embeddings.chunks, name)
         lonlat = from_crs(attrs["proj:code"]).transform_bounds(*grid.box(), densify_pts=21)
-        return cls(name, grid, attrs["proj:code"], int(embeddings.shape[band_axis]), int(embeddings.chunks[ya]),
-                   tuple(float(v) for v in lonlat))
+        return cls(name, grid, attrs["proj:code"], int(embeddings.shape[layout.band_axis]),
+                   int(embeddings.chunks[layout.yx[0]]), tuple(float(v) for v in lonlat))
 
     @property
     def transform(self) -> list[float]:

@@ -13,6 +13,7 @@ import zarr
 
 from builder import convention as conv
 from builder.reader.cache import byte_source, is_url, reader_store
+from builder.layout import TIME, time_index
 from builder.reader.layouts import GEOEMB, V1, Layout, Zone, ZoneView, detect
 
 
@@ -157,7 +158,7 @@ class GeoembStore(EmbeddingStore):
         self.url, self._group = url, group
         self._zones = _zones(group, url, GEOEMB)
         with ThreadPoolExecutor(8) as ex:  # one small read per zone, concurrently
-            times = ex.map(lambda z: [int(t) for t in group[z]["time"][:]], self._zones)
+            times = ex.map(lambda z: [int(t) for t in group[z][TIME][:]], self._zones)
         self._times = dict(zip(self._zones, times))
 
     @property
@@ -172,7 +173,7 @@ class GeoembStore(EmbeddingStore):
         y = self.year(year)
         if zone not in self._zones or y not in self._times[zone]:
             raise ValueError(f"{self.url}: no zone {zone!r} in {y} (zones {', '.join(self.zones(y))})")
-        return ZoneView(GEOEMB, self._group[zone], self._zones[zone], y, self._times[zone].index(y))
+        return ZoneView(GEOEMB, self._group[zone], self._zones[zone], y, time_index(self._times[zone], y))
 
 
 def _read_json(url: str, so: dict) -> dict | None:

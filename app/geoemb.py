@@ -1,0 +1,76 @@
+"""Opening a geoemb: store (the TESSERA maintainers' multi-year layout) in the explorer.
+
+The layout's rules (its uuid, axis order, no-data test, zone grid) are builder/layout.py's, shared with the
+Python reader; this module only finds the store's nodes and fills a StoreModel with them:
+  * from the root's consolidated metadata when it has some (no request per node), otherwise
+  * by asking for each of the 60 `utmNN/zarr.json` (static HTTP cannot list), then for the arrays used;
+  * each zone's years from its `time` array (one small read per zone, at open);
+  * the map's overview from `global_rgb` when the store has one; otherwise StoreModel.preview colours the
+    smallest nested-depth array `embeddings_d{D}` (D >= 3) the store lists, or `embeddings` itself.
+"""
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from app import geo
+from app.meta import Zone, levels
+from app.reader import SourceError
+from builder import convention as conv
+from builder import layout as lay
+
+
+async def _nodes(source, attrs: dict, doc: dict) -> dict[str, dict]:
+    """Metadata documents by node path: the consolidated ones, or those read one by one."""
+    cons = (doc.get("consolidated_metadata") or {}).get("metadata") or {}
+    if cons:
+        return cons
+    names = [conv.zone_group_name(z) for z in range(1, 61)]
+    found = await asyncio.gather(*(source.node(n) for n in names))
+    nodes = {n: m for n, m in zip(names, found) if m is not None and m.get("node_type") == "group"}
+    depths = attrs.get("geoemb:depths")
+    depth_names = [f"embeddings_d{int(d)}" for d in depths if isinstance(d, int)] if isinstance(depths, list) else []
+    keys = [f"{n}/{a}" for n in nodes for a in ("embeddings", *depth_names)]
+    g = await source.node(conv.GLOBAL_GROUP)
+    if g is not None:
+        nodes[conv.GLOBAL_GROUP] = g
+        keys += [f"{conv.GLOBAL_GROUP}/{i['asset']}/rgb"
+                 for i in (g.get("attributes") or {}).get("multiscales", {}).get("layout", [])]
+    found = await asyncio.gather(*(source.node(k) for k in keys))
+    nodes.update({k: m for k, m in zip(keys, found) if m is not None})
+    return nodes
+
+
+def _shard(meta: dict) -> list[int]:
+    """An array's shard shape (the outer chunk grid of a sharded array)."""
+    return meta["chunk_grid"]["configuration"]["chunk_shape"]
+
+
+async def read_geoemb(model, doc: dict) -> None:
+    attrs = doc.get("attributes") or {}
+    model.layout, model.root = lay.GEOEMB, attrs
+    nodes = await _nodes(model.source, attrs, doc)
+    names = sorted(k for k, m in nodes.items() if "/" not in k and conv.parse_zone_group_name(k) is not None
+                   and m.get("node_type") == "group" and f"{k}/embeddings" in nodes)
+    if not names:
+        raise SourceError("invalid", "geoemb: store without a zone group (utmNN with embeddings)")
+    times = await asyncio.gather(*(model.source.read(f"{n}/{lay.TIME}", [None]) for n in names))
+    zones = {}
+    for name, t in zip(names, times):
+        za = nodes[name].get("attributes") or {}
+        emb = nodes[f"{name}/embeddings"]
+        grid = lay.GEOEMB.zone_grid(za, _shard(emb), name)
+        lonlat = geo.utm_bbox_lonlat(grid.box(), grid.zone, grid.south)
+        zones[name] = Zone(name, grid, int(emb["shape"][lay.GEOEMB.band_axis]), False, lonlat,
+                           str(attrs.get("geoemb:model", "")), str(attrs.get("geoemb:build_version", "")),
+                           tuple(int(y) for y in np.asarray(t).reshape(-1)))
+    model.all_zones = model.zones = zones
+    model.years = sorted(set().union(*(z.times for z in zones.values())))
+    if not model.years:
+        raise SourceError("invalid", "geoemb: store whose zones have no year on their time axis")
+    model.levels = levels(nodes)
+    # The cheapest array holding the first three dimensions of every vector, for the false-colour preview.
+    depth = [(d, a) for d, a in lay.depth_arrays(k.split("/", 1)[1] for k in nodes if k.startswith(names[0] + "/"))
+             if d >= 3]
+    model.preview_array = depth[0][1] if depth else "embeddings"

@@ -1,0 +1,107 @@
+"""What the explorer reads from a store's metadata: zones (grids), global_rgb levels, and the pixels it shows."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from app import geo
+from builder import convention as conv
+from builder import layout as lay
+from builder.grid import ZoneGrid
+
+
+@dataclass(frozen=True)
+class Zone:
+    """A zone group as the browser sees it: its grid (the builder's ZoneGrid) plus what the UI needs."""
+
+    name: str
+    grid: ZoneGrid
+    n_bands: int
+    has_rgb: bool
+    lonlat: tuple[float, float, float, float]  # west, south, east, north
+    model_version: str = ""
+    build_version: str = ""
+    times: tuple[int, ...] = field(default=())  # geoemb: the years on this zone's time axis
+
+    zone = property(lambda self: self.grid.zone)
+    south = property(lambda self: self.grid.south)
+    origin_e = property(lambda self: self.grid.origin_e)
+    origin_n = property(lambda self: self.grid.origin_n)
+    height = property(lambda self: self.grid.height)
+    width = property(lambda self: self.grid.width)
+    shard = property(lambda self: self.grid.shard)
+
+    def to_rowcol(self, lon, lat):
+        return self.grid.rowcol(*geo.lonlat_to_utm(lon, lat, self.zone, self.south))
+
+    def contains(self, row, col):
+        return self.grid.contains(row, col)
+
+    def centre_lonlat(self, row: int, col: int) -> tuple[float, float]:
+        lon, lat = geo.utm_to_lonlat(*self.grid.centre(row, col), self.zone, self.south)
+        return float(lon), float(lat)
+
+    def utm(self, row: int, col: int) -> tuple[float, float]:
+        e, n = self.grid.centre(row, col)
+        return float(e), float(n)
+
+
+@dataclass(frozen=True)
+class Level:
+    index: int
+    res: float
+    height: int
+    width: int
+    chunk: int
+
+
+@dataclass
+class Pixel:
+    zone: str
+    row: int
+    col: int
+    lon: float
+    lat: float
+    easting: float
+    northing: float
+    scale: float
+    vector: np.ndarray | None  # float32 (B,), None where there is no data
+    status: str = lay.VALID  # builder.layout: valid, or water / nodata (geoemb: NaN water, +inf no data)
+
+    @property
+    def valid(self) -> bool:
+        return self.vector is not None
+
+    def label(self) -> str:
+        return f"{self.zone} r{self.row} c{self.col}"
+
+
+def zone_from_meta(name: str, attrs: dict, arrays: dict) -> Zone:
+    zone, south = conv.parse_proj_code(attrs["proj:code"])
+    t = attrs["spatial:transform"]
+    h, w = attrs["spatial:shape"]
+    emb = arrays.get("embeddings", {})
+    shard = emb.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape", [conv.SHARD])[0]
+    grid = ZoneGrid(zone, south, float(t[2]), float(t[5]), int(h), int(w), int(shard))
+    bbox = attrs.get("spatial:bbox") or grid.box()
+    return Zone(name, grid, int(attrs["tessera:n_bands"]), bool(attrs.get("tessera:has_rgb_preview", False)),
+                geo.utm_bbox_lonlat(bbox, zone, south), str(attrs.get("tessera:model_version", "")),
+                str(attrs.get("tessera:build_version", "")))
+
+
+def levels(nodes: dict) -> list[Level]:
+    """The global_rgb levels listed by the `multiscales` layout of the global_rgb group (consolidated metadata,
+    or nodes read one by one); the shape and chunk of each level come from its own array."""
+    out = []
+    g = nodes.get(conv.GLOBAL_GROUP)
+    for item in ((g or {}).get("attributes") or {}).get("multiscales", {}).get("layout", []):
+        arr = nodes.get(f"{conv.GLOBAL_GROUP}/{item['asset']}/rgb")
+        if arr is None:
+            continue
+        chunk = arr["chunk_grid"]["configuration"]["chunk_shape"][0]
+        h, w = arr["shape"][:2]
+        t = item.get("spatial:transform")
+        res = float(t[0]) if t else conv.GLOBAL_RES0 * 2 ** int(item["asset"])
+        out.append(Level(int(item["asset"]), res, int(h), int(w), int(chunk)))
+    return out

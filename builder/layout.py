@@ -1,0 +1,141 @@
+"""The store layouts a reader meets, and the rules that differ between them (pure core: stdlib + numpy).
+
+* `tessera:` v1 (builder/convention.py; what this project builds): one store per year; zone arrays
+  embeddings (H, W, B) and scales (H, W); NaN scale = no data.  v1 records water and missing coverage
+  alike as NaN (the land mask is applied at build time and not stored), so a v1 NaN is "nodata".
+* `geoemb:` (the TESSERA maintainers' multi-year layout, /work/shared/geoemb-layout.md): years on a
+  `time` axis; embeddings (T, B, H, W), scales (T, H, W); finite scale = valid, NaN = water, +inf = no data
+  (also the fill of unwritten shards); zone grids always in the northern CRS EPSG:326NN, southern data at
+  negative northings; inner chunks 32 x 32 (all bands, 128 KiB), shards 4096 x 4096.
+
+Which layout a store follows is read from its root's `zarr_conventions` uuids (`root_kind`).  The Python
+reader (builder/reader/) and the explorer (app/model.py, shipped to the browser with this module) both
+take these rules from here.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from builder import convention as conv
+from builder.grid import ZoneGrid
+
+GEOEMB_UUID = "61c12cc5-0e28-4056-999a-480cf3fb7e4c"
+TIME = "time"  # geoemb: the coordinate array (calendar years) of each zone's time axis
+VALID, WATER, NODATA, OUTSIDE = "valid", "water", "nodata", "outside"
+
+
+def root_kind(attrs: dict) -> str | None:
+    """"tessera:", "tessera-stack:" or "geoemb:" from the uuids a store root registers; None for none of them."""
+    convs = attrs.get("zarr_conventions") if isinstance(attrs, dict) else None
+    uuids = {c.get("uuid") for c in convs if isinstance(c, dict)} if isinstance(convs, list) else set()
+    for kind, uuid in (("tessera-stack:", conv.STACK["uuid"]), ("tessera:", conv.TESSERA["uuid"]),
+                       ("geoemb:", GEOEMB_UUID)):
+        if uuid in uuids:
+            return kind
+    return None
+
+
+def neither(attrs: dict) -> str:
+    """The one-line reason a store root is of no layout this project reads."""
+    convs = attrs.get("zarr_conventions") if isinstance(attrs, dict) else None
+    convs = [c for c in convs if isinstance(c, dict)] if isinstance(convs, list) else []
+    found = ", ".join(f"{c.get('name')} ({c.get('uuid')})" for c in convs) or "none"
+    return f"neither a tessera: v1 nor a geoemb: store (its zarr_conventions: {found})"
+
+
+class Layout:
+    name = ""
+    time_axis = False
+    yx = (0, 1)  # axes of y and x in the embeddings array
+    band_axis = 2
+    # Region reads fetch whole shards (one GET each) when inner chunks are tiny (v1: 4x4, 2 KiB) and a shard
+    # is small (8 MiB); geoemb: inner chunks are 128 KiB and a shard 2 GiB, so its regions are ranged
+    # inner-chunk reads.
+    whole_shard_regions = True
+
+    def valid(self, scales) -> np.ndarray:
+        raise NotImplementedError
+
+    def classify(self, scales) -> np.ndarray:
+        raise NotImplementedError
+
+    def dequantise(self, q: np.ndarray, scales) -> np.ndarray:
+        """float32 (..., B) by the convention's formula, NaN wherever the scale is not valid."""
+        with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 on geoemb: no-data pixels, masked below
+            v = conv.dequantise(q, scales)
+        return np.where(self.valid(scales)[..., None], v, np.float32(np.nan))
+
+    def nan_nodata(self, scales) -> np.ndarray:
+        """float32 scales with NaN wherever there is no data (the v1 rule, one test for callers)."""
+        s = np.asarray(scales, dtype=np.float32)
+        return np.where(self.valid(s), s, np.float32(np.nan))
+
+    def zone_grid(self, attrs: dict, shard_shape, where: str = "") -> ZoneGrid:
+        """A zone group's grid from its proj:/spatial: attributes and the embeddings' shard shape."""
+        t = attrs["spatial:transform"]
+        if (t[0], -t[4]) != (conv.PIXEL_SIZE, conv.PIXEL_SIZE):
+            raise ValueError(f"{where}: pixel size {t[0]} x {-t[4]} m; only {conv.PIXEL_SIZE} m grids are read")
+        return ZoneGrid.from_attrs(attrs, int(shard_shape[self.yx[0]]))
+
+    def pixel_sel(self, rows: tuple[int, int], cols: tuple[int, int], t: tuple[int, int] | None,
+                  bands: tuple[int, int] | None = None) -> tuple[list, list]:
+        """Selections ([start, stop) or None per axis) of (embeddings, scales) for a box of rows x cols at
+        time indexes t (geoemb:) or of the one year (v1).  `to_yxb` puts what they read in (T?, h, w, B)."""
+        raise NotImplementedError
+
+    def to_yxb(self, q: np.ndarray) -> np.ndarray:
+        return q
+
+
+class TesseraV1(Layout):
+    name = "tessera:v1"
+
+    def valid(self, scales):
+        return conv.valid_mask(scales)
+
+    def classify(self, scales):
+        return np.where(self.valid(scales), VALID, NODATA).astype(object)
+
+    def pixel_sel(self, rows, cols, t, bands=None):
+        return [rows, cols, bands], [rows, cols]
+
+
+class Geoemb(Layout):
+    name = "geoemb:"
+    time_axis = True
+    yx = (2, 3)
+    band_axis = 1
+    whole_shard_regions = False
+
+    def valid(self, scales):
+        return np.isfinite(scales)
+
+    def classify(self, scales):
+        s = np.asarray(scales)
+        return np.where(np.isfinite(s), VALID, np.where(np.isnan(s), WATER, NODATA)).astype(object)
+
+    def pixel_sel(self, rows, cols, t, bands=None):
+        return [t, bands, rows, cols], [t, rows, cols]
+
+    def to_yxb(self, q):
+        return np.moveaxis(q, 1, -1)  # (T, B, h, w) -> (T, h, w, B)
+
+
+V1, GEOEMB = TesseraV1(), Geoemb()
+
+
+def time_index(years, year: int) -> int:
+    """The index of `year` on a zone's time axis (ValueError when the zone has no such year)."""
+    ys = [int(y) for y in years]
+    if int(year) not in ys:
+        raise ValueError(f"year {year} is not on the time axis {ys}")
+    return ys.index(int(year))
+
+
+def depth_arrays(names) -> list[tuple[int, str]]:
+    """(D, name) of the nested-depth arrays `embeddings_d{D}` among array names, smallest D first."""
+    out = []
+    for n in names:
+        if n.startswith("embeddings_d") and n[len("embeddings_d"):].isdigit():
+            out.append((int(n[len("embeddings_d"):]), n))
+    return sorted(out)
