@@ -4,7 +4,8 @@ tifffile reads and writes the TIFF itself, through any file-like object, so a
 landmask behind fsspec (s3://, http://) is read by range requests.  What
 tifffile leaves to the caller is the meaning of the three GeoTIFF tags a UTM
 tile carries (ModelPixelScale, ModelTiepoint, GeoKeyDirectory); that mapping
-is the few lines below.  rasterio would do it too but brings all of GDAL.
+is builder/geotags.py (shared with the explorer's exports).  rasterio would do
+it too but brings all of GDAL.
 """
 from __future__ import annotations
 
@@ -14,13 +15,7 @@ from typing import BinaryIO
 import numpy as np
 import tifffile
 
-TAG_PIXEL_SCALE = 33550
-TAG_TIEPOINT = 33922
-TAG_GEOKEYS = 34735
-KEY_MODEL_TYPE = 1024
-KEY_RASTER_TYPE = 1025
-KEY_PROJECTED_CRS = 3072
-KEY_GEOGRAPHIC_CRS = 2048
+from builder.geotags import KEY_PROJECTED_CRS, TAG_GEOKEYS, TAG_PIXEL_SCALE, TAG_TIEPOINT, extratags, parse_geokeys
 
 
 @dataclass(frozen=True)
@@ -34,17 +29,6 @@ class GeoInfo:
     dtype: str
 
 
-def _geokeys(raw) -> dict[int, int]:
-    vals = [int(v) for v in raw]
-    n = vals[3]
-    out = {}
-    for i in range(n):
-        key, loc, _count, value = vals[4 + 4 * i: 8 + 4 * i]
-        if loc == 0:  # value stored inline (all keys we need are)
-            out[key] = value
-    return out
-
-
 def read_geoinfo(fh: BinaryIO | str) -> GeoInfo:
     """Read only the header of a GeoTIFF (no pixel data)."""
     with tifffile.TiffFile(fh) as tif:
@@ -55,7 +39,7 @@ def read_geoinfo(fh: BinaryIO | str) -> GeoInfo:
         sx, sy = tags[TAG_PIXEL_SCALE].value[:2]
         tp = tags[TAG_TIEPOINT].value
         i, j, _k, x, y = tp[:5]
-        keys = _geokeys(tags[TAG_GEOKEYS].value) if TAG_GEOKEYS in tags else {}
+        keys = parse_geokeys(tags[TAG_GEOKEYS].value) if TAG_GEOKEYS in tags else {}
         epsg = keys.get(KEY_PROJECTED_CRS)
         if epsg in (None, 0, 32767):
             epsg = None
@@ -70,13 +54,5 @@ def read_band(fh: BinaryIO | str) -> np.ndarray:
 def write_geotiff(path: str, data: np.ndarray, epsg: int, origin_x: float, origin_y: float,
                   pixel: float = 10.0, compression: str | None = "zlib") -> None:
     """Write a single-band GeoTIFF in a projected CRS (PixelIsArea); compression=None for a fixed size."""
-    geokeys = [1, 1, 0, 3,
-               KEY_MODEL_TYPE, 0, 1, 1,
-               KEY_RASTER_TYPE, 0, 1, 1,
-               KEY_PROJECTED_CRS, 0, 1, int(epsg)]
-    extratags = [
-        (TAG_PIXEL_SCALE, "d", 3, (pixel, pixel, 0.0), True),
-        (TAG_TIEPOINT, "d", 6, (0.0, 0.0, 0.0, origin_x, origin_y, 0.0), True),
-        (TAG_GEOKEYS, "H", len(geokeys), geokeys, True),
-    ]
-    tifffile.imwrite(path, data, extratags=extratags, compression=compression, tile=(256, 256))
+    tifffile.imwrite(path, data, extratags=extratags(epsg, origin_x, origin_y, pixel, pixel),
+                     compression=compression, tile=(256, 256))
