@@ -157,10 +157,10 @@ def test_postmessage_from_a_listed_origin_drives_the_iframe(page, server, site, 
     err = page.evaluate("async (cmd) => { try { await tessera(cmd); return 'resolved'; } catch (e) { return e.message; } }",
                         hostile)
     assert err.startswith(f"unknown command {hostile!r}")
-    page.get_by_role("button", name="Select", exact=True).click()  # the example page's own controls work too
-    page.wait_for_function("document.getElementById('log').textContent.includes('select:')", timeout=60_000)
     wait_text(frame, hostile, 30_000)  # the iframe's status line shows it as text
     assert hostile in all_text(frame)
+    page.get_by_role("button", name="Select", exact=True).click()  # the example page's own controls work too
+    page.wait_for_function("document.getElementById('log').textContent.includes('select:')", timeout=60_000)
     assert page.evaluate("window.__pwned") is None and frame.evaluate("window.__pwned") is None
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "embed-postmessage.png"), full_page=True)
