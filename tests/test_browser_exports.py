@@ -128,7 +128,7 @@ def host(site, tmp_path):
 
 def explorer_frame(page):
     page.wait_for_function("() => document.getElementById('viewer').contentWindow !== null")
-    frame = next(f for f in page.frames if "index.html" in f.url)
+    frame = next(f for f in page.frames if f is not page.main_frame and "index.html" in f.url)
     frame.wait_for_function("document.body.dataset.state === 'ready'", timeout=120_000)
     return frame
 
