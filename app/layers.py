@@ -39,8 +39,10 @@ def view_window(state) -> tuple[Zone, tuple[int, int, int, int]]:
             best = (key, zone, win[2:6])
     if best is None:
         raise ExportError("the view shows no zone of this store")
-    _, zone, (r0, r1, c0, c1) = best
-    return zone, state.model.similarity_window(zone, (r0 + r1) // 2, (c0 + c1) // 2, (r0, r1, c0, c1))
+    (centred, _), zone, (r0, r1, c0, c1) = best
+    # around the pixel under the view's centre, or the middle of the view's part of the zone
+    row, col = ((int(v) for v in zone.to_rowcol(*v.centre_lonlat())) if centred else ((r0 + r1) // 2, (c0 + c1) // 2))
+    return zone, state.model.similarity_window(zone, row, col, (r0, r1, c0, c1))
 
 
 async def similarity_layer(state) -> RasterLayer:

@@ -212,3 +212,14 @@ def test_message_dispatch_runs_commands_and_answers_errors_in_one_line(store):
     assert all("\n" not in m["error"] for m in (bad, args, missing, layer))
     assert not messages.is_ours({"cmd": "select"}) and not messages.is_ours("x") and not messages.is_ours(
         {"tessera": 2, "cmd": "pin"})
+
+
+def test_region_is_capped_at_max_region_around_the_view_centre(store, monkeypatch):
+    import app.model
+    monkeypatch.setattr(app.model, "MAX_REGION", 40)  # the demo zones are smaller than 768 px
+    state, (r, c), _ = run_async(explorer_at(store, "utm30", span=6000.0))
+    zone, (r0, r1, c0, c1) = layers.view_window(state)
+    assert zone.name == "utm30" and (r1 - r0, c1 - c0) == (40, 40)
+    assert (r0 + r1) // 2 == r and (c0 + c1) // 2 == c  # centred on the pixel under the view's centre
+    meta = json.loads(zipfile.ZipFile(io.BytesIO(run_async(region.export(state)))).read("region.json"))
+    assert (meta["rows"], meta["cols"]) == ([r0, r1], [c0, c1]) and meta["shape"][:2] == [40, 40]
