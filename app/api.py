@@ -1,79 +1,118 @@
-"""window.tesseraApi: what tests and embedding pages call, through the same state as the UI."""
+"""The explorer's commands: window.tesseraApi for scripts on the page, and the same commands for host
+pages through postMessage (app/messages.py).
+
+`commands(state)` is the one list: plain Python callables taking plain values (numbers, strings,
+dicts) and returning a plain value or a coroutine. `expose` wraps each for JavaScript (arguments
+converted from JS, results to JS: dicts as objects, bytes as Uint8Array, coroutines as Promises
+that reject with one line).
+"""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 
 import numpy as np
 
+from app import layers, messages, raster, region
+from app.messages import one_line, to_js_value
 from app.model import cosine_map
 from app.session import Explorer
 from builder.convention import dequantise
 
 
-def expose(state: Explorer) -> None:
-    import js
-    from pyodide.ffi import create_proxy, to_js
+def commands(state: Explorer) -> dict:
+    async def select(lon, lat):
+        px = await state.select(float(lon), float(lat))
+        await state.settle()
+        return None if px is None else {"zone": px.zone, "row": px.row, "col": px.col, "valid": px.valid,
+                                        "scale": px.scale}
 
-    def obj(d: dict):
-        return to_js(d, dict_converter=js.Object.fromEntries)
-
-    def select(lon, lat):
-        async def run():
-            px = await state.select(float(lon), float(lat))
-            await state.settle()
-            return None if px is None else obj({"zone": px.zone, "row": px.row, "col": px.col, "valid": px.valid,
-                                                "scale": px.scale})
-        return state.spawn(run())
-
-    def similarity(on):
-        async def run():
-            if on and state.similarity_on:
-                await state.compute_similarity()  # again, for the current selection and view
-            state.similarity_on = bool(on)
-            await state.settle()
-            return True
-        return state.spawn(run())
+    async def similarity(on):
+        if on and state.similarity_on:
+            await state.compute_similarity()  # again, for the current selection and view
+        state.similarity_on = bool(on)
+        await state.settle()
+        return True
 
     def pin():
         state.pin()
         return len(state.pins)
 
-    def view(lon, lat, span):
+    async def view(lon, lat, span):
         state.centre_view(float(lon), float(lat), float(span))
-        return state.spawn(state.settle())
+        await state.settle()
 
-    def time_similarity(zone_name, r0, r1, c0, c1):
-        async def run():
-            zone = state.model.zones[str(zone_name)]
-            t0 = time.perf_counter()
-            emb, scl = await asyncio.gather(state.model.region(zone, "embeddings", r0, r1, c0, c1),
-                                            state.model.region(zone, "scales", r0, r1, c0, c1))
-            t1 = time.perf_counter()
-            v = dequantise(emb, scl)
-            valid = np.argwhere(np.isfinite(scl))
-            sim = cosine_map(v, v[tuple(valid[len(valid) // 2])])
-            t2 = time.perf_counter()
-            return obj({"fetch_ms": (t1 - t0) * 1000, "compute_ms": (t2 - t1) * 1000,
-                        "valid": int(np.isfinite(sim).sum())})
-        return state.spawn(run())
+    async def time_similarity(zone_name, r0, r1, c0, c1):
+        zone = state.model.zones[str(zone_name)]
+        t0 = time.perf_counter()
+        emb, scl = await asyncio.gather(state.model.region(zone, "embeddings", r0, r1, c0, c1),
+                                        state.model.region(zone, "scales", r0, r1, c0, c1))
+        t1 = time.perf_counter()
+        v = dequantise(emb, scl)
+        valid = np.argwhere(np.isfinite(scl))
+        sim = cosine_map(v, v[tuple(valid[len(valid) // 2])])
+        t2 = time.perf_counter()
+        return {"fetch_ms": (t1 - t0) * 1000, "compute_ms": (t2 - t1) * 1000, "valid": int(np.isfinite(sim).sum())}
 
-    def goto(text):
+    async def goto(text):
         """Go to lon,lat or a country name, as the go-to box does; resolves to {kind, message}."""
-        async def run():
-            if state.geography is not None:
-                await state.geography  # the place names arrive after start-up
-            result = state.goto(str(text))
-            await state.settle()
-            return obj({"kind": result[0], "message": str(state.status)})
-        return state.spawn(run())
+        if state.geography is not None:
+            await state.geography  # the place names arrive after start-up
+        result = state.goto(str(text))
+        await state.settle()
+        return {"kind": result[0], "message": str(state.status)}
 
-    def layers(settings):
+    def layers_(settings):
         """Set layer toggles and opacities: {show_coast, show_borders, show_tiles, geo_opacity, tiles_opacity, ...}."""
         allowed = {"show_coast", "show_borders", "show_tiles", "geo_opacity", "tiles_opacity", "embedding_opacity"}
-        state.param.update(**{k: v for k, v in settings.to_py().items() if k in allowed})
+        if not isinstance(settings, dict):
+            raise layers.ExportError("layers takes an object of settings")
+        state.param.update(**{k: v for k, v in settings.items() if k in allowed})
         return True
 
-    api = {"goto": goto, "layers": layers, "select": select, "timeSimilarity": time_similarity, "similarity": similarity, "pin": pin,
-           "simAt": state.sim_at, "view": view, "redraw": lambda: state.spawn(state.redraw())}
-    js.window.tesseraApi = obj({k: create_proxy(v) for k, v in api.items()})
+    async def redraw():
+        await state.redraw()
+
+    async def export_geotiff(name="similarity"):
+        """The layer as GeoTIFF bytes (tifffile is loaded on the first call)."""
+        await raster.ensure_tifffile()
+        return (await layers.layer(state, name)).geotiff()
+
+    async def export_png(name="similarity"):
+        return (await layers.layer(state, name)).png()
+
+    async def export_region():
+        """region.npy + region.json of the view's window (capped at model.MAX_REGION per side), zipped."""
+        return await region.export(state)
+
+    return {"goto": goto, "layers": layers_, "select": select, "timeSimilarity": time_similarity,
+            "similarity": similarity, "pin": pin, "simAt": state.sim_at, "view": view, "redraw": redraw,
+            "exportGeoTIFF": export_geotiff, "exportPNG": export_png, "exportRegion": export_region}
+
+
+def expose(state: Explorer, origins: list[str]) -> None:
+    """Install window.tesseraApi and the postMessage listener for `origins`."""
+    import js
+    from pyodide.ffi import create_once_callable, create_proxy
+
+    cmds = commands(state)
+
+    def wrap(fn):
+        def call(*args):
+            result = fn(*[a.to_py() if hasattr(a, "to_py") else a for a in args])
+            if not inspect.iscoroutine(result):
+                return to_js_value(result)
+
+            def executor(resolve, reject):
+                async def run():
+                    try:
+                        resolve(to_js_value(await result))
+                    except Exception as e:  # the Promise rejects with one line; the page keeps working
+                        reject(js.Error.new(one_line(e)))
+                state.spawn(run())
+            return js.Promise.new(create_once_callable(executor))
+        return call
+
+    js.window.tesseraApi = to_js_value({k: create_proxy(wrap(v)) for k, v in cmds.items()})
+    messages.install(state, cmds, origins)

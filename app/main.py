@@ -15,7 +15,8 @@ from bokeh.events import Tap
 from bokeh.models import ColumnDataSource, CustomJS, HoverTool, Range1d, WMTSTileSource
 from bokeh.plotting import figure
 
-from app import api, geo, places, views
+from app import api, geo, messages, places, views
+from app.downloads import ExportButtons
 from app.catalog import parse_catalog
 from app.export import to_csv, to_npy
 from app.reader import SourceError
@@ -54,6 +55,7 @@ class ExplorerUI(pn.viewable.Viewer):
                                                label="Download pins (CSV)", embed=False)
         self.npy_btn = pn.widgets.FileDownload(callback=lambda: io.BytesIO(to_npy(state.pins)), filename="pins.npy",
                                                label="Download pins (.npy)", embed=False)
+        self.exports = ExportButtons(state)
         self.widgets = dict(
             year=pn.widgets.Select.from_param(state.param.year),
             pin=pn.widgets.Button.from_param(state.param.pin_selected, button_type="primary"),
@@ -122,7 +124,7 @@ class ExplorerUI(pn.viewable.Viewer):
         if "tiles" in w:
             geo_box += [w["tiles"], w["tiles_opacity"]]
         side = pn.Column(*geo_box, w["year"], self.info, pn.Row(w["pin"], w["clear"]), w["similarity"], w["threshold"],
-                         self.table, pn.Row(self.csv_btn, self.npy_btn), self.status, width=400)
+                         self.table, pn.Row(self.csv_btn, self.npy_btn), self.exports, self.status, width=400)
         main = [pn.pane.Bokeh(self.map_fig), pn.pane.Bokeh(self.spec_fig)]
         if self.state.years_model is not None:
             main.append(pn.pane.Bokeh(self.years_fig))
@@ -235,6 +237,7 @@ async def load_catalog(state: UrlState) -> list[dict]:
         raise SourceError(res["error"]["kind"], f"{state.catalog}: {res['error']['message']}")
     base = str(js.URL.new(state.catalog, js.location.href).href)
     stores, multiyear = parse_catalog(res["value"])
+    state.embed_origins = res["value"].get("embed_origins")  # host pages allowed to send commands (app/messages.py)
     tiles_url = res["value"].get("tiles_url")  # a deployment's web tile template; ?basemap= wins
     if isinstance(tiles_url, str) and state.basemap is None:
         state.basemap = tiles_url
@@ -298,6 +301,9 @@ async def start(target: str) -> Explorer | None:
         state.similarity_on = True
     await state.settle()
     state.geography = state.spawn(ui.load_geography())  # after the first draw: cold start does not wait for it
-    api.expose(state)
+    origins, bad = messages.allowed_origins(str(js.location.origin), url.origins, url.embed_origins)
+    if bad:
+        state.status = views.html("<b>Ignored embedding origins</b> (not scheme://host[:port]): {}", ", ".join(bad))
+    api.expose(state, origins)
     js.document.body.dataset.state = "ready"
     return state

@@ -44,6 +44,10 @@ class View:
         _, lat = geo.merc_to_lonlat(0.0, (self.y0 + self.y1) / 2)
         return (self.x1 - self.x0) / self.width * math.cos(math.radians(float(lat)))
 
+    def centre_lonlat(self) -> tuple[float, float]:
+        lon, lat = geo.merc_to_lonlat((self.x0 + self.x1) / 2, (self.y0 + self.y1) / 2)
+        return float(lon), float(lat)
+
     def lonlat_box(self) -> tuple[float, float, float, float]:
         w, s = geo.merc_to_lonlat(self.x0, self.y0)
         e, n = geo.merc_to_lonlat(self.x1, self.y1)

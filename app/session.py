@@ -13,7 +13,7 @@ import time
 import numpy as np
 import param
 
-from app import basemap, geo, places, render, tiles, views
+from app import basemap, geo, layers, places, render, tiles, views
 from app.model import Pixel, StoreModel
 from app.reader import JSSource, SourceError
 from app.state import UrlState
@@ -47,6 +47,7 @@ class Explorer(param.Parameterized):
     goto_text = param.String("", label="Go to (lon,lat or country)")
     places = param.Dict({}, doc="country name -> lon/lat box (w, s, e, n), from world-atlas once loaded")
     tiles_url = param.String(None, allow_None=True, doc="XYZ tile URL template ({X}/{Y}/{Z}), None when not set")
+    export_layer = param.Selector(objects=["similarity"], label="Layer to export", doc="a name of app/layers.PROVIDERS")
 
     def __init__(self, catalog: list[dict], url_state: UrlState, source_factory=JSSource, **kw):
         super().__init__(**kw)
@@ -56,6 +57,7 @@ class Explorer(param.Parameterized):
         self.model: StoreModel | None = None
         self.years_model: StoreModel | None = None
         self.param["year"].objects = year_options(catalog)
+        self.param["export_layer"].objects = list(layers.PROVIDERS)  # tools that add a layer add a provider
         self._tasks: set = set()
         self._drawing = None
         self._redraw_pending = False

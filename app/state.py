@@ -26,6 +26,8 @@ class UrlState:
     multiyear: str | None = None  # URL of a multi-year index (from catalog.json or ?years=URL)
     catalog: str = "data/catalog.json"  # ?catalog=URL: the year stores to offer when no store is given
     basemap: str | None = None  # ?basemap=TEMPLATE: an XYZ tile URL template (app/tiles.py), off until turned on
+    origins: str | None = None  # ?origins=A,B: host page origins whose postMessage commands are obeyed (app/messages.py)
+    embed_origins: list | None = None  # the catalog's "embed_origins" (same meaning), set by app/main.py
 
     def to_hash(self) -> str:
         q: list[tuple[str, str]] = []
@@ -56,6 +58,7 @@ class UrlState:
         s.multiyear = query.get("years")
         s.catalog = query.get("catalog") or s.catalog
         s.basemap = query.get("basemap")
+        s.origins = query.get("origins")
         try:
             if "year" in h or "year" in query:
                 s.year = int(h.get("year") or query.get("year"))

@@ -82,6 +82,7 @@ def main() -> None:
                 nbytes.append(sum(e["bytes"] for e in log))
             sims = [page.evaluate("async (a) => { const r = await window.tesseraApi.timeSimilarity(...a); return r.toJs ? Object.fromEntries(r.toJs()) : r }",
                                   ["utm31", int(sr) * 256, (int(sr) + 1) * 256, int(sc) * 256, (int(sc) + 1) * 256]) for _ in range(3)]
+            exports = export_figures(page, lonlats[0])
             browser.close()
     def br(tt):
         keys = ["pyodide", "packages", "panel_imported", "store_opened", "rendered", "app"]
@@ -99,6 +100,24 @@ def main() -> None:
     best = min(sims, key=lambda s: s["fetch_ms"] + s["compute_ms"])
     print(f"similarity over one 256x256 shard ({best['valid']:,} valid px): fetch {best['fetch_ms']:.0f} ms "
           f"(first: {sims[0]['fetch_ms']:.0f} ms), dequantise+cosine {best['compute_ms']:.0f} ms")
+
+    print("exports (view 4 km around a pixel, similarity on; same run): " + exports)
+
+
+def export_figures(page, lonlat) -> str:
+    """Time and size of each export through tesseraApi, beside the similarity search they export."""
+    t_sim = page.evaluate("""async ([lon, lat]) => { await tesseraApi.view(lon, lat, 4000); await tesseraApi.select(lon, lat);
+        const t0 = performance.now(); await tesseraApi.similarity(true); return performance.now() - t0; }""", list(lonlat))
+    out = [f"similarity {t_sim:.0f} ms"]
+    for label, call in (("GeoTIFF first (loads tifffile)", "exportGeoTIFF('similarity')"),
+                        ("GeoTIFF", "exportGeoTIFF('similarity')"), ("PNG", "exportPNG('similarity')"),
+                        ("base GeoTIFF", "exportGeoTIFF('base')"), ("region zip", "exportRegion()")):
+        page.evaluate("window.tesseraJS.resetStats()")
+        ms, n = page.evaluate(f"async () => {{ const t0 = performance.now(); const b = await tesseraApi.{call};"
+                              f" return [performance.now() - t0, b.length]; }}")
+        fetched = page.evaluate("window.tesseraJS.stats.bytes")
+        out.append(f"{label} {ms:.0f} ms, {n / 1e3:.0f} kB ({fetched / 1e3:.0f} kB fetched)")
+    return "; ".join(out)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 
 tifffile reads and writes the TIFF itself, through any file-like object, so a
 landmask behind fsspec (s3://, http://) is read by range requests, and it
-decodes the GeoKey directory (`geotiff_metadata`); what is left
-here is turning a UTM tile's ModelPixelScale + ModelTiepoint into an origin,
-and writing those tags.  rasterio would do it too but brings all of GDAL.
+decodes the GeoKey directory (`geotiff_metadata`).  What is left here is
+turning a UTM tile's ModelPixelScale + ModelTiepoint into an origin; the tags
+themselves are defined in builder/geotags.py (shared with the explorer's
+exports).  rasterio would do it too but brings all of GDAL.
 """
 from __future__ import annotations
 
@@ -14,12 +15,7 @@ from typing import BinaryIO
 import numpy as np
 import tifffile
 
-TAG_PIXEL_SCALE = 33550
-TAG_TIEPOINT = 33922
-TAG_GEOKEYS = 34735
-KEY_MODEL_TYPE = 1024
-KEY_RASTER_TYPE = 1025
-KEY_PROJECTED_CRS = 3072
+from builder.geotags import TAG_PIXEL_SCALE, TAG_TIEPOINT, extratags
 
 
 @dataclass(frozen=True)
@@ -56,13 +52,5 @@ def read_band(fh: BinaryIO | str) -> np.ndarray:
 def write_geotiff(path: str, data: np.ndarray, epsg: int, origin_x: float, origin_y: float,
                   pixel: float = 10.0, compression: str | None = "zlib") -> None:
     """Write a single-band GeoTIFF in a projected CRS (PixelIsArea); compression=None for a fixed size."""
-    geokeys = [1, 1, 0, 3,
-               KEY_MODEL_TYPE, 0, 1, 1,
-               KEY_RASTER_TYPE, 0, 1, 1,
-               KEY_PROJECTED_CRS, 0, 1, int(epsg)]
-    extratags = [
-        (TAG_PIXEL_SCALE, "d", 3, (pixel, pixel, 0.0), True),
-        (TAG_TIEPOINT, "d", 6, (0.0, 0.0, 0.0, origin_x, origin_y, 0.0), True),
-        (TAG_GEOKEYS, "H", len(geokeys), geokeys, True),
-    ]
-    tifffile.imwrite(path, data, extratags=extratags, compression=compression, tile=(256, 256))
+    tifffile.imwrite(path, data, extratags=extratags(epsg, origin_x, origin_y, pixel, pixel),
+                     compression=compression, tile=(256, 256))

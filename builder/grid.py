@@ -117,5 +117,10 @@ class ZoneGrid:
         return [(sr, sc) for sr in range(r0 // s, (r0 + h - 1) // s + 1)
                 for sc in range(c0 // s, (c0 + w - 1) // s + 1)]
 
+    def window_attrs(self, r0: int, r1: int, c0: int, c1: int) -> dict:
+        """`spatial:` properties (transform, shape, bbox) of rows r0:r1, cols c0:c1 of this grid."""
+        e, n = self.corner(r0, c0)
+        return conv.spatial_attrs(float(e), float(n), r1 - r0, c1 - c0)
+
     def attrs(self) -> dict:
         return conv.spatial_attrs(self.origin_e, self.origin_n, self.height, self.width)

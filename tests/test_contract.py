@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parent.parent
 CORE = {f"builder.{m.removesuffix('.py')}" for m in BROWSER_CORE}
 FORBIDDEN_IN_CORE = {"zarr", "dask", "distributed", "fsspec", "panel", "bokeh", "param", "numcodecs", "pyproj", "xarray"}
 # What the site ships for the explorer (Pyodide's lock packages and the pure wheels of builder/site.py).
-BROWSER_PACKAGES = {"numpy", "panel", "bokeh", "param", "js", "pyodide"}
+BROWSER_PACKAGES = {"numpy", "panel", "bokeh", "param", "js", "pyodide", "pyodide_js", "PIL", "tifffile"}
 # app/reader.py's ZarrSource is the CPython implementation of the Source seam (zarr-python); it imports
 # these inside its methods and is never used in the browser.
 CPYTHON_ONLY = {"reader.py": {"zarr", "fsspec"}}

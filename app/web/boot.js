@@ -41,7 +41,7 @@ function loadScript(src) {
 async function main() {
   const params = new URLSearchParams(location.search);
   if (params.get("embed") === "1") document.body.classList.add("embed");
-  const boot = await (await fetch("boot.json")).json();
+  const boot = (window.tesseraBoot = await (await fetch("boot.json")).json()); // lazy_wheels: loaded on first use
   progress("Loading Python (Pyodide " + boot.pyodide + ")…", 5);
   const { loadPyodide } = await import("./pyodide/pyodide.mjs");
   // Bokeh and Panel JS load in order, while Pyodide boots.

@@ -55,6 +55,6 @@ def read_region(store, bbox, year=None, zone: str | None = None) -> xr.Dataset:
     ds = zone_dataset([store.view(name, y)], False, drop_variables=("rgb",))
     ds = ds.isel(y=slice(r0, r1), x=slice(c0, c1)).chunk({"y": aligned(r0, r1), "x": aligned(c0, c1), "band": -1})
     g = zones[name].grid
-    sp = conv.spatial_attrs(*map(float, g.corner(r0, c0)), r1 - r0, c1 - c0)
+    sp = g.window_attrs(r0, r1, c0, c1)
     ds.attrs.update({**sp, "spatial:dimensions": ["y", "x"], "bbox_lonlat": [w, s, e, n]})
     return ds.assign_coords(spatial_ref=spatial_ref(zones[name].crs, sp["spatial:transform"]))

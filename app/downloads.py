@@ -1,0 +1,73 @@
+"""The page's export buttons: a layer as GeoTIFF or PNG, the view's region as .npy + JSON (zip).
+
+The bytes come from the same functions as tesseraApi's exports (app/layers.py, app/raster.py,
+app/region.py); the browser saves them through a Blob link. Status lines say what was exported,
+its size and time, and for a region which window of which zone (capped at model.MAX_REGION).
+"""
+from __future__ import annotations
+
+import time
+
+import panel as pn
+
+from app import layers, raster, region, views
+from app.model import MAX_REGION
+from app.reader import SourceError
+
+REGION_NOTE = (f"Region: the view's part of one zone, at most {MAX_REGION} x {MAX_REGION} px around the view's "
+               "centre (float32, NaN where no data; up to 302 MB).")
+
+
+def save(data: bytes, filename: str, mime: str) -> None:
+    """Hand `data` to the browser as a download named `filename`."""
+    import js
+    from pyodide.ffi import create_once_callable, to_js
+    blob = js.Blob.new(js.Array.of(to_js(data)), to_js({"type": mime}, dict_converter=js.Object.fromEntries))
+    url = js.URL.createObjectURL(blob)
+    a = js.document.createElement("a")
+    a.href, a.download = url, filename
+    js.document.body.append(a)
+    a.click()
+    a.remove()
+    js.setTimeout(create_once_callable(lambda: js.URL.revokeObjectURL(url)), 60_000)
+
+
+class ExportButtons(pn.viewable.Viewer):
+    def __init__(self, state, **params):
+        super().__init__(**params)
+        self.state = state
+        self.layer = pn.widgets.Select.from_param(state.param.export_layer, width=140)
+        self.buttons = {kind: pn.widgets.Button(name=label, width=110) for kind, label in (
+            ("tif", "GeoTIFF"), ("png", "PNG"), ("region", "Region (.npy + JSON)"))}
+        for kind, b in self.buttons.items():
+            b.on_click(lambda event, kind=kind: state.spawn(self.export(kind)))
+
+    def __panel__(self):
+        b = self.buttons
+        return pn.Column(pn.Row(self.layer, b["tif"], b["png"]), b["region"],
+                         pn.pane.HTML(views.html("<small>{}</small>", REGION_NOTE), width=380))
+
+    async def export(self, kind: str) -> None:
+        s = self.state
+        t0 = time.perf_counter()
+        try:
+            if kind == "region":
+                zone, (r0, r1, c0, c1) = layers.view_window(s)
+                data = await region.export(s)
+                name, mime = f"tessera-{s.model.year}-{zone.name}-region.zip", "application/zip"
+                what = views.html("rows {}-{}, cols {}-{} of {} ({} x {} px, capped at {} x {})", r0, r1, c0, c1,
+                                  zone.name, r1 - r0, c1 - c0, MAX_REGION, MAX_REGION)
+            else:
+                if kind == "tif":
+                    await raster.ensure_tifffile()
+                lay = await layers.layer(s, s.export_layer)
+                data = lay.geotiff() if kind == "tif" else lay.png()
+                name = f"tessera-{s.model.year}-{lay.zone.name}-{lay.name}.{kind}"
+                mime = "image/tiff" if kind == "tif" else "image/png"
+                what = views.html("rows {}-{}, cols {}-{} of {}", *lay.window, lay.zone.name)
+        except (ValueError, SourceError) as e:
+            s.status = views.html("<b>Export failed:</b> {}", e)
+            return
+        save(data, name, mime)
+        s.status = views.html("Exported {}: {:,} bytes in {:.0f} ms; ", name, len(data),
+                              (time.perf_counter() - t0) * 1000) + what + "."

@@ -1,0 +1,138 @@
+"""Commands from a host page: the explorer in an iframe accepts tesseraApi's commands by postMessage.
+
+    host -> iframe   {"tessera": 1, "id": 7, "cmd": "select", "args": [0.05, 50.85]}
+    iframe -> host   {"tessera": 1, "id": 7, "ok": true, "result": {...}}
+                     {"tessera": 1, "id": 7, "ok": false, "error": "one line"}
+    iframe -> host   {"tessera": 1, "event": "ready"}   once, when the explorer is ready
+
+Only origins in a setting are obeyed: the explorer's own origin, plus the page parameter
+`?origins=https://a.example,https://b.example` and the catalog's `"embed_origins": [...]`. A message
+from any other origin gets no reply and no action (the refusal is logged in the console). Messages
+without `"tessera": 1` are not ours and are ignored. The reply goes to the sender only, addressed to
+its origin. Errors are one line; the page's status line shows them escaped.
+"""
+from __future__ import annotations
+
+import inspect
+from urllib.parse import urlsplit
+
+PROTOCOL = 1
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class MessageError(ValueError):
+    """A message the explorer cannot act on; its text is the one-line reply."""
+
+
+def normalise_origin(text: str) -> str | None:
+    """`scheme://host[:port]` as browsers write an origin, or None for anything that is not one."""
+    try:
+        u = urlsplit(str(text).strip())
+        port = u.port
+    except ValueError:
+        return None
+    if u.scheme not in DEFAULT_PORTS or not u.hostname or u.path not in ("", "/") or u.query or u.fragment \
+            or u.username or u.password:
+        return None
+    host = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
+    return f"{u.scheme}://{host}" + (f":{port}" if port is not None and port != DEFAULT_PORTS[u.scheme] else "")
+
+
+def allowed_origins(own: str, param: str | None, catalog) -> tuple[list[str], list[str]]:
+    """(origins obeyed, entries refused as not being origins): the page's own origin, then `?origins=`
+    (comma-separated), then the catalog's embed_origins list."""
+    entries = [e for e in (param or "").split(",") if e.strip()]
+    if isinstance(catalog, list):
+        entries += [str(e) for e in catalog]
+    elif catalog is not None:
+        entries.append(repr(catalog))
+    allowed, bad = [own], []
+    for e in entries:
+        o = normalise_origin(e)
+        if o is None:
+            bad.append(e)
+        elif o not in allowed:
+            allowed.append(o)
+    return allowed, bad
+
+
+def is_ours(data) -> bool:
+    return isinstance(data, dict) and data.get("tessera") == PROTOCOL and "cmd" in data
+
+
+def parse(data: dict, commands: dict) -> tuple[str, list]:
+    """(command name, arguments) of a message, or MessageError naming what is wrong."""
+    cmd, args = data.get("cmd"), data.get("args", [])
+    if not isinstance(cmd, str) or cmd not in commands:
+        shown = cmd if isinstance(cmd, str) else repr(cmd)
+        raise MessageError(f"unknown command {shown[:200]!r} (commands: {', '.join(sorted(commands))})")
+    if not isinstance(args, list):
+        raise MessageError(f"{cmd}: args must be a list, not {type(args).__name__}")
+    return cmd, args
+
+
+def one_line(e: BaseException) -> str:
+    """An exception as the one line a user or a host page sees (expected errors carry their own text)."""
+    text = str(e).strip().splitlines()
+    if isinstance(e, (ValueError, KeyError, TypeError)) and text:
+        return text[0]
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def to_js_value(value):
+    """A Python value for JavaScript: dicts as plain objects, bytes as Uint8Array."""
+    import js
+    from pyodide.ffi import to_js
+    if isinstance(value, (dict, list, tuple, bytes, bytearray, memoryview)):
+        return to_js(value, dict_converter=js.Object.fromEntries)
+    return value
+
+
+async def answer(commands: dict, data: dict) -> dict:
+    """The reply to one message (run the command; any failure becomes ok: false with one line)."""
+    reply = {"tessera": PROTOCOL, "id": data.get("id")}
+    try:
+        name, args = parse(data, commands)
+        result = commands[name](*args)
+        if inspect.isawaitable(result):
+            result = await result
+        return {**reply, "ok": True, "result": result}
+    except Exception as e:
+        return {**reply, "ok": False, "error": one_line(e)}
+
+
+def install(state, commands: dict, origins: list[str]) -> None:
+    """Listen for messages from `origins`; tell the host page (if one of them) that the explorer is ready."""
+    import js
+    from pyodide.ffi import create_proxy
+
+    from app import views
+    allowed = set(origins)
+
+    async def handle(source, origin: str, data: dict) -> None:
+        reply = await answer(commands, data)
+        if not reply["ok"]:
+            state.status = views.html("<b>Message from {} failed:</b> <span class='message-error'>{}</span>",
+                                      origin, reply["error"])
+        source.postMessage(to_js_value(reply), origin)
+
+    def on_message(event) -> None:
+        try:
+            data = event.data.to_py() if hasattr(event.data, "to_py") else event.data
+        except Exception:
+            return  # not plain data (no structured clone of ours has functions in it): not ours
+        if not is_ours(data):
+            return
+        origin = str(event.origin)
+        if origin not in allowed:
+            js.console.warn(f"tessera: refused a message from {origin} (allowed: {', '.join(origins)})")
+            return
+        state.spawn(handle(event.source, origin, data))
+
+    js.window.addEventListener("message", create_proxy(on_message))
+    if js.window.parent != js.window:  # in a frame: say ready to the host, if its origin is allowed
+        ancestors = getattr(js.location, "ancestorOrigins", None)
+        host = str(ancestors.item(0)) if ancestors is not None and ancestors.length else None
+        for origin in ([host] if host else origins):
+            if origin in allowed:
+                js.window.parent.postMessage(to_js_value({"tessera": PROTOCOL, "event": "ready"}), origin)
