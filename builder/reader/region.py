@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import xarray as xr
 
-from builder import convention as conv
 from builder.reader.layouts import BLOCK, Zone, to_crs
 from builder.reader.xarray_backend import spatial_ref, zone_dataset
 
