@@ -257,6 +257,15 @@ def cosine_map(vectors: np.ndarray, target: np.ndarray) -> np.ndarray:
     return sim.astype(np.float32)
 
 
+def cosine_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine similarity of a[..., :] with b[..., :] pixel by pixel; NaN where either is NaN or zero."""
+    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c = (a64 * b64).sum(-1) / (np.linalg.norm(a64, axis=-1) * np.linalg.norm(b64, axis=-1))
+    c[~np.isfinite(c)] = np.nan
+    return c.astype(np.float32)
+
+
 def cosine_table(vectors: list[np.ndarray]) -> np.ndarray:
     m = np.stack([np.asarray(v, dtype=np.float64) for v in vectors])
     n = np.linalg.norm(m, axis=1)

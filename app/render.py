@@ -121,9 +121,15 @@ _VIRIDIS = np.array([[68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], 
 
 def similarity_rgba(sim: np.ndarray, threshold: float) -> np.ndarray:
     """Colour a cosine-similarity map; transparent below `threshold` and where NaN."""
+    return ramp_rgba(sim, threshold, -1.0, 1.0)
+
+
+def ramp_rgba(values: np.ndarray, threshold: float, lo: float, hi: float) -> np.ndarray:
+    """Colour values on [lo, hi] with the ramp; transparent below `threshold` and where NaN."""
+    sim = values
     out = np.zeros(sim.shape + (4,), dtype=np.uint8)
-    ok = np.isfinite(sim) & (sim >= threshold)
-    t = np.clip((np.nan_to_num(sim) + 1) / 2, 0, 1) * (len(_VIRIDIS) - 1)
+    ok = np.isfinite(sim) & (np.nan_to_num(sim, nan=-np.inf) >= threshold)
+    t = np.clip((np.nan_to_num(sim) - lo) / (hi - lo), 0, 1) * (len(_VIRIDIS) - 1)
     i = np.minimum(np.floor(t).astype(int), len(_VIRIDIS) - 2)
     f = (t - i)[..., None]
     rgb = _VIRIDIS[i] * (1 - f) + _VIRIDIS[i + 1] * f
