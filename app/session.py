@@ -68,7 +68,7 @@ class Explorer(param.Parameterized):
         # What a change of state sets off: a year switch, a similarity search, a redraw (coalesced).
         self.param.watch(lambda e: self.spawn(self.switch_year(e.new)), "year")
         self.param.watch(lambda e: self.spawn(self.compute_similarity()) if e.new else None, "similarity_on")
-        self.param.watch(lambda e: self.spawn(self.compute_similarity()) if self.similarity_on else None,
+        self.param.watch(lambda *e: self.spawn(self.compute_similarity()) if self.similarity_on else None,
                          ["sim_from", "sim_mode"])
         self.param.watch(lambda e: self.schedule_redraw(), "view")
         self.param.watch(lambda e: self.goto(e.new) if e.new.strip() else None, "goto_text")
