@@ -8,10 +8,11 @@ import numpy as np
 
 from app.model import cosine_map
 from app.session import Explorer
+from app.tools import api as tools_api
 from builder.convention import dequantise
 
 
-def expose(state: Explorer) -> None:
+def expose(state: Explorer, tools_ui=None) -> None:
     import js
     from pyodide.ffi import create_proxy, to_js
 
@@ -76,4 +77,8 @@ def expose(state: Explorer) -> None:
 
     api = {"goto": goto, "layers": layers, "select": select, "timeSimilarity": time_similarity, "similarity": similarity, "pin": pin,
            "simAt": state.sim_at, "view": view, "redraw": lambda: state.spawn(state.redraw())}
+    tools = tools_api.entries(state, tools_ui, obj)  # label, classify, cluster, change, value, ...
+    view_sim = tools.pop("similarity")
+    api.update(tools, similarity=lambda on=True, mode="mean", threshold=None: similarity(on) if isinstance(on, bool)
+               else view_sim(on, mode, threshold))
     js.window.tesseraApi = obj({k: create_proxy(v) for k, v in api.items()})

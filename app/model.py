@@ -15,7 +15,7 @@ from app.reader import Source, SourceError
 from builder import convention as conv
 from builder.grid import ZoneGrid
 
-MAX_REGION = 768  # pixels per side of a similarity region (4x4 shards at most: an unaligned window of 3 shard widths)
+MAX_REGION = 768  # pixels per side of a tool region (app/tools/region.py) (4x4 shards at most: an unaligned window of 3 shard widths)
 
 
 @dataclass(frozen=True)
@@ -229,21 +229,6 @@ class StoreModel:
     async def region(self, zone: Zone, array: str, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
         tail = [None] if array in ("embeddings", "rgb") else []
         return await self.source.read(f"{zone.name}/{array}", [(r0, r1), (c0, c1), *tail], whole=True)
-
-    def similarity_window(self, zone: Zone, row: int, col: int, view: tuple[int, int, int, int] | None):
-        """Rows/cols to compare against: the view's part of the zone, at most MAX_REGION square around the pixel."""
-        r0, r1, c0, c1 = view if view else (row - MAX_REGION // 2, row + MAX_REGION // 2, col - MAX_REGION // 2,
-                                            col + MAX_REGION // 2)
-        half = MAX_REGION // 2
-        r0, r1 = max(r0, row - half, 0), min(r1, row + half, zone.height)
-        c0, c1 = max(c0, col - half, 0), min(c1, col + half, zone.width)
-        return r0, max(r1, r0 + 1), c0, max(c1, c0 + 1)
-
-    async def similarity(self, zone: Zone, target: np.ndarray, window: tuple[int, int, int, int]) -> np.ndarray:
-        r0, r1, c0, c1 = window
-        emb, scl = await asyncio.gather(self.region(zone, "embeddings", r0, r1, c0, c1),
-                                        self.region(zone, "scales", r0, r1, c0, c1))
-        return cosine_map(conv.dequantise(emb, scl), target)
 
 
 def cosine_map(vectors: np.ndarray, target: np.ndarray) -> np.ndarray:
