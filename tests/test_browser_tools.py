@@ -118,7 +118,7 @@ def test_tools_agree_with_cpython(page, server, site):
     shot(page, "clusters")
     assert call(page, "clusterToClass", 1, None, 5) == "cluster 1"
 
-    # ---- change 2023 -> 2024 (the multi-year index) against numpy on the two year stores
+    # ---- change 2023 -> 2024 (read from the two year stores) against numpy on zarr-python reads of them
     res = call(page, "change", 2023, 2024)
     assert res is not None, all_text(page)[-500:]
     a, b = zone_vectors(old, "utm30").astype(np.float64), v.astype(np.float64)

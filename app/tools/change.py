@@ -1,6 +1,6 @@
-"""Change between two years over the view: 1 - cosine of each pixel's two vectors, read from the
-multi-year index (one zone grid for every year) or, without one, from the two years' stores (their
-zone grids lie on the same 10 m lattice, so one is the other shifted by whole pixels).
+"""Change between two years over the view: 1 - cosine of each pixel's two vectors, read from the two
+years' stores when the catalog has both (their zone grids lie on the same 10 m lattice, so one is the
+other shifted by whole pixels), else from the multi-year index (one zone grid for every year).
 """
 from __future__ import annotations
 
@@ -70,7 +70,9 @@ class Change(param.Parameterized):
     async def read(self, y0: int, y1: int, v: render.View):
         """(zone, window, full window, vectors of y0, vectors of y1) over the view."""
         ym = self.app.years_model
-        if ym is not None and y0 in ym.years and y1 in ym.years:
+        stored = {c["year"] for c in self.app.catalog}
+        # Year stores first: their region reads fetch whole shards (an index's references are per inner chunk).
+        if ym is not None and y0 in ym.years and y1 in ym.years and not {y0, y1} <= stored:
             w = reg.view_window(ym, v)
             if w is None:
                 return None
