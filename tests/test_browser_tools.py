@@ -51,6 +51,10 @@ def test_tools_agree_with_cpython(page, server, site):
     from sklearn.neighbors import KNeighborsClassifier
 
     store, old = site / "data" / "2024.zarr", site / "data" / "2023.zarr"
+    boot = json.loads((site / "boot.json").read_text())  # shipped (sha256-checked at build), not booted
+    lock = json.loads((site / "pyodide" / "pyodide-lock.json").read_text())["packages"]
+    for name in ("scikit-learn", "scipy", "joblib", "threadpoolctl", "openblas"):
+        assert name not in boot["lock_packages"] and (site / "pyodide" / lock[name]["file_name"]).exists()
     page.goto(server + "index.html")
     assert wait_state(page) == "ready"
     # scikit-learn is not loaded at start-up, nor fetched
