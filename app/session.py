@@ -8,9 +8,7 @@ Actions are coroutines that read the store through the model and set parameters.
 from __future__ import annotations
 
 import math
-import time
 
-import numpy as np
 import param
 
 from app import basemap, geo, places, render, tiles, views
