@@ -57,6 +57,7 @@ def test_tools_agree_with_cpython(page, server, site):
         assert name not in boot["lock_packages"] and (site / "pyodide" / lock[name]["file_name"]).exists()
     page.goto(server + "index.html")
     assert wait_state(page) == "ready"
+    page.wait_for_function("window.pyodide && window.pyodide.loadedPackages", timeout=60_000)  # set after ready
     # scikit-learn is not loaded at start-up, nor fetched
     loaded = page.evaluate("Object.keys(window.pyodide.loadedPackages)")
     assert "scikit-learn" not in loaded and "scipy" not in loaded
