@@ -62,3 +62,12 @@ def test_explorer_imports_of_the_builder_are_exactly_the_shipped_core():
     for name in list(reached):  # the core's own imports of the core
         reached |= {i for i in imports(module_file(name)) if i in CORE}
     assert reached == CORE, f"the site ships {sorted(CORE)} but the explorer reaches {sorted(reached)}"
+
+
+def test_lazy_packages_are_imported_only_inside_functions():
+    """scikit-learn is loaded on first use (app/tools/lazy.py): no module-level import of it in the explorer."""
+    for path in sorted((REPO / "app").rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:  # module-level statements only
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n.split(".")[0] in LAZY for n in names), f"{path.name} imports {names} at module level"
