@@ -52,7 +52,7 @@ def class_rgba(values: np.ndarray, conf: np.ndarray, colours: list[str], thresho
 def summary(values: np.ndarray, conf: np.ndarray, names: list[str], threshold: float) -> list[tuple[str, int, float]]:
     """(class, pixels, km²) of the pixels shown at this threshold."""
     ok = np.isfinite(values) & (np.nan_to_num(conf, nan=-1) >= threshold)
-    counts = np.bincount(values[ok].astype(np.int64), minlength=len(names))
+    counts = np.bincount(values[ok].astype(np.intp), minlength=len(names))  # intp: int32 on wasm32
     return [(n, int(c), float(c) * PIXEL_KM2) for n, c in zip(names, counts)]
 
 
