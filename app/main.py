@@ -81,7 +81,7 @@ class ExplorerUI(pn.viewable.Viewer):
         state.param.watch(self._draw_layers, ["show_coast", "show_borders", "geo_opacity", "show_tiles",
                                               "tiles_opacity", "embedding_opacity"])
         state.param.watch(self._write_url, ["year", "view", "selected", "pins", "similarity_on", "threshold", "sim"])
-        state.tools.labels.param.watch(self._write_url, ["points", "classes"])
+        state.tools.labels.param.watch(lambda *e: self._write_url(), ["points", "classes"])  # batched events
 
     def _map_figure(self):
         x0, x1, y0, y1 = self.state.view  # the view the state holds when the UI is built
