@@ -18,10 +18,12 @@ from app import layers, messages, raster, region
 from app.messages import one_line, to_js_value
 from app.model import cosine_map
 from app.session import Explorer
+from app.tools import api as tools_api
 from builder.convention import dequantise
 
 
-def commands(state: Explorer) -> dict:
+def commands(state: Explorer, tools_ui=None) -> dict:
+    """Every scripting command as plain Python: window.tesseraApi and postMessage both call these."""
     async def select(lon, lat):
         px = await state.select(float(lon), float(lat))
         await state.settle()
@@ -86,17 +88,22 @@ def commands(state: Explorer) -> dict:
         """region.npy + region.json of the view's window (capped at model.MAX_REGION per side), zipped."""
         return await region.export(state)
 
-    return {"goto": goto, "layers": layers_, "select": select, "timeSimilarity": time_similarity,
-            "similarity": similarity, "pin": pin, "simAt": state.sim_at, "view": view, "redraw": redraw,
+    cmds = {"goto": goto, "layers": layers_, "select": select, "timeSimilarity": time_similarity,
+            "pin": pin, "simAt": state.sim_at, "view": view, "redraw": redraw,
             "exportGeoTIFF": export_geotiff, "exportPNG": export_png, "exportRegion": export_region}
+    tools = tools_api.commands(state, tools_ui)  # label, classify, cluster, change, value, ...
+    view_sim = tools.pop("similarity")
+    cmds.update(tools, similarity=lambda on=True, mode="mean", threshold=None: similarity(on) if isinstance(on, bool)
+                else view_sim(on, mode, threshold))
+    return cmds
 
 
-def expose(state: Explorer, origins: list[str]) -> None:
+def expose(state: Explorer, origins: list[str], tools_ui=None) -> None:
     """Install window.tesseraApi and the postMessage listener for `origins`."""
     import js
     from pyodide.ffi import create_once_callable, create_proxy
 
-    cmds = commands(state)
+    cmds = commands(state, tools_ui)
 
     def wrap(fn):
         def call(*args):

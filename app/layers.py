@@ -6,13 +6,15 @@ and PNG by `tesseraApi.exportGeoTIFF(name)`, `exportPNG(name)` and the page's bu
 
   * "similarity": the last similarity map, float32 cosines on its zone window, NaN where no data
     (PNG: the map's colours, transparent below the threshold);
-  * "base": the embedding preview (the zone's rgb array) over the view's window of one zone.
+  * "base": the embedding preview (the zone's rgb array) over the view's window of one zone;
+  * "class", "cluster", "change": the analysis tools' maps (app/tools/).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from app import render
+from app.tools import region as tool_region
 from app.model import Zone
 from app.raster import RasterLayer
 
@@ -22,27 +24,14 @@ class ExportError(ValueError):
 
 
 def view_window(state) -> tuple[Zone, tuple[int, int, int, int]]:
-    """The view's window in one zone (the zone under the view's centre, else the one with most of the
-    view), capped like similarity at model.MAX_REGION pixels per side around the view's centre."""
+    """The view's window in one zone, capped at model.MAX_REGION per side: the analysis tools' own region
+    (app/tools/region.py), so an export covers what the tools computed on."""
     if state.model is None:
         raise ExportError("no store is open")
-    v = state.render_view()
-    lon, lat = v.lonlat_grid()
-    best = None
-    for zone in sorted(state.model.zones.values(), key=lambda z: z.name):
-        win = render.zone_window(zone, lon, lat, pad=0)
-        if win is None:
-            continue
-        inside = win[6]
-        key = (bool(inside[v.height // 2, v.width // 2]), int(inside.sum()))
-        if best is None or key > best[0]:
-            best = (key, zone, win[2:6])
-    if best is None:
+    got = tool_region.view_window(state.model, state.render_view())
+    if got is None:
         raise ExportError("the view shows no zone of this store")
-    (centred, _), zone, (r0, r1, c0, c1) = best
-    # around the pixel under the view's centre, or the middle of the view's part of the zone
-    row, col = ((int(v) for v in zone.to_rowcol(*v.centre_lonlat())) if centred else ((r0 + r1) // 2, (c0 + c1) // 2))
-    return zone, state.model.similarity_window(zone, row, col, (r0, r1, c0, c1))
+    return got[0], got[1]
 
 
 async def similarity_layer(state) -> RasterLayer:
@@ -62,7 +51,23 @@ async def base_layer(state) -> RasterLayer:
     return RasterLayer("base", np.ascontiguousarray(rgba, np.uint8), zone, (r0, r1, c0, c1))
 
 
-PROVIDERS = {"similarity": similarity_layer, "base": base_layer}
+def tool_layer(name: str):
+    """A provider for an analysis tool's map (app/tools/): class and cluster maps as uint8 indices with 255
+    for no data and the tool's colours as palette; change as float32 with NaN for no data."""
+    async def provide(state) -> RasterLayer:
+        layer = state.tools.layer(name)
+        if layer is None:
+            raise ExportError(f"no {name} map yet: run the {name} tool first")
+        if name == "change":
+            return RasterLayer(name, layer.values.astype(np.float32), layer.zone, layer.window, float("nan"),
+                               colours=lambda v: layer.rgba)
+        idx = np.where(np.isfinite(layer.values), layer.values, 255).astype(np.uint8)
+        return RasterLayer(name, idx, layer.zone, layer.window, 255, colours=lambda v: layer.rgba)
+    return provide
+
+
+PROVIDERS = {"similarity": similarity_layer, "base": base_layer, "class": tool_layer("class"),
+             "cluster": tool_layer("cluster"), "change": tool_layer("change")}
 
 
 async def layer(state, name: str) -> RasterLayer:

@@ -17,11 +17,14 @@ from bokeh.plotting import figure
 
 from app import api, geo, messages, places, views
 from app.downloads import ExportButtons
+from app.figures import change_figure, lines_figure
 from app.catalog import parse_catalog
 from app.export import to_csv, to_npy
 from app.reader import SourceError
 from app.session import MAP_H, MAP_W, Explorer, year_options
 from app.state import UrlState
+from app.tools.labels import BrowserStorage
+from app.tools.ui import ToolsUI
 
 GEOGRAPHY_URL = "vendor/world-atlas/countries-50m.json"  # world-atlas 2.0.2 (Natural Earth 1:50m), copied by builder/site.py
 
@@ -42,11 +45,11 @@ class ExplorerUI(pn.viewable.Viewer):
             ("coast-source", dict(x=[], y=[])), ("border-source", dict(x=[], y=[])),
             ("scale-source", views.scale_bar_data(state.view)))}
         self.map_fig = self._map_figure()
-        self.spec_fig = _lines_figure(self.sources["spectrum-source"], "spectrum", "Embedding (dequantised)", 260)
+        self.tools_ui = ToolsUI(state, self.map_fig)  # labels, classify, clusters, change (app/tools/)
+        self.spec_fig = lines_figure(self.sources["spectrum-source"], "spectrum", "Embedding (dequantised)", 260)
         self.spec_fig.add_tools(HoverTool(tooltips=[("pixel", "@label")]))  # Bokeh shows field values as text
-        self.years_fig = _lines_figure(self.sources["years-source"], "years",
-                                       "The selected pixel across years", 240)
-        self.change_fig = _change_figure(self.sources["change-source"])
+        self.years_fig = lines_figure(self.sources["years-source"], "years", "The selected pixel across years", 240)
+        self.change_fig = change_figure(self.sources["change-source"])
         # Every pane's HTML is made by views.html, which escapes every value.
         self.info = pn.pane.HTML(views.info_html(None, None, None), name="info", width=380)
         self.table = pn.pane.HTML(views.table_html(None, []), name="compare", width=380)
@@ -79,6 +82,7 @@ class ExplorerUI(pn.viewable.Viewer):
         state.param.watch(self._draw_layers, ["show_coast", "show_borders", "geo_opacity", "show_tiles",
                                               "tiles_opacity", "embedding_opacity"])
         state.param.watch(self._write_url, ["year", "view", "selected", "pins", "similarity_on", "threshold", "sim"])
+        state.tools.labels.param.watch(lambda *e: self._write_url(), ["points", "classes"])  # batched events
 
     def _map_figure(self):
         x0, x1, y0, y1 = self.state.view  # the view the state holds when the UI is built
@@ -124,7 +128,8 @@ class ExplorerUI(pn.viewable.Viewer):
         if "tiles" in w:
             geo_box += [w["tiles"], w["tiles_opacity"]]
         side = pn.Column(*geo_box, w["year"], self.info, pn.Row(w["pin"], w["clear"]), w["similarity"], w["threshold"],
-                         self.table, pn.Row(self.csv_btn, self.npy_btn), self.exports, self.status, width=400)
+                         self.table, pn.Row(self.csv_btn, self.npy_btn), self.exports, self.status,
+                         self.tools_ui.layer_select, self.tools_ui.panel, width=400)
         main = [pn.pane.Bokeh(self.map_fig), pn.pane.Bokeh(self.spec_fig)]
         if self.state.years_model is not None:
             main.append(pn.pane.Bokeh(self.years_fig))
@@ -135,7 +140,7 @@ class ExplorerUI(pn.viewable.Viewer):
     def _on_tap(self, attr, old, new) -> None:
         if new.get("x"):
             lon, lat = geo.merc_to_lonlat(new["x"][0], new["y"][0])
-            self.state.spawn(self.state.select(float(lon), float(lat)))
+            self.state.click(float(lon), float(lat))  # selects, or labels in label mode
 
     def _on_range(self, attr, old, new) -> None:
         box = (self.x_range.start, self.x_range.end, self.y_range.start, self.y_range.end)
@@ -203,23 +208,6 @@ class ExplorerUI(pn.viewable.Viewer):
     def _write_url(self, event=None) -> None:
         import js
         js.history.replaceState(None, "", js.location.pathname + js.location.search + self.state.url().to_hash())
-
-
-def _lines_figure(source, name: str, title: str, height: int):
-    fig = figure(width=MAP_W, height=height, title=title, name=name, x_axis_label="band", y_axis_label="value",
-                 tools="pan,wheel_zoom,reset,save")
-    fig.multi_line("xs", "ys", source=source, line_color="color", line_width=2, legend_field="label")
-    fig.legend.location = "top_right"
-    return fig
-
-
-def _change_figure(source):
-    fig = figure(width=380, height=240, title="Change: cosine similarity to the previous year", name="change",
-                 x_axis_label="year", y_axis_label="cosine", tools="save", y_range=(-1.05, 1.05))
-    fig.line("year", "cosine", source=source, line_width=2)
-    fig.scatter("year", "cosine", source=source, size=9)
-    fig.xaxis.ticker.desired_num_ticks = 4
-    return fig
 
 
 # ---------------------------------------------------------------- boot --
@@ -290,6 +278,8 @@ async def start(target: str) -> Explorer | None:
         state.fit_zones()
     if url.sim is not None:
         state.threshold = url.sim
+    state.tools.labels.storage = BrowserStorage()  # labels persist in localStorage
+    state.tools.change.offer()
     ui = ExplorerUI(state)
     await write(target, ui.__panel__())
     _mark("rendered")
@@ -299,11 +289,12 @@ async def start(target: str) -> Explorer | None:
         await state.select(*url.sel)
     if url.sim is not None and state.selected is not None and state.selected.valid:
         state.similarity_on = True
+    await state.tools.labels.restore(url.labels)  # from the URL hash, else localStorage
     await state.settle()
     state.geography = state.spawn(ui.load_geography())  # after the first draw: cold start does not wait for it
     origins, bad = messages.allowed_origins(str(js.location.origin), url.origins, url.embed_origins)
     if bad:
         state.status = views.html("<b>Ignored embedding origins</b> (not scheme://host[:port]): {}", ", ".join(bad))
-    api.expose(state, origins)
+    api.expose(state, origins, ui.tools_ui)
     js.document.body.dataset.state = "ready"
     return state

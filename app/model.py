@@ -18,7 +18,7 @@ from builder import layout as lay
 __all__ = ["StoreModel", "Zone", "Level", "Pixel", "cosine_map", "cosine_table", "levels"]
 
 COLUMNS = 256  # geoemb: pixels kept at every year (StoreModel._column)
-MAX_REGION = 768  # pixels per side of a similarity region (4x4 shards at most: an unaligned window of 3 shard widths)
+MAX_REGION = 768  # pixels per side of a tool region (app/tools/region.py) (4x4 shards at most: an unaligned window of 3 shard widths)
 
 
 class StoreModel:
@@ -227,21 +227,6 @@ class StoreModel:
         e = self.layout.to_yxb(await self.source.read(f"{zone.name}/{array}", esel, whole=whole))
         return e.reshape(r1 - r0, c1 - c0, -1)
 
-    def similarity_window(self, zone: Zone, row: int, col: int, view: tuple[int, int, int, int] | None):
-        """Rows/cols to compare against: the view's part of the zone, at most MAX_REGION square around the pixel."""
-        r0, r1, c0, c1 = view if view else (row - MAX_REGION // 2, row + MAX_REGION // 2, col - MAX_REGION // 2,
-                                            col + MAX_REGION // 2)
-        half = MAX_REGION // 2
-        r0, r1 = max(r0, row - half, 0), min(r1, row + half, zone.height)
-        c0, c1 = max(c0, col - half, 0), min(c1, col + half, zone.width)
-        return r0, max(r1, r0 + 1), c0, max(c1, c0 + 1)
-
-    async def similarity(self, zone: Zone, target: np.ndarray, window: tuple[int, int, int, int]) -> np.ndarray:
-        r0, r1, c0, c1 = window
-        emb, scl = await asyncio.gather(self.region(zone, "embeddings", r0, r1, c0, c1),
-                                        self.region(zone, "scales", r0, r1, c0, c1))
-        return cosine_map(conv.dequantise(emb, scl), target)
-
 
 def cosine_map(vectors: np.ndarray, target: np.ndarray) -> np.ndarray:
     """Cosine similarity of every (H, W, B) vector with `target` (B,); NaN where a vector is NaN or zero."""
@@ -252,6 +237,15 @@ def cosine_map(vectors: np.ndarray, target: np.ndarray) -> np.ndarray:
         sim = (vectors @ t) / (norms * tn)
     sim[~np.isfinite(sim)] = np.nan
     return sim.astype(np.float32)
+
+
+def cosine_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine similarity of a[..., :] with b[..., :] pixel by pixel; NaN where either is NaN or zero."""
+    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c = (a64 * b64).sum(-1) / (np.linalg.norm(a64, axis=-1) * np.linalg.norm(b64, axis=-1))
+    c[~np.isfinite(c)] = np.nan
+    return c.astype(np.float32)
 
 
 def cosine_table(vectors: list[np.ndarray]) -> np.ndarray:

@@ -142,9 +142,15 @@ _VIRIDIS = np.array([[int(h[i:i + 2], 16) for i in (1, 3, 5)] for h in Viridis25
 
 def similarity_rgba(sim: np.ndarray, threshold: float) -> np.ndarray:
     """Colour a cosine-similarity map; transparent below `threshold` and where NaN."""
+    return ramp_rgba(sim, threshold, -1.0, 1.0)
+
+
+def ramp_rgba(values: np.ndarray, threshold: float, lo: float, hi: float) -> np.ndarray:
+    """Colour values on [lo, hi] with the ramp; transparent below `threshold` and where NaN."""
+    sim = values
     out = np.zeros(sim.shape + (4,), dtype=np.uint8)
-    ok = np.isfinite(sim) & (sim >= threshold)
-    i = np.round(np.clip((np.nan_to_num(sim) + 1) / 2, 0, 1) * (len(_VIRIDIS) - 1)).astype(int)
+    ok = np.isfinite(sim) & (np.nan_to_num(sim, nan=-np.inf) >= threshold)
+    i = np.round(np.clip((np.nan_to_num(sim) - lo) / (hi - lo), 0, 1) * (len(_VIRIDIS) - 1)).astype(int)
     out[ok, :3] = _VIRIDIS[i[ok]]
     out[ok, 3] = 210
     return out

@@ -8,12 +8,11 @@ Actions are coroutines that read the store through the model and set parameters.
 from __future__ import annotations
 
 import math
-import time
 
-import numpy as np
 import param
 
 from app import basemap, geo, layers, places, render, tiles, views
+from app.tools import Tools, region, similarity
 from app.model import Pixel, StoreModel
 from app.reader import JSSource, SourceError
 from app.state import UrlState
@@ -31,6 +30,8 @@ class Explorer(param.Parameterized):
     pins = param.List([], item_type=Pixel, doc="pinned pixels (valid ones only)")
     similarity_on = param.Boolean(False, label="Similarity search")
     threshold = param.Number(0.8, bounds=(-1.0, 1.0), step=0.01, label="Similarity threshold")
+    sim_from = param.Selector(objects=similarity.SOURCES, default="selection", label="Similarity to")
+    sim_mode = param.Selector(objects=similarity.MODES, default="mean", label="Combine (several pixels)")
     sim = param.Parameter(None, doc="(zone, window, cosine map) of the last similarity search")
     base = param.Parameter(None, doc="(render.View, RGBA image): the map's base layer and the view it was drawn for")
     years_pixel = param.Parameter(None, doc="the selected pixel across years: (zone, row, col, vectors)")
@@ -62,10 +63,13 @@ class Explorer(param.Parameterized):
         self._drawing = None
         self._redraw_pending = False
         self.geography = None  # the task loading coastlines, borders and place names (app/main.py)
+        self.tools = Tools(self)  # labels, classification, k-means, change (app/tools/)
         self.param.watch(self._on_selected, "selected")
         # What a change of state sets off: a year switch, a similarity search, a redraw (coalesced).
         self.param.watch(lambda e: self.spawn(self.switch_year(e.new)), "year")
         self.param.watch(lambda e: self.spawn(self.compute_similarity()) if e.new else None, "similarity_on")
+        self.param.watch(lambda *e: self.spawn(self.compute_similarity()) if self.similarity_on else None,
+                         ["sim_from", "sim_mode"])
         self.param.watch(lambda e: self.schedule_redraw(), "view")
         self.param.watch(lambda e: self.goto(e.new) if e.new.strip() else None, "goto_text")
         try:
@@ -233,31 +237,15 @@ class Explorer(param.Parameterized):
             self.years_pixel = None
 
     async def compute_similarity(self) -> None:
-        px = self.selected
-        if px is None or not px.valid:
-            self.status = views.html("Select a pixel with data first.")
-            return
-        zone = self.model.zones[px.zone]
-        lon, lat = self.render_view().lonlat_grid()
-        win = render.zone_window(zone, lon, lat, pad=0)
-        window = self.model.similarity_window(zone, px.row, px.col, win[2:6] if win else None)
-        t0 = time.perf_counter()
-        sim = await self.model.similarity(zone, px.vector, window)
-        ms = (time.perf_counter() - t0) * 1000
-        self.sim = (zone, window, sim)
-        self.status = views.html("Similarity to {}: {:,} valid pixels in rows {}-{}, cols {}-{} of {} ({:.0f} ms).",
-                                 px.label(), int(np.isfinite(sim).sum()), *window, zone.name, ms)
+        await similarity.compute(self)  # over the view's region, from the selection and/or the pins
 
     def sim_at(self, lon: float, lat: float) -> float | None:
         """The last similarity map's value under lon/lat (None outside it or where there is no data)."""
-        if not self.sim:
-            return None
-        zone, (r0, r1, c0, c1), sim = self.sim
-        row, col = zone.to_rowcol(float(lon), float(lat))
-        if not (r0 <= row < r1 and c0 <= col < c1):
-            return None
-        v = sim[int(row) - r0, int(col) - c0]
-        return float(v) if np.isfinite(v) else None
+        return region.value_at(*self.sim, lon, lat) if self.sim else None
+
+    def click(self, lon: float, lat: float):
+        """A map click: labels the pixel in label mode, else selects it."""
+        return self.spawn(self.tools.labels.add(lon, lat) if self.tools.labels.mode else self.select(lon, lat))
 
     # ------------------------------------------------------------ URL --
     def url(self) -> UrlState:
@@ -270,7 +258,8 @@ class Explorer(param.Parameterized):
                         span=v.metres_per_pixel() * v.width,
                         sel=(self.selected.lon, self.selected.lat) if self.selected else None,
                         pins=[(p.lon, p.lat) for p in self.pins],
-                        sim=self.threshold if self.similarity_on else None, embed=self.url_state.embed)
+                        sim=self.threshold if self.similarity_on else None, embed=self.url_state.embed,
+                        labels=self.tools.labels.compact())
 
 
 def year_options(catalog: list[dict]) -> dict:

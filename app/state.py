@@ -1,6 +1,7 @@
 """Shareable state: what the URL holds, and how it is written and read back.
 
     index.html?store=URL&embed=1#year=2024&lon=0.05&lat=50.85&span=3000&sel=0.051,50.849&pins=lon,lat;lon,lat&sim=0.8
+        &labels=[["class",...]] (a small label set, JSON: see app/tools/labels.py `saved`)
 
 `store` may sit in the query (what an embedding page sets) or in the hash
 (what the app writes); the hash wins.  Pins are lon/lat (6 decimals, about
@@ -25,6 +26,7 @@ class UrlState:
     embed: bool = False
     multiyear: str | None = None  # URL of a multi-year index (from catalog.json or ?years=URL)
     catalog: str = "data/catalog.json"  # ?catalog=URL: the year stores to offer when no store is given
+    labels: str | None = None  # a small label set (app/tools/labels.py compact JSON)
     basemap: str | None = None  # ?basemap=TEMPLATE: an XYZ tile URL template (app/tiles.py), off until turned on
     origins: str | None = None  # ?origins=A,B: host page origins whose postMessage commands are obeyed (app/messages.py)
     embed_origins: list | None = None  # the catalog's "embed_origins" (same meaning), set by app/main.py
@@ -47,6 +49,8 @@ class UrlState:
             q.append(("pins", ";".join(f"{a:.6f},{b:.6f}" for a, b in self.pins)))
         if self.sim is not None:
             q.append(("sim", f"{self.sim:.2f}"))
+        if self.labels:
+            q.append(("labels", self.labels))
         return "#" + urlencode(q, safe="/:,;", quote_via=quote)
 
     @classmethod
@@ -59,6 +63,7 @@ class UrlState:
         s.catalog = query.get("catalog") or s.catalog
         s.basemap = query.get("basemap")
         s.origins = query.get("origins")
+        s.labels = h.get("labels")
         try:
             if "year" in h or "year" in query:
                 s.year = int(h.get("year") or query.get("year"))

@@ -43,6 +43,9 @@ CORE_FILES = ["pyodide.asm.wasm", "pyodide.asm.js", "pyodide.mjs", "pyodide.js",
               "pyodide-lock.json"]
 # Pyodide lock packages the app loads (their lock dependencies are added).
 LOCK_PACKAGES = ["numpy", "pandas", "pillow", "contourpy", "packaging"]
+# Lock packages shipped (verified the same way) but loaded only on first use (app/tools/lazy.py):
+# scikit-learn and its lock dependencies (scipy, joblib, threadpoolctl, openblas).
+LAZY_PACKAGES = ["scikit-learn"]
 # Pure-Python wheels from PyPI, pinned.  name -> version
 PURE_WHEELS = {
     "panel": "1.7.5", "bokeh": "3.7.3", "param": "2.4.2", "pyviz_comms": "3.0.6",
@@ -137,7 +140,7 @@ def _pyodide(node: Path, cache: Path, out: Path) -> list[str]:
     needed = _lock_closure(lock, LOCK_PACKAGES)
     with zipfile.ZipFile(provisa) as z:
         members = {Path(n).name: n for n in z.namelist() if n.startswith(PROVISA_DIR)}
-        for name in needed:
+        for name in _lock_closure(lock, LOCK_PACKAGES + LAZY_PACKAGES):
             entry = lock["packages"][name]
             fname = entry["file_name"]
             if fname not in members:
@@ -158,7 +161,7 @@ def _pyodide(node: Path, cache: Path, out: Path) -> list[str]:
                     other = hashlib.sha256(f.read()).hexdigest()
                 if other != _sha256(pdir / name):
                     raise BuildError(f"{name} differs between npm pyodide and {provisa.name}; refusing both")
-    return needed
+    return needed  # what boot.js loads; the lazy packages' files are there for pyodide.loadPackage
 
 
 def _pypi_pure_wheel(pkg: str, ver: str, dl: Path) -> Path:
@@ -209,7 +212,7 @@ def _pure_wheels(cache: Path, out: Path) -> list[str]:
 def _app_wheel(out: Path) -> str:
     """The browser half of this project as a wheel: app/ and the pure modules of builder/ it imports."""
     from builder import __version__
-    files = {p.relative_to(REPO).as_posix(): p.read_bytes() for p in sorted((REPO / "app").glob("*.py"))}
+    files = {p.relative_to(REPO).as_posix(): p.read_bytes() for p in sorted((REPO / "app").rglob("*.py"))}
     for mod in ("__init__.py", *BROWSER_CORE):
         files[f"builder/{mod}"] = (REPO / "builder" / mod).read_bytes()
     name = f"tessera_explorer_app-{__version__}-py3-none-any.whl"

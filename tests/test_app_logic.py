@@ -13,6 +13,7 @@ from app.export import to_csv, to_npy
 from app.model import StoreModel, cosine_map, cosine_table
 from app.reader import SourceError, ZarrSource
 from app.state import UrlState
+from app.tools.region import read_window
 from conftest import run_async
 
 
@@ -79,8 +80,10 @@ def test_similarity_equals_a_direct_numpy_cosine(store):
     z = zarr.open_group(store / "utm30", mode="r")
     v = z["embeddings"][:].astype(np.float32) * z["scales"][:][..., None]
     r, c = map(int, np.argwhere(~np.isnan(v[..., 0]))[10])
-    win = m.similarity_window(zone, r, c, None)
-    sim = run(m.similarity(zone, v[r, c], win))
+    win = (max(r - 300, 0), r + 300, max(c - 300, 0), c + 300)
+    sim = cosine_map(run(read_window(m, zone, win)), v[r, c])
+    win = (win[0], min(win[1], zone.height), win[2], min(win[3], zone.width))
+    sim = sim[:win[1] - win[0], :win[3] - win[2]]
     sub = v[win[0]:win[1], win[2]:win[3]]
     want = (sub @ v[r, c]) / (np.linalg.norm(sub, axis=-1) * np.linalg.norm(v[r, c]))
     np.testing.assert_allclose(sim, want, rtol=1e-5, equal_nan=True)

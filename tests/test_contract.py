@@ -12,6 +12,8 @@ CORE = {f"builder.{m.removesuffix('.py')}" for m in BROWSER_CORE}
 FORBIDDEN_IN_CORE = {"zarr", "dask", "distributed", "fsspec", "panel", "bokeh", "param", "numcodecs", "pyproj", "xarray"}
 # What the site ships for the explorer (Pyodide's lock packages and the pure wheels of builder/site.py).
 BROWSER_PACKAGES = {"numpy", "panel", "bokeh", "param", "js", "pyodide", "pyodide_js", "PIL", "tifffile"}
+# Shipped by the site but loaded on first use (builder/site.py LAZY_PACKAGES; app/tools/lazy.py).
+LAZY = {"sklearn"}
 # app/reader.py's ZarrSource is the CPython implementation of the Source seam (zarr-python); it imports
 # these inside its methods and is never used in the browser.
 CPYTHON_ONLY = {"reader.py": {"zarr", "fsspec"}}
@@ -46,7 +48,7 @@ def test_core_imports_only_stdlib_numpy_and_itself():
 
 def test_explorer_imports_of_the_builder_are_exactly_the_shipped_core():
     reached = set()
-    for path in sorted((REPO / "app").glob("*.py")):
+    for path in sorted((REPO / "app").rglob("*.py")):
         for imp in imports(path):
             top = imp.split(".")[0]
             if top == "builder":
@@ -54,9 +56,18 @@ def test_explorer_imports_of_the_builder_are_exactly_the_shipped_core():
                     assert imp in CORE, f"app/{path.name} imports {imp}, which is not part of the core"
                     reached.add(imp)
             elif top != "app":
-                assert top in sys.stdlib_module_names or top in BROWSER_PACKAGES | CPYTHON_ONLY.get(path.name, set()) \
+                assert top in sys.stdlib_module_names or top in BROWSER_PACKAGES | LAZY | CPYTHON_ONLY.get(path.name, set()) \
                     or top == "__future__", \
                     f"app/{path.name} imports {imp}, which the site does not ship"
     for name in list(reached):  # the core's own imports of the core
         reached |= {i for i in imports(module_file(name)) if i in CORE}
     assert reached == CORE, f"the site ships {sorted(CORE)} but the explorer reaches {sorted(reached)}"
+
+
+def test_lazy_packages_are_imported_only_inside_functions():
+    """scikit-learn is loaded on first use (app/tools/lazy.py): no module-level import of it in the explorer."""
+    for path in sorted((REPO / "app").rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:  # module-level statements only
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n.split(".")[0] in LAZY for n in names), f"{path.name} imports {names} at module level"

@@ -1,0 +1,36 @@
+"""The explorer's analysis tools: each is a small state (param.Parameterized) plus pure computations.
+
+region.py reads the view's embeddings; labels.py, classify.py, cluster.py, change.py and similarity.py
+are the tools; `Tools` bundles their states for the Explorer (app/session.py), ui.py draws them and
+api.py exposes them on window.tesseraApi.
+"""
+from __future__ import annotations
+
+import param
+
+from app.tools.change import Change
+from app.tools.classify import Classifier
+from app.tools.cluster import Clusters
+from app.tools.labels import Labels
+
+LAYERS = ["none", "class", "cluster", "change"]
+
+
+class Tools(param.Parameterized):
+    """The tools' states; `shown` is the tool layer drawn over the map."""
+
+    shown = param.Selector(objects=LAYERS, default="none", label="Tool layer")
+
+    def __init__(self, app, **kw):
+        super().__init__(**kw)
+        self.labels = Labels(app)
+        self.classify = Classifier(app)
+        self.cluster = Clusters(app)
+        self.change = Change(app)
+        for name, tool in (("class", self.classify), ("cluster", self.cluster), ("change", self.change)):
+            tool.param.watch(lambda e, name=name: setattr(self, "shown", name if e.new is not None else "none"),
+                             "result")
+
+    def layer(self, name: str):
+        """The tool layer `name` (a region.Layer), or None when it has not been computed."""
+        return {"class": self.classify.result, "cluster": self.cluster.result, "change": self.change.result}.get(name)

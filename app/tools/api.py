@@ -1,0 +1,109 @@
+"""The tools' commands (app/api.py adds them to window.tesseraApi and postMessage): plain Python values;
+a coroutine resolves once the state settled."""
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+
+from app.tools import labels as lab
+
+
+def commands(state, ui) -> dict:
+    t = state.tools
+
+    async def run(coro_fn):
+        out = await coro_fn()
+        await state.settle()
+        return out
+
+    def summary(layer, extra=None):
+        if layer is None:
+            return None
+        r0, r1, c0, c1 = layer.window
+        d = {"zone": layer.zone.name, "window": [r0, r1, c0, c1], "status": str(state.status),
+             "valid": int(np.isfinite(layer.values).sum())}
+        return dict(d, **(extra or {}))
+
+    def label(lon, lat, cls=None):
+        async def go():
+            p = await t.labels.add(float(lon), float(lat), None if cls is None else str(cls))
+            return p is not None
+        return run(go)
+
+    def labels():
+        return json.dumps({"classes": t.labels.classes, "points": [[p.cls, p.year, p.lon, p.lat]
+                                                                   for p in t.labels.points]})
+
+    def import_labels(geojson):
+        text = geojson if isinstance(geojson, str) else json.dumps(geojson)
+        async def go():
+            task = ui.import_labels(text)
+            if task is not None:
+                await task
+            return len(t.labels.points)
+        return run(go)
+
+    def classify(method="k-NN", params=None):
+        p = dict(params or {})
+        async def go():
+            t0 = time.perf_counter()
+            layer = await t.classify.classify(str(method), **{k: v for k, v in p.items() if k in ("k", "seed",
+                                                                                                   "threshold")})
+            return summary(layer, {"ms": (time.perf_counter() - t0) * 1000, "names": t.classify.names,
+                                   **getattr(t.classify, "timing", {})})
+        return run(go)
+
+    def cluster(k=5, seed=0):
+        async def go():
+            layer = await t.cluster.cluster(int(k), int(seed))
+            return summary(layer, {"inertia": t.cluster.inertia})
+        return run(go)
+
+    def cluster_to_class(which, name=None, count=None):
+        return run(lambda: t.cluster.to_class(int(which), name, None if count is None else int(count)))
+
+    def change(y0, y1):
+        async def go():
+            return summary(await t.change.compute(int(y0), int(y1)))
+        return run(go)
+
+    def similarity(source="selection", mode="mean", threshold=None):
+        """Similarity over the view from the selection and/or pins (mean or max); resolves to its summary."""
+        async def go():
+            t0 = time.perf_counter()
+            state.param.update(sim_from=str(source), sim_mode=str(mode),
+                               **({} if threshold is None else {"threshold": float(threshold)}))
+            await state.compute_similarity()
+            state.similarity_on = True
+            ms = (time.perf_counter() - t0) * 1000
+            zone, (r0, r1, c0, c1), sim = state.sim
+            return {"zone": zone.name, "window": [r0, r1, c0, c1], "ms": ms, "status": str(state.status),
+                    "valid": int(np.isfinite(sim).sum())}
+        return run(go)
+
+    def value(layer, lon, lat):
+        """A layer's value under lon/lat: similarity, class (index into names), cluster, change; null where none."""
+        if layer == "similarity":
+            return state.sim_at(float(lon), float(lat))
+        got = t.layer(str(layer))
+        return None if got is None else got.value_at(float(lon), float(lat))
+
+    def layer_array(layer):
+        """The layer's values over its zone window, row-major (NaN as null), for checks against CPython."""
+        got = t.layer(str(layer)) if layer != "similarity" else None
+        if layer == "similarity" and state.sim:
+            zone, w, vals = state.sim
+        elif got is not None:
+            zone, w, vals = got.zone, got.window, got.values
+        else:
+            return None
+        return json.dumps({"zone": zone.name, "window": list(w),
+                           "values": [None if not np.isfinite(x) else float(x) for x in vals.ravel()]})
+
+    return {"label": label, "labels": labels, "importLabels": import_labels,
+            "exportLabels": lambda: json.dumps(lab.to_geojson(t.labels.classes, t.labels.points)),
+            "clearLabels": lambda: t.labels.clear(), "classify": classify, "cluster": cluster,
+            "clusterToClass": cluster_to_class, "change": change, "similarity": similarity, "value": value,
+            "layerArray": layer_array, "show": lambda name: setattr(t, "shown", str(name))}

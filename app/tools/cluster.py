@@ -1,0 +1,98 @@
+"""k-means over the view's valid pixels (scikit-learn KMeans, loaded on first use), seeded.
+
+The centres are fitted on at most MAX_FIT pixels (a seeded sample when the view has more: k-means in
+the browser's single thread on every pixel of a 768 x 768 view takes too long), then every valid
+pixel is assigned to its nearest centre. A cluster can be turned into a label class.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import param
+
+from app import views
+from app.tools import lazy, region as reg
+from app.tools.classify import class_rgba
+from app.tools.labels import PALETTE, Point
+
+MAX_FIT = 65_536
+N_INIT = 3
+
+
+def fit_sample(n: int, seed: int, max_fit: int = MAX_FIT) -> np.ndarray:
+    """Indices of the pixels the centres are fitted on: all, or a seeded sample of max_fit (sorted)."""
+    if n <= max_fit:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, max_fit, replace=False))
+
+
+async def kmeans(pixels: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """(labels (N,), centres (k, B), inertia over all pixels)."""
+    await lazy.sklearn()
+    from sklearn.cluster import KMeans
+    km = KMeans(n_clusters=k, random_state=seed, n_init=N_INIT).fit(pixels[fit_sample(len(pixels), seed)])
+    labels = await lazy.chunked(km.predict, pixels)
+    centres = km.cluster_centers_.astype(np.float32)
+    inertia = float(((pixels - centres[labels]).astype(np.float64) ** 2).sum())
+    return labels, centres, inertia
+
+
+def colours(k: int) -> list[str]:
+    return [PALETTE[i % len(PALETTE)] for i in range(k)]
+
+
+class Clusters(param.Parameterized):
+    k = param.Integer(5, bounds=(2, 32), label="Clusters (k)")
+    seed = param.Integer(0, bounds=(0, None), label="Seed")
+    result = param.Parameter(None, doc="region.Layer of cluster numbers, or None")
+    which = param.Integer(0, bounds=(0, None), label="Cluster to label")
+    per_class = param.Integer(20, bounds=(1, 1000), label="Pixels to label")
+    run = param.Action(lambda self: self.app.spawn(self.cluster()), label="Cluster the view")
+    to_label = param.Action(lambda self: self.app.spawn(self.to_class(self.which)), label="Cluster -> label class")
+
+    def __init__(self, app, **kw):
+        super().__init__(**kw)
+        self.app = app
+        self.inertia = None
+        self.region = None
+
+    async def cluster(self, k=None, seed=None) -> reg.Layer | None:
+        app = self.app
+        self.param.update(**{n: v for n, v in (("k", k), ("seed", seed)) if v is not None})
+        region = await reg.read(app.model, app.render_view())
+        if region is None or region.valid.sum() < self.k:
+            app.status = views.html("Too few pixels with data in the view for {} clusters.", self.k)
+            return None
+        t0 = time.perf_counter()
+        labels, _, self.inertia = await kmeans(region.pixels(), self.k, self.seed)
+        values = region.spread(labels.astype(np.float32))
+        self.region = region
+        self.result = reg.Layer("cluster", region.zone, region.window, values,
+                                class_rgba(values, np.ones_like(values), colours(self.k), 0.0))
+        n = len(region.pixels())
+        app.status = views.html("k-means (k={}, seed {}){}: {}; inertia {:.6g} ({:.0f} ms).", self.k, self.seed,
+                                f", centres fitted on {MAX_FIT:,} sampled pixels" if n > MAX_FIT else "",
+                                reg.describe(region), self.inertia, (time.perf_counter() - t0) * 1000)
+        return self.result
+
+    async def to_class(self, which: int, name: str | None = None, count: int | None = None) -> str | None:
+        """Label `count` pixels of cluster `which` (a seeded sample) as a new class (default 'cluster N')."""
+        app, r = self.app, self.result
+        if r is None:
+            app.status = views.html("Run k-means first.")
+            return None
+        rows, cols = np.nonzero(r.values == which)
+        if not len(rows):
+            app.status = views.html("Cluster {} has no pixels.", which)
+            return None
+        pick = np.random.default_rng(self.seed).choice(len(rows), min(count or self.per_class, len(rows)), replace=False)
+        labels = app.tools.labels
+        name = labels.add_class(name or f"cluster {which}")
+        pts = []
+        for i in np.sort(pick):  # the region's own vectors: no read per pixel
+            lon, lat = r.zone.centre_lonlat(int(rows[i]) + r.window[0], int(cols[i]) + r.window[2])
+            pts.append(Point(name, app.model.year, lon, lat, self.region.vectors[rows[i], cols[i]].copy()))
+        labels.points = [*labels.points, *pts]
+        app.status = views.html("Cluster {} -> class <b>{}</b>: {} labels.", which, name, len(pick))
+        return name

@@ -1,0 +1,235 @@
+"""Labels: named classes (one colour each) and labelled points, with their pixels' vectors.
+
+The state is `Labels`; GeoJSON (a FeatureCollection of Points with properties `class` and `year`)
+and the saved form (localStorage in the browser, a dict on CPython) are pure functions of it.
+Class names are user text: they are data, escaped wherever they are shown (app/views.html).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import param
+
+from app import views
+
+PALETTE = ["#e41a1c", "#377eb8", "#4daf4a", "#984ea3", "#ff7f00", "#a6761d", "#f781bf", "#17becf",
+           "#999999", "#1b9e77", "#d95f02", "#7570b3"]
+STORAGE_KEY = "tessera-explorer-labels"
+MAX_NAME = 80
+MAX_POINTS = 100_000
+URL_POINTS = 30  # label sets up to this size also go in the URL hash
+
+
+@dataclass
+class Point:
+    cls: str
+    year: int | None
+    lon: float
+    lat: float
+    vector: np.ndarray | None  # the pixel's dequantised vector where it was labelled (None: no data there)
+
+
+class MemoryStorage(dict):
+    """What localStorage is for CPython (tests): get/set of strings."""
+
+    def get_item(self, key):
+        return self.get(key)
+
+    def set_item(self, key, value):
+        self[key] = value
+
+
+class BrowserStorage:
+    def get_item(self, key):
+        import js
+        v = js.localStorage.getItem(key)
+        return None if v is None else str(v)
+
+    def set_item(self, key, value):
+        import js
+        js.localStorage.setItem(key, value)
+
+
+def next_colour(classes) -> str:
+    """The first palette colour no class has yet (the palette again, in turn, once all are taken)."""
+    used = {c for _, c in classes}
+    return next((c for c in PALETTE if c not in used), PALETTE[len(classes) % len(PALETTE)])
+
+
+def check_name(name) -> str:
+    name = str(name).strip()
+    if not name:
+        raise ValueError("a class name cannot be empty")
+    if len(name) > MAX_NAME:
+        raise ValueError(f"a class name has at most {MAX_NAME} characters")
+    return name
+
+
+class Labels(param.Parameterized):
+    classes = param.List([], doc="[(name, colour)] in the order they were made")
+    points = param.List([], item_type=Point)
+    active = param.String("", label="Active class", doc="the class a label click adds to")
+    mode = param.Boolean(False, label="Click to label")
+    new_name = param.String("", label="New class name")
+
+    def __init__(self, app, storage=None, **kw):
+        super().__init__(**kw)
+        self.app = app
+        self.storage = storage if storage is not None else MemoryStorage()
+        self.param.watch(lambda *e: self.save(), ["classes", "points"])
+
+    # ------------------------------------------------------------ classes --
+    def names(self) -> list[str]:
+        return [n for n, _ in self.classes]
+
+    def colour(self, name: str) -> str:
+        return dict(self.classes)[name]
+
+    def add_class(self, name) -> str:
+        name = check_name(name)
+        if name not in self.names():
+            self.classes = [*self.classes, (name, next_colour(self.classes))]
+        self.active = name
+        return name
+
+    def rename(self, old: str, new) -> None:
+        new = check_name(new)
+        if old not in self.names():
+            raise ValueError(f"no class {old!r}")
+        if new != old and new in self.names():
+            raise ValueError(f"there is already a class {new!r}")
+        with param.parameterized.batch_call_watchers(self):
+            self.classes = [(new if n == old else n, c) for n, c in self.classes]
+            self.points = [Point(new if p.cls == old else p.cls, p.year, p.lon, p.lat, p.vector) for p in self.points]
+            if self.active == old:
+                self.active = new
+
+    def delete(self, name: str) -> None:
+        with param.parameterized.batch_call_watchers(self):
+            self.classes = [(n, c) for n, c in self.classes if n != name]
+            self.points = [p for p in self.points if p.cls != name]
+            if self.active == name:
+                self.active = self.names()[0] if self.classes else ""
+
+    def clear(self) -> None:
+        self.param.update(classes=[], points=[], active="")
+
+    # ------------------------------------------------------------ points --
+    async def add(self, lon: float, lat: float, cls=None) -> Point | None:
+        """Label the pixel under lon/lat with `cls` (default: the active class; made if new)."""
+        app = self.app
+        name = self.add_class(cls if cls is not None else (self.active or "class 1"))
+        px = await app.model.pixel_at(float(lon), float(lat)) if app.model is not None else None
+        if px is None or not px.valid:
+            app.status = views.html("No data at {:.5f}, {:.5f}: not labelled.", float(lon), float(lat))
+            return None
+        p = Point(name, app.model.year, float(lon), float(lat), px.vector)
+        self.points = [*self.points, p]
+        app.status = views.html("Labelled {} as <b>{}</b> ({} labels).", px.label(), name, len(self.points))
+        return p
+
+    async def load(self, classes: list[tuple[str, str | None]], pts: list[tuple[str, int | None, float, float]]):
+        """Replace the labels with `classes` and points (cls, year, lon, lat), reading each point's vector."""
+        model = self.app.model
+        points = []
+        for cls, year, lon, lat in pts:
+            px = await model.pixel_at(lon, lat) if model is not None else None
+            points.append(Point(cls, year, lon, lat, px.vector if px is not None and px.valid else None))
+        names = list(dict.fromkeys([c for c, _ in classes] + [p.cls for p in points]))
+        given = dict(classes)
+        out = []
+        for n in names:
+            out.append((n, given.get(n) or next_colour(out)))
+        self.param.update(classes=out, points=points, active=names[0] if names else "")
+        missing = sum(p.vector is None for p in points)
+        self.app.status = views.html("Loaded {} labels in {} classes{}.", len(points), len(names),
+                                     f"; {missing} have no data in this store and are left out of training"
+                                     if missing else "")
+
+    def training(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """X (N, B), y (N,) class indices and the class names with at least one labelled vector."""
+        pts = [p for p in self.points if p.vector is not None]
+        names = [n for n in self.names() if any(p.cls == n for p in pts)]
+        if not pts:
+            return np.zeros((0, 0), np.float32), np.zeros(0, np.int64), names
+        return (np.stack([p.vector for p in pts]).astype(np.float32),
+                np.array([names.index(p.cls) for p in pts]), names)
+
+    # ------------------------------------------------------------ saving --
+    def save(self) -> None:
+        self.storage.set_item(STORAGE_KEY, json.dumps(saved(self.classes, self.points)))
+
+    def compact(self) -> str | None:
+        """The labels for the URL hash (small sets only), or None."""
+        if not self.points or len(self.points) > URL_POINTS:
+            return None
+        return json.dumps(saved(self.classes, self.points), separators=(",", ":"))
+
+    async def restore(self, compact: str | None = None) -> None:
+        """Labels from the URL (`compact`) if given, else from storage."""
+        text = compact if compact else self.storage.get_item(STORAGE_KEY)
+        if not text:
+            return
+        try:
+            classes, pts = from_saved(json.loads(text))
+        except (ValueError, TypeError, KeyError, IndexError) as e:
+            self.app.status = views.html("<b>Saved labels ignored:</b> {}", e)
+            return
+        await self.load(classes, pts)
+
+
+def saved(classes, points: list[Point]) -> list:
+    """The compact form (storage and URL): [[name, colour, [[lon, lat, year], ...]], ...]."""
+    return [[n, c, [[round(p.lon, 7), round(p.lat, 7), p.year] for p in points if p.cls == n]] for n, c in classes]
+
+
+def from_saved(doc) -> tuple[list, list]:
+    if not isinstance(doc, list):
+        raise ValueError("saved labels are not a list")
+    classes, pts = [], []
+    for name, colour, items in doc:
+        name = check_name(name)
+        classes.append((name, colour if isinstance(colour, str) and colour.startswith("#") and len(colour) <= 9 else None))
+        for lon, lat, year in items:
+            pts.append((name, None if year is None else int(year), float(lon), float(lat)))
+    return classes, pts
+
+
+def to_geojson(classes, points: list[Point]) -> dict:
+    return {"type": "FeatureCollection", "features": [
+        {"type": "Feature", "geometry": {"type": "Point", "coordinates": [p.lon, p.lat]},
+         "properties": {"class": p.cls, "year": p.year, "color": dict(classes).get(p.cls)}} for p in points]}
+
+
+def from_geojson(doc) -> tuple[list, list]:
+    """Classes and points (cls, year, lon, lat) of a FeatureCollection of Points; ValueError naming what is wrong."""
+    if isinstance(doc, (str, bytes)):
+        try:
+            doc = json.loads(doc)
+        except ValueError as e:
+            raise ValueError(f"labels: not JSON ({e})") from None
+    if not isinstance(doc, dict) or doc.get("type") != "FeatureCollection" or not isinstance(doc.get("features"), list):
+        raise ValueError("labels: not a GeoJSON FeatureCollection")
+    if len(doc["features"]) > MAX_POINTS:
+        raise ValueError(f"labels: more than {MAX_POINTS} features")
+    classes, pts = {}, []
+    for i, f in enumerate(doc["features"]):
+        geom = (f or {}).get("geometry") or {}
+        props = (f or {}).get("properties") or {}
+        coords = geom.get("coordinates")
+        if geom.get("type") != "Point" or not isinstance(coords, list) or len(coords) < 2:
+            raise ValueError(f"labels: feature {i} is not a Point")
+        lon, lat = float(coords[0]), float(coords[1])
+        if not (-180 <= lon <= 180 and -90 <= lat <= 90):
+            raise ValueError(f"labels: feature {i} has coordinates outside lon/lat ranges")
+        if "class" not in props:
+            raise ValueError(f"labels: feature {i} has no 'class' property")
+        name = check_name(props["class"])
+        year = props.get("year")
+        colour = props.get("color")
+        classes.setdefault(name, colour if isinstance(colour, str) and colour.startswith("#") and len(colour) <= 9
+                           else None)
+        pts.append((name, None if year is None else int(year), lon, lat))
+    return list(classes.items()), pts

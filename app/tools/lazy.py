@@ -1,0 +1,31 @@
+"""scikit-learn on first use: in Pyodide it is loaded then (from the site's own, sha256-verified
+lock wheels: scikit-learn, scipy, joblib, threadpoolctl, openblas), never at start-up."""
+from __future__ import annotations
+
+import asyncio
+import sys
+
+_loading = None
+
+
+async def sklearn() -> None:
+    """Make `import sklearn` work (a no-op on CPython, where it is installed)."""
+    global _loading
+    if sys.platform != "emscripten":
+        return
+    if _loading is None:
+        import pyodide_js
+        _loading = asyncio.ensure_future(pyodide_js.loadPackage("scikit-learn"))
+    await _loading
+
+
+async def chunked(fn, x, rows: int = 32768):
+    """fn over x in blocks of `rows`, yielding to the event loop between blocks (the page stays responsive)."""
+    import numpy as np
+    parts = []
+    for i in range(0, len(x), rows):
+        parts.append(fn(x[i:i + rows]))
+        await asyncio.sleep(0)
+    if not parts:
+        return fn(x[:0])
+    return np.concatenate(parts)

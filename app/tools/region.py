@@ -1,0 +1,152 @@
+"""The view's region: the dequantised embeddings of one zone's pixels under the map view.
+
+A view is sampled in the zone whose pixels hold its centre (or most of it), at most
+model.MAX_REGION (768) pixels per side around the view's centre: a zoomed-out view is capped, and
+`describe` says so. Tool results are `Layer`s on the same zone window, drawn into the view
+with the renderer's sampling and read back at a lon/lat.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import numpy as np
+
+from app import render
+from app.model import StoreModel, Zone
+from app import model as app_model  # MAX_REGION, looked up at call time
+from builder import convention as conv
+
+
+@dataclass
+class Region:
+    zone: Zone
+    window: tuple[int, int, int, int]  # r0, r1, c0, c1 in the zone's grid
+    full: tuple[int, int, int, int]  # the view's whole window in the zone, before the cap
+    vectors: np.ndarray  # float32 (H, W, B), NaN where there is no data
+
+    @property
+    def valid(self) -> np.ndarray:
+        return np.isfinite(self.vectors[..., 0])
+
+    @property
+    def capped(self) -> bool:
+        return self.window != self.full
+
+    def pixels(self) -> np.ndarray:
+        """(N, B) vectors of the valid pixels, in row-major order."""
+        return self.vectors[self.valid]
+
+    def spread(self, values: np.ndarray, fill=np.nan, dtype=np.float32) -> np.ndarray:
+        """Per-valid-pixel values (N,) laid back on the window (H, W), `fill` elsewhere."""
+        out = np.full(self.valid.shape, fill, dtype=dtype)
+        out[self.valid] = values
+        return out
+
+
+@dataclass
+class Layer:
+    """A tool's result on a zone window: values (H, W) (NaN where none) and their RGBA colouring."""
+
+    name: str
+    zone: Zone
+    window: tuple[int, int, int, int]
+    values: np.ndarray
+    rgba: np.ndarray
+
+    def value_at(self, lon: float, lat: float) -> float | None:
+        return value_at(self.zone, self.window, self.values, lon, lat)
+
+    def image(self, v: render.View) -> np.ndarray:
+        return window_image(self.zone, self.window, self.rgba, v)
+
+
+def choose_zone(model: StoreModel, v: render.View) -> tuple[Zone, tuple] | None:
+    """The zone for the view (the one holding its centre, else the one covering most of it) and its window."""
+    lon, lat = v.lonlat_grid()
+    hit = model.locate(float(lon[v.height // 2, v.width // 2]), float(lat[v.height // 2, v.width // 2]))
+    wins = {z.name: render.zone_window(z, lon, lat, pad=0) for z in model.zones.values()}
+    wins = {k: w for k, w in wins.items() if w is not None}
+    if not wins:
+        return None
+    name = hit[0].name if hit is not None and hit[0].name in wins else max(wins, key=lambda k: wins[k][-1].sum())
+    return model.zones[name], wins[name][2:6]
+
+
+def cap(window: tuple[int, int, int, int], centre: tuple[int, int], size: int):
+    """`window` cut to at most `size` per side, around `centre` (row, col) as far as the window allows."""
+    out = []
+    for (a, b), c in zip((window[:2], window[2:]), centre):
+        if b - a > size:
+            a = min(max(a, c - size // 2), b - size)
+            b = a + size
+        out += [a, b]
+    return tuple(out)
+
+
+async def read_window(model: StoreModel, zone: Zone, window, year_index: int | None = None) -> np.ndarray:
+    """Dequantised (H, W, B) over `window` of `zone` in `model`; NaN outside the zone's grid.
+
+    `year_index` picks a year of a multi-year index (its arrays have a leading year axis)."""
+    r0, r1, c0, c1 = window
+    out = np.full((r1 - r0, c1 - c0, zone.n_bands), np.nan, np.float32)
+    a0, a1, b0, b1 = max(r0, 0), min(r1, zone.height), max(c0, 0), min(c1, zone.width)
+    if a0 >= a1 or b0 >= b1:
+        return out
+    lead = [] if year_index is None else [(year_index, year_index + 1)]
+    emb, scl = await asyncio.gather(
+        model.source.read(f"{zone.name}/embeddings", [*lead, (a0, a1), (b0, b1), None], whole=True),
+        model.source.read(f"{zone.name}/scales", [*lead, (a0, a1), (b0, b1)], whole=True))
+    shape = (a1 - a0, b1 - b0)
+    out[a0 - r0:a1 - r0, b0 - c0:b1 - c0] = conv.dequantise(emb.reshape(*shape, -1).astype(np.int8),
+                                                            scl.reshape(shape))
+    return out
+
+
+def view_window(model: StoreModel, v: render.View):
+    """(zone, capped window, full window) of the view, or None when the view shows no zone."""
+    chosen = choose_zone(model, v)
+    if chosen is None:
+        return None
+    zone, full = chosen
+    lon, lat = v.lonlat_grid()
+    cr, cc = zone.to_rowcol(float(lon[v.height // 2, v.width // 2]), float(lat[v.height // 2, v.width // 2]))
+    return zone, cap(full, (int(cr), int(cc)), app_model.MAX_REGION), full
+
+
+async def read(model: StoreModel, v: render.View) -> Region | None:
+    w = view_window(model, v)
+    if w is None:
+        return None
+    zone, window, full = w
+    return Region(zone, window, full, await read_window(model, zone, window))
+
+
+def describe(region: Region) -> str:
+    """Where a tool ran, as plain text (the caller escapes it): the zone window, and the cap when it cut the view."""
+    r0, r1, c0, c1 = region.window
+    text = f"{region.zone.name} rows {r0}-{r1}, cols {c0}-{c1} ({int(region.valid.sum()):,} valid pixels)"
+    if region.capped:
+        f = region.full
+        text += (f"; the view covers {f[1] - f[0]} x {f[3] - f[2]} px of {region.zone.name}, capped at "
+                 f"{app_model.MAX_REGION} px per side around its centre")
+    return text
+
+
+def value_at(zone: Zone, window, values: np.ndarray, lon: float, lat: float) -> float | None:
+    """values[row, col] under lon/lat (None outside the window or where there is no value)."""
+    r0, r1, c0, c1 = window
+    row, col = zone.to_rowcol(float(lon), float(lat))
+    if not (r0 <= row < r1 and c0 <= col < c1):
+        return None
+    x = values[int(row) - r0, int(col) - c0]
+    return float(x) if np.isfinite(x) else None
+
+
+def window_image(zone: Zone, window, rgba: np.ndarray, v: render.View) -> np.ndarray:
+    """An RGBA image of a zone window sampled into the view (transparent elsewhere)."""
+    lon, lat = v.lonlat_grid()
+    row, col = zone.to_rowcol(lon, lat)
+    out = np.zeros((v.height, v.width, 4), np.uint8)
+    render.sample_window(rgba, window[0], window[2], row, col, np.ones(row.shape, bool), out)
+    return out

@@ -1,0 +1,44 @@
+"""Similarity over the whole view (its region, capped at MAX_REGION per side) from the selection
+and/or the pins: the cosine to each (model.cosine_map), combined by mean or max."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from app import views
+from app.model import cosine_map
+from app.tools import region as reg
+
+SOURCES = ["selection", "pins", "selection and pins"]
+MODES = ["mean", "max"]
+
+
+def targets(selected, pins, source: str) -> list:
+    sel = [selected] if selected is not None and selected.valid else []
+    return {"selection": sel, "pins": list(pins), "selection and pins": sel + list(pins)}[source]
+
+
+def combine(vectors: np.ndarray, targets: list[np.ndarray], mode: str) -> np.ndarray:
+    """Mean or max over the targets of each pixel's cosine (NaN where a pixel has no data)."""
+    sims = np.stack([cosine_map(vectors, t) for t in targets])
+    return (sims.mean(axis=0) if mode == "mean" else sims.max(axis=0)).astype(np.float32)
+
+
+async def compute(app) -> None:
+    """Set app.sim to (zone, window, similarity) over the view, or say in the status why not."""
+    tg = targets(app.selected, app.pins, app.sim_from)
+    if not tg:
+        app.status = views.html("Select a pixel with data first." if app.sim_from == "selection"
+                                else "Pin pixels with data first.")
+        return
+    t0 = time.perf_counter()
+    region = await reg.read(app.model, app.render_view())
+    if region is None:
+        app.status = views.html("The view shows no zone of this store.")
+        return
+    sim = combine(region.vectors, [p.vector for p in tg], app.sim_mode)
+    app.sim = (region.zone, region.window, sim)
+    what = tg[0].label() if len(tg) == 1 else f"{app.sim_mode} of {len(tg)} pixels"
+    app.status = views.html("Similarity to {}: {} ({:.0f} ms).", what, reg.describe(region),
+                            (time.perf_counter() - t0) * 1000)

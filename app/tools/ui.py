@@ -1,0 +1,98 @@
+"""The tools' widgets, panes and map layers (Panel/Bokeh), bound to their states in app/tools/."""
+from __future__ import annotations
+
+import io
+import json
+
+import panel as pn
+from bokeh.models import ColumnDataSource
+from bokeh.plotting import figure
+
+from app import geo, views
+from app.tools import labels as lab, panes
+
+
+class ToolsUI:
+    def __init__(self, state, fig):
+        self.state = state
+        t = state.tools
+        L = t.labels
+        self.tool_src = ColumnDataSource(dict(views.EMPTY_IMAGE), name="tool-source")
+        self.label_src = ColumnDataSource(dict(x=[], y=[], color=[], cls=[]), name="label-source")
+        self.hist_src = ColumnDataSource(dict(left=[], right=[], count=[]), name="hist-source")
+        self.tool_layer = fig.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.tool_src,
+                                         name="tool-layer")
+        fig.scatter("x", "y", source=self.label_src, size=8, marker="square", fill_color="color",
+                    line_color="black", name="labels")
+        self.labels_pane = pn.pane.HTML(panes.labels_html(L), name="labels-list", width=380)
+        self.legend_pane = pn.pane.HTML("", name="class-legend", width=380)
+        self.active = pn.widgets.Select(name="Active class", options=L.names())
+        self.active.param.watch(lambda e: setattr(L, "active", e.new or ""), "value")
+        self.rename_to = pn.widgets.TextInput(name="Rename the active class to")
+        add = pn.widgets.Button(name="Add class")
+        add.on_click(lambda e: self._guard(lambda: L.add_class(L.new_name)))
+        rename = pn.widgets.Button(name="Rename")
+        rename.on_click(lambda e: self._guard(lambda: L.rename(L.active, self.rename_to.value)))
+        delete = pn.widgets.Button(name="Delete class", button_type="danger")
+        delete.on_click(lambda e: L.delete(L.active))
+        export = pn.widgets.FileDownload(callback=lambda: io.BytesIO(json.dumps(lab.to_geojson(L.classes, L.points))
+                                                                      .encode()),
+                                         filename="labels.geojson", label="Export labels (GeoJSON)", embed=False)
+        self.upload = pn.widgets.FileInput(accept=".geojson,.json", name="Import labels (GeoJSON)")
+        self.upload.param.watch(lambda e: self.import_labels(e.new) if e.new else None, "value")
+        hist = figure(width=380, height=200, title="Change histogram (1 - cosine)", name="change-hist", tools="save")
+        hist.quad(left="left", right="right", top="count", bottom=0, source=self.hist_src)
+        c, k, ch = t.classify, t.cluster, t.change
+        w = lambda p, **kw: pn.Param(p, show_name=False, **kw)
+        self.panel = pn.Tabs(
+            ("Labels", pn.Column(pn.widgets.Toggle.from_param(L.param.mode, button_type="success"),
+                                 pn.widgets.TextInput.from_param(L.param.new_name), add, self.active,
+                                 pn.Row(self.rename_to, rename), delete, self.labels_pane, export, self.upload)),
+            ("Classify", pn.Column(w(c.param, parameters=["method", "k", "seed", "threshold", "run"]),
+                                   self.legend_pane)),
+            ("Clusters", w(k.param, parameters=["k", "seed", "run", "which", "per_class", "to_label"])),
+            ("Change", pn.Column(w(ch.param, parameters=["y0", "y1", "threshold", "run"]), hist)),
+            ("Similarity", w(state.param, parameters=["sim_from", "sim_mode"])),
+            name="tools", width=400)
+        self.layer_select = pn.widgets.Select.from_param(t.param.shown)
+        L.param.watch(self._draw_labels, ["classes", "points", "active"])
+        t.param.watch(self._draw_layer, ["shown"])
+        for tool in (c, k, ch):
+            tool.param.watch(self._draw_layer, ["result"])
+        state.param.watch(self._draw_layer, ["base"])
+        ch.param.watch(lambda e: setattr(self.hist_src, "data", dict(e.new)), "hist")
+
+    def _guard(self, fn) -> None:
+        try:
+            fn()
+        except ValueError as e:  # a bad class name: one line in the status, never a traceback
+            self.state.status = views.html("<b>Labels:</b> {}", e)
+
+    def import_labels(self, data: bytes | str):
+        L = self.state.tools.labels
+        try:
+            parsed = lab.from_geojson(data)
+        except ValueError as e:
+            self.state.status = views.html("<b>Import refused:</b> {}", e)
+            return None
+        return self.state.spawn(L.load(*parsed))
+
+    def _draw_labels(self, *events) -> None:
+        L = self.state.tools.labels
+        xs, ys = geo.lonlat_to_merc([p.lon for p in L.points], [p.lat for p in L.points])
+        colours = dict(L.classes)
+        self.label_src.data = dict(x=[float(x) for x in xs] if L.points else [],
+                                   y=[float(y) for y in ys] if L.points else [],
+                                   color=[colours.get(p.cls, "#000000") for p in L.points],
+                                   cls=[p.cls for p in L.points])
+        self.labels_pane.object = panes.labels_html(L)
+        self.active.options = L.names()
+        self.active.value = L.active or None
+        self.legend_pane.object = panes.legend_html(self.state.tools.classify.legend())
+
+    def _draw_layer(self, *events) -> None:
+        s = self.state
+        v = s.base[0] if s.base else s.render_view()
+        layer = s.tools.layer(s.tools.shown)
+        self.tool_src.data = views.image_data(layer.image(v) if layer is not None else None, v)
+        self.legend_pane.object = panes.legend_html(s.tools.classify.legend()) if s.tools.shown == "class" else ""

@@ -1,0 +1,94 @@
+"""Classification on CPython against scikit-learn fitted independently on zarr-python reads of the same pixels."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app import model as app_model
+from app.tools import classify, panes, region
+from conftest import run_async
+from tools_util import centre_of_data, opened, pixel_lonlat, training_pixels, zone_vectors
+
+
+async def labelled(store, world, zone="utm30"):
+    state = await opened(store)
+    state.centre_view(*centre_of_data(store, zone), 2500)
+    await state.settle()
+    train = training_pixels(store, zone, world, 2024)
+    for r, c, k in train:
+        await state.tools.labels.add(*pixel_lonlat(store, zone, r, c), cls=f"class {k}")
+    return state, train
+
+
+@pytest.mark.parametrize("method", ["k-NN", "logistic regression"])
+def test_class_map_agrees_with_scikit_learn(store, world, method):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.neighbors import KNeighborsClassifier
+
+    async def run():
+        state, train = await labelled(store, world)
+        layer = await state.tools.classify.classify(method, seed=3)
+        assert layer is not None and state.tools.shown == "class"
+        v = zone_vectors(store, "utm30")
+        X = np.stack([v[r, c] for r, c, _ in train])
+        names = [n for n in state.tools.labels.names()]
+        y = np.array([names.index(f"class {k}") for _, _, k in train])
+        est = KNeighborsClassifier(n_neighbors=5) if method == "k-NN" else LogisticRegression(max_iter=1000,
+                                                                                              random_state=3)
+        est.fit(X, y)
+        r0, r1, c0, c1 = layer.window
+        sub = v[r0:r1, c0:c1]
+        valid = np.isfinite(sub[..., 0])
+        want = est.predict(sub[valid])
+        got = layer.values[valid]
+        assert np.isfinite(got).all() and np.isnan(layer.values[~valid]).all()
+        agree = float((got.astype(int) == want).mean())
+        assert agree >= 0.99, agree
+        assert valid.sum() > 1000
+        # read back at a lon/lat, as tesseraApi.value does
+        rr, cc = np.argwhere(valid)[len(want) // 2]
+        assert layer.value_at(*pixel_lonlat(store, "utm30", r0 + rr, c0 + cc)) == got[len(want) // 2]
+        # legend: counts and areas (10 m pixels) of the classes shown, escaped names
+        rows = state.tools.classify.legend()
+        assert sum(k for _, _, k, _ in rows) == valid.sum()
+        assert all(a == pytest.approx(k * 1e-4) for _, _, k, a in rows)
+        assert "class-legend" in panes.legend_html(rows)
+        # a confidence threshold hides the doubtful pixels
+        conf = state.tools.classify.conf
+        cut = float(np.nanmax(conf)) if method == "k-NN" else float(np.nanmedian(conf))
+        state.tools.classify.threshold = cut
+        shown = state.tools.classify.result.rgba[..., 3] > 0
+        assert (shown == (np.nan_to_num(conf, nan=-1) >= cut)).all()
+        assert sum(k for _, _, k, _ in state.tools.classify.legend()) == shown.sum()
+        if method == "logistic regression":
+            assert 0 < shown.sum() < valid.sum()
+    run_async(run())
+
+
+def test_random_forest_and_too_few_classes(store, world):
+    async def run():
+        state = await opened(store)
+        state.centre_view(*centre_of_data(store, "utm30"), 2500)
+        assert await state.tools.classify.classify() is None and "at least two classes" in state.status
+        state, train = await labelled(store, world)
+        layer = await state.tools.classify.classify("random forest", seed=1)
+        assert layer is not None and np.isfinite(layer.values).sum() > 1000
+        with pytest.raises(ValueError, match="unknown classification method"):
+            classify.estimator("svm", 10)
+    run_async(run())
+
+
+def test_a_zoomed_out_view_is_capped_and_says_so(store, world, monkeypatch):
+    monkeypatch.setattr(app_model, "MAX_REGION", 40)
+
+    async def run():
+        state = await opened(store)
+        state.centre_view(*centre_of_data(store, "utm30"), 5000)
+        reg = await region.read(state.model, state.render_view())
+        r0, r1, c0, c1 = reg.window
+        assert reg.capped and r1 - r0 <= 40 and c1 - c0 <= 40
+        assert "capped at 40 px per side" in region.describe(reg)
+        state2, _ = await labelled(store, world)
+        await state2.tools.classify.classify()
+        assert "capped at 40 px per side" in state2.status
+    run_async(run())

@@ -1,0 +1,35 @@
+"""Similarity over the whole view from one or several pixels (mean, max) against plain numpy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import run_async
+from tools_util import centre_of_data, opened, pixel_lonlat, zone_vectors
+
+
+def cos(sub, t):
+    return sub @ t / (np.linalg.norm(sub, axis=-1) * np.linalg.norm(t))
+
+
+@pytest.mark.parametrize("mode", ["mean", "max"])
+def test_similarity_from_pins_over_the_view(store, mode):
+    async def run():
+        state = await opened(store)
+        state.centre_view(*centre_of_data(store, "utm30"), 3000)
+        v = zone_vectors(store, "utm30")
+        rc = [tuple(map(int, x)) for x in np.argwhere(np.isfinite(v[..., 0]))[[10, 500, 900]]]
+        for r, c in rc:
+            await state.select(*pixel_lonlat(store, "utm30", r, c))
+            state.pin()
+        state.param.update(sim_from="pins", sim_mode=mode, similarity_on=True)
+        await state.settle()
+        zone, (r0, r1, c0, c1), sim = state.sim
+        sub = v[r0:r1, c0:c1].astype(np.float64)
+        each = np.stack([cos(sub, v[r, c].astype(np.float64)) for r, c in rc])
+        want = each.mean(0) if mode == "mean" else each.max(0)
+        np.testing.assert_allclose(sim, want, rtol=0, atol=1e-5, equal_nan=True)
+        assert "of 3 pixels" in state.status and f"{mode} of 3" in state.status
+        # the region is the view's part of the zone: the whole zone data in a 3 km view
+        assert (r1 - r0) * (c1 - c0) > 5000
+    run_async(run())

@@ -1,0 +1,59 @@
+"""Helpers of the tools' CPython tests: an explorer over a real store, and independent zarr-python reads."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import zarr
+from pyproj import Transformer
+
+from app.reader import ZarrSource
+from app.session import Explorer
+from app.state import UrlState
+
+
+async def opened(store: Path, year: int = 2024, catalog=None, **url) -> Explorer:
+    catalog = catalog or [{"year": year, "url": str(store), "label": str(year)}]
+    state = Explorer(catalog, UrlState(**url), source_factory=ZarrSource)
+    await state.open_year(year)
+    state.year = year
+    await state.settle()
+    return state
+
+
+def zone_vectors(store: Path, zone: str) -> np.ndarray:
+    """The zone's dequantised embeddings (H, W, B), NaN where there is no data (plain zarr-python + numpy)."""
+    g = zarr.open_group(store / zone, mode="r")
+    return g["embeddings"][:].astype(np.float32) * g["scales"][:][..., None]
+
+
+def pixel_lonlat(store: Path, zone: str, row: int, col: int) -> tuple[float, float]:
+    g = zarr.open_group(store / zone, mode="r")
+    t = g.attrs["spatial:transform"]
+    epsg = int(g.attrs["proj:code"].split(":")[1])
+    e, n = t[2] + (col + 0.5) * 10, t[5] - (row + 0.5) * 10
+    lon, lat = Transformer.from_crs(epsg, 4326, always_xy=True).transform(e, n)
+    return float(lon), float(lat)
+
+
+def centre_of_data(store: Path, zone: str) -> tuple[float, float]:
+    v = zone_vectors(store, zone)
+    rows, cols = np.nonzero(np.isfinite(v[..., 0]))
+    return pixel_lonlat(store, zone, int(rows.mean()), int(cols.mean()))
+
+
+def training_pixels(store: Path, zone: str, world, year: int, per_class: int = 8, seed: int = 1):
+    """(rows, cols, class) of labelled pixels: `per_class` valid pixels of each demo class present (true classes)."""
+    v = zone_vectors(store, zone)
+    rows, cols = np.nonzero(np.isfinite(v[..., 0]))
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(len(rows), min(len(rows), 600), replace=False)
+    rows, cols = rows[pick], cols[pick]
+    ll = np.array([pixel_lonlat(store, zone, int(r), int(c)) for r, c in zip(rows, cols)])
+    cls = world.classes(ll[:, 0], ll[:, 1], year)
+    out = []
+    for k in np.unique(cls):
+        idx = np.nonzero(cls == k)[0][:per_class]
+        if len(idx) >= 3:
+            out += [(int(rows[i]), int(cols[i]), int(k)) for i in idx]
+    return out
