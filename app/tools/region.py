@@ -93,10 +93,14 @@ async def read_window(model: StoreModel, zone: Zone, window, year_index: int | N
     a0, a1, b0, b1 = max(r0, 0), min(r1, zone.height), max(c0, 0), min(c1, zone.width)
     if a0 >= a1 or b0 >= b1:
         return out
-    lead = [] if year_index is None else [(year_index, year_index + 1)]
-    emb, scl = await asyncio.gather(
-        model.source.read(f"{zone.name}/embeddings", [*lead, (a0, a1), (b0, b1), None], whole=True),
-        model.source.read(f"{zone.name}/scales", [*lead, (a0, a1), (b0, b1)], whole=True))
+    if year_index is None:  # the model reads the window in (h, w[, B]) order whatever the layout (v1, geoemb:)
+        emb, scl = await asyncio.gather(model.region(zone, "embeddings", a0, a1, b0, b1),
+                                        model.region(zone, "scales", a0, a1, b0, b1))
+    else:
+        lead = [(year_index, year_index + 1)]
+        emb, scl = await asyncio.gather(
+            model.source.read(f"{zone.name}/embeddings", [*lead, (a0, a1), (b0, b1), None], whole=True),
+            model.source.read(f"{zone.name}/scales", [*lead, (a0, a1), (b0, b1)], whole=True))
     shape = (a1 - a0, b1 - b0)
     out[a0 - r0:a1 - r0, b0 - c0:b1 - c0] = conv.dequantise(emb.reshape(*shape, -1).astype(np.int8),
                                                             scl.reshape(shape))
