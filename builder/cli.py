@@ -100,7 +100,7 @@ def cmd_build(a) -> int:
             cfg = BuildConfig(tiles=a.tiles, store=store, year=y, model_version=a.model_version,
                               record=Path(a.record) / f"{y}" if a.record else None, rgb=not a.no_rgb,
                               overlap=a.overlap, layout=layout, global_res=a.global_res, quiet=a.quiet,
-                              global_rgb=not a.no_global)
+                              global_rgb=not a.no_global, overviews=not a.no_overviews)
             _report(build(cfg, runner), t0)
             _validate_or_fail(store)
             print(f"{store}: valid tessera:{conv.DATASET_VERSION} store")
@@ -227,6 +227,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--record", help="directory for build records (default: <store>.build)")
     b.add_argument("--no-rgb", action="store_true", help="do not compute the rgb preview (nor global_rgb)")
     b.add_argument("--no-global", action="store_true", help="do not update the global_rgb pyramid")
+    b.add_argument("--no-overviews", action="store_true",
+                   help="no embedding overviews (tessera-ovr:); refused for a store that has them")
     b.add_argument("--overlap", choices=["last", "error"], default="last",
                    help="overlapping tiles: 'last' (default) lets the later tile (by name) win where it has data; "
                         "'error' refuses them")
