@@ -11,8 +11,9 @@ from builder.validate.documents import MISSING, Reader
 from builder.validate.nodes import Array, open_array, registration_problems, schema_problems
 from builder.validate.zone import _fill_ok
 
-SAMPLE_SHARDS = 2   # shards per level whose pixels --deep checks
-SAMPLE_PIXELS = 24  # pixels per sampled shard
+SAMPLE_SHARDS = 8   # shards per level whose pixels --deep checks
+SAMPLE_PIXELS = 24  # pixels per sampled shard, within WINDOW pixels of a random valid one
+WINDOW = 8
 
 
 def declared(attrs: dict) -> bool:
@@ -147,9 +148,16 @@ def deep_sample(reader: Reader, zone: str, seed: int = 0) -> list[str]:
             for sr, sc in [files[i] for i in rng.permutation(len(files))[:SAMPLE_SHARDS]]:
                 block = scl[sr * shard:(sr + 1) * shard, sc * shard:(sc + 1) * shard]
                 rr, cc = np.nonzero(~np.isnan(block))
+                if len(rr):  # a small window around a random valid pixel: the reads below stay small
+                    i = rng.integers(len(rr))
+                    near = (np.abs(rr - rr[i]) < WINDOW) & (np.abs(cc - cc[i]) < WINDOW)
+                    rr, cc = rr[near], cc[near]
                 pick = rng.permutation(len(rr))[:SAMPLE_PIXELS]
                 rows, cols = rr[pick] + sr * shard, cc[pick] + sc * shard
                 nr, nc = np.nonzero(np.isnan(block))  # and a few no-data pixels: their children must be too
+                if len(rr) and len(nr):
+                    near = (np.abs(nr - rr[0]) < 4 * WINDOW) & (np.abs(nc - cc[0]) < 4 * WINDOW)
+                    nr, nc = nr[near], nc[near]
                 pick = rng.permutation(len(nr))[:SAMPLE_PIXELS // 4]
                 gone_r, gone_c = nr[pick] + sr * shard, nc[pick] + sc * shard
                 v, s = _values(group, k, rows, cols)
