@@ -91,6 +91,8 @@ def cmd_build(a) -> int:
     if a.store and len(years) > 1:
         raise BuildError("--store names one store; use --out DIR to build several years")
     layout = _make_layout(a)
+    if a.code_dims < 1:
+        raise BuildError(f"--code-dims {a.code_dims} must be at least 1")
     from builder.mirror import tiles_from_args
     a.tiles = tiles_from_args(a, DEFAULT_CACHE)  # TILES, or a view of the tiles fetched --from a mirror
     with Runner(a.scheduler, a.workers, a.quiet) as runner:
@@ -100,7 +102,8 @@ def cmd_build(a) -> int:
             cfg = BuildConfig(tiles=a.tiles, store=store, year=y, model_version=a.model_version,
                               record=Path(a.record) / f"{y}" if a.record else None, rgb=not a.no_rgb,
                               overlap=a.overlap, layout=layout, global_res=a.global_res, quiet=a.quiet,
-                              global_rgb=not a.no_global, overviews=not a.no_overviews)
+                              global_rgb=not a.no_global, overviews=not a.no_overviews,
+                              code_dims=a.code_dims)
             _report(build(cfg, runner), t0)
             _validate_or_fail(store)
             print(f"{store}: valid tessera:{conv.DATASET_VERSION} store")
@@ -229,6 +232,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--no-global", action="store_true", help="do not update the global_rgb pyramid")
     b.add_argument("--no-overviews", action="store_true",
                    help="no embedding overviews (tessera-ovr:); refused for a store that has them")
+    b.add_argument("--code-dims", type=int, default=8,
+                   help="dimensions of the overviews' compact PCA code (default 8; fixed per store)")
     b.add_argument("--overlap", choices=["last", "error"], default="last",
                    help="overlapping tiles: 'last' (default) lets the later tile (by name) win where it has data; "
                         "'error' refuses them")

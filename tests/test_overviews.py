@@ -337,3 +337,16 @@ def test_zarrita_in_node_reads_the_overview_arrays(tmp_path, store):
         assert got[path]["shape"] == list(want.shape)
         have = np.array([np.nan if x is None else x for x in got[path]["data"]], dtype=np.float64).reshape(want.shape)
         np.testing.assert_array_equal(have, want.astype(np.float64))
+
+
+def test_code_dims_are_chosen_per_store_and_kept(tmp_path, tiles_root):
+    tiles = tmp_path / "tiles"
+    _copy_tiles(tiles_root, tiles, ["grid_18.45_-33.95"])
+    args = ["build", str(tiles), "--year", "2024", "--out", str(tmp_path / "out"), "--scheduler", "sync", "-q",
+            "--no-global"]
+    run_cli(*args, "--code-dims", "4")
+    z = zarr.open_group(tmp_path / "out" / "2024.zarr" / "utm34", mode="r")
+    assert z.attrs["tessera-ovr:code"]["dims"] == 4 and z["overviews/2/code"].shape[2] == 4
+    assert z["overviews/code_basis"].shape == (4, 128)
+    p = run_cli(*args, check=False)  # the default 8 would not match the store's 4
+    assert p.returncode == 2 and "4-d code" in p.stderr, p.stderr
