@@ -11,7 +11,8 @@ Phases, each safe to interrupt (even by SIGKILL):
      pixel never overwrites data).  Each finished shard is journalled, so a
      re-run after a crash skips it;
   4. update zone attributes, then the tile fingerprints in the build record;
-  5. update the global_rgb pyramid where shards changed, then consolidate.
+  5. update the embedding overviews (builder.overviews) above the changed shards;
+  6. update the global_rgb pyramid where shards changed, then consolidate.
 
 The build record (JSON, outside the store: `<store>.build/` by default) keeps
 what a later incremental run needs: tile fingerprints per zone, the RGB
@@ -21,8 +22,8 @@ Progress is recorded only after the work it describes is on disk, and intents
 before the work: a zone enters the record (marked "creating") before its group
 is created; a moved grid is recorded before its move journal is removed; the
 shards a run is about to write are added to the record's `pyramid_pending`
-before they are written, and leave it only once the pyramid and the
-consolidated metadata are updated; zone attributes are written before the
+and `overview_pending` before they are written, and leave them only once the
+pyramid, the overviews and the consolidated metadata are updated; zone attributes are written before the
 fingerprints.  A re-run therefore finds everything a killed run left undone.
 TESSERA_TEST_KILL_AT=<phase> makes the process SIGKILL itself at that phase
 (`kill_point`; tests/test_kills.py).
@@ -38,12 +39,14 @@ import signal
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import zarr
 
 from builder import BUILD_VERSION
 from builder import convention as conv
+from builder import overviews as ovr
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
 from builder.parallel import Runner
@@ -73,6 +76,8 @@ class BuildConfig:
     global_rgb: bool = True
     global_res: float = conv.GLOBAL_RES0
     quiet: bool = False
+    overviews: bool = True  # embedding overviews (tessera-ovr:)
+    code_dims: int = ovr.DIMS
 
     @property
     def record_dir(self) -> Path:
@@ -144,6 +149,13 @@ def _check_record(cfg: BuildConfig, record: dict, n_bands: int, by_zone: dict[in
         raise BuildError(f"store has {record['n_bands']} bands, tiles have {n_bands}", store)
     if record and record.get("layout") not in (None, cfg.layout.__dict__):
         raise BuildError(f"store was built with layout {record['layout']}, not {cfg.layout.__dict__}", store)
+    have = record.get("overviews")
+    if have and not cfg.overviews:
+        raise BuildError("store has embedding overviews; building without them would leave them stale "
+                         "(drop --no-overviews, or rebuild into a new store)", store)
+    if have and cfg.overviews and (have["levels"], have["dims"]) != (ovr.LEVELS, cfg.code_dims):
+        raise BuildError(f"store has overviews of {have['levels']} levels and a {have['dims']}-d code, "
+                         f"not {ovr.LEVELS} and {cfg.code_dims}; rebuild into a new store", store)
     for zone_num, ztiles in by_zone.items():
         name = conv.zone_group_name(zone_num)
         zrec = _zone_record(record, name)
@@ -171,6 +183,12 @@ def _zone_record(record: dict, name: str) -> dict | None:
     """The zone's record, or None when the zone is new or a killed run was still creating its group."""
     zrec = record.get("zones", {}).get(name)
     return None if zrec is None or zrec.get("creating") else zrec
+
+
+def _add_overview_pending(record: dict, name: str, grid: ZoneGrid, shards) -> None:
+    """Note level-0 shards (as lattice indices) whose overviews must be recomputed (kept until they are)."""
+    entries = record.setdefault("overview_pending", {}).setdefault(name, [])
+    entries[:] = sorted({tuple(x) for x in entries} | {tuple(x) for x in ovr.lattice_shards(grid, shards)})
 
 
 def _add_pending(record: dict, name: str, grid: ZoneGrid, shards: list[tuple[int, int]]) -> None:
@@ -211,13 +229,16 @@ def _box_shards(grid: ZoneGrid, box: list[float]) -> list[tuple[int, int]]:
     return grid.shards_in(r, c, round((box[3] - box[1]) / conv.PIXEL_SIZE), round((box[2] - box[0]) / conv.PIXEL_SIZE))
 
 
-def _regrid(zone_dir: Path, old: ZoneGrid, new: ZoneGrid, n_bands: int, journal: Path, commit) -> None:
+def _regrid(zone_dir: Path, old: ZoneGrid, new: ZoneGrid, n_bands: int, journal: Path, commit,
+            overviews: Callable[[zarr.Group, ZoneGrid], None] | None = None) -> None:
     """Grow a zone grid to `new`, moving shard files by whole shards (crash-safe, resumable).
 
     `commit()` records the new grid; it runs after the move and before the journal goes, so that a
     re-run either finishes the journalled move or finds the new grid recorded, never moves twice.
     """
     dr, dc = new.offset_of(old)
+    # every sharded array with its shift in its own shards: the zone's, then each overview level's
+    shifts = [(name, dr, dc) for name in SHARDED] + ovr.moves(old, new, ovr.LEVELS)
     staging = journal.with_suffix(".staging")
     state = json.loads(journal.read_text()) if journal.exists() else None
     if state is None:
@@ -225,18 +246,20 @@ def _regrid(zone_dir: Path, old: ZoneGrid, new: ZoneGrid, n_bands: int, journal:
         _save_json(journal, state)
     group = zarr.open_group(zarr.storage.LocalStore(zone_dir), mode="r+", use_consolidated=False)
     if state["phase"] == "stage":
-        for name in SHARDED:
+        for name, r, c in shifts:
             if (zone_dir / name).exists():
-                move_shards(zone_dir / name, staging / name, dr, dc)
+                move_shards(zone_dir / name, staging / name, r, c)
                 kill_point("regrid-staged")
         state["phase"] = "commit"
         _save_json(journal, state)
-    for name in SHARDED:
+    for name, _, _ in shifts:
         if (staging / name).exists():
             move_shards(staging / name, zone_dir / name, 0, 0)
     shutil.rmtree(staging, ignore_errors=True)
     resize_zone(group, new, n_bands)
     group.attrs.update(new.attrs())
+    if overviews is not None and conv.OVR_GROUP in group:
+        overviews(group, new)  # resized, and the levels' transforms in the zone attributes
     kill_point("regrid-moved")
     commit()
     kill_point("regrid-recorded")
@@ -253,7 +276,7 @@ def _grow_zone(cfg: BuildConfig, record: dict, name: str, want: ZoneGrid, n_band
         def commit():
             zrec["grid"] = new.__dict__
             _save_record(cfg, record)
-        _regrid(zone_dir, old, new, n_bands, journal, commit)
+        _regrid(zone_dir, old, new, n_bands, journal, commit, _overviews_of(cfg, record, n_bands))
         return new
 
     grid = ZoneGrid(**zrec["grid"])
@@ -270,6 +293,8 @@ def _create_zone(cfg: BuildConfig, root, record: dict, name: str, zone: int, sou
     record["zones"][name] = zrec
     _save_record(cfg, record)
     create_zone(root, grid, n_bands, cfg.rgb, cfg.layout)
+    if cfg.overviews:
+        _overviews_of(cfg, record, n_bands)(root[name], grid)
     kill_point("zone-created")
     _set_zone_attrs(root[name], cfg, zone, south, n_bands, 0, grid)
     del zrec["creating"]
@@ -328,8 +353,9 @@ def _read_done(done_file: Path, plan_id: str) -> set[tuple[int, int]]:
     return set()
 
 
-def _fit_rgb(tiles: list[Tile]) -> RGBModel:
-    """PCA on a deterministic sample: up to SAMPLE_ROWS rows per tile, read one row at a time."""
+def _sample(tiles: list[Tile]) -> np.ndarray:
+    """A deterministic sample of dequantised land pixels: up to SAMPLE_ROWS rows per tile, read one row at
+    a time (fits the RGB preview's PCA and the overviews' code)."""
     rng = np.random.default_rng(0)
     parts = []
     for t in tiles:
@@ -343,7 +369,18 @@ def _fit_rgb(tiles: list[Tile]) -> RGBModel:
             parts.append(conv.dequantise(e[cols], s[r, cols]))
     if not parts:
         raise BuildError("no valid land pixel in any tile; nothing to preview")
-    return RGBModel.fit(np.concatenate(parts))
+    return np.concatenate(parts)
+
+
+def _overviews_of(cfg: BuildConfig, record: dict, n_bands: int) -> Callable[[zarr.Group, ZoneGrid], None]:
+    """f(zone group, grid): the zone's overview arrays created or resized to the grid, and its
+    tessera-ovr:* attributes (level transforms) updated."""
+    model = ovr.CodeModel.from_json(record["overviews"]["model"])
+
+    def ensure(group: zarr.Group, grid: ZoneGrid) -> None:
+        ovr.ensure(group, grid, n_bands, model, ovr.LEVELS, cfg.layout)
+        group.attrs.update(ovr.attrs(grid, ovr.LEVELS, cfg.code_dims))
+    return ensure
 
 
 def _check_overlaps(ztiles: list[Tile], south: bool) -> None:
@@ -383,8 +420,10 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
         for ztiles in by_zone.values():
             _check_overlaps(ztiles, _zone_key(ztiles)[1])
     rgb_model = None
+    need_code = cfg.overviews and "overviews" not in record
+    sample = _sample(tiles) if (cfg.rgb and "rgb" not in record) or need_code else None
     if cfg.rgb:
-        rgb_model = RGBModel.from_json(record["rgb"]) if "rgb" in record else _fit_rgb(tiles)
+        rgb_model = RGBModel.from_json(record["rgb"]) if "rgb" in record else RGBModel.fit(sample)
     # Everything above only reads: a refused build leaves no store and no record behind.
     root = open_year(store, cfg.year)
     _check_zone_groups(cfg, root, record)
@@ -395,28 +434,41 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
     record.setdefault("zones", {})
     if rgb_model is not None:
         record["rgb"] = rgb_model.to_json()
-    _save_record(cfg, record)  # a resumed run must reuse the same colours
+    if need_code:
+        record["overviews"] = {"levels": ovr.LEVELS, "dims": cfg.code_dims,
+                               "model": ovr.CodeModel.fit(sample, cfg.code_dims).to_json()}
+    _save_record(cfg, record)  # a resumed run must reuse the same colours and code
 
     for zone_num, ztiles in sorted(by_zone.items()):
         _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, rgb_model, record, report)
     report.tiles_total = len(tiles)
+    if record.get("overview_pending"):
+        ovr.update({name: (store / name, ZoneGrid.from_attrs(dict(root[name].attrs), cfg.layout.shard), pending)
+                    for name, pending in sorted(record["overview_pending"].items())}, ovr.LEVELS, runner,
+                   checkpoint=kill_point)
     pyramid = cfg.global_rgb and cfg.rgb
     if pyramid:
         from builder.pyramid import update_pyramid
         update_pyramid(store, record.get("pyramid_pending", {}), cfg.global_res, runner, checkpoint=kill_point)
     consolidate(store)
     kill_point("consolidated")
-    if pyramid and record.get("pyramid_pending"):
-        record["pyramid_pending"] = {}
+    if (pyramid and record.get("pyramid_pending")) or record.get("overview_pending"):
+        if pyramid:
+            record["pyramid_pending"] = {}
+        record.pop("overview_pending", None)
         _save_record(cfg, record)
     return report
 
 
 def _set_zone_attrs(group, cfg: BuildConfig, zone: int, south: bool, n_bands: int, n_tiles: int, grid: ZoneGrid):
-    group.attrs.update(conv.zone_attrs(
+    attrs = conv.zone_attrs(
         year=cfg.year, zone=zone, south=south, n_bands=n_bands, n_tiles=n_tiles,
         model_version=cfg.model_version, build_version=cfg.build_version, has_rgb=cfg.rgb,
-        origin_e=grid.origin_e, origin_n=grid.origin_n, height=grid.height, width=grid.width))
+        origin_e=grid.origin_e, origin_n=grid.origin_n, height=grid.height, width=grid.width)
+    if cfg.overviews:
+        attrs["zarr_conventions"].append(dict(conv.OVR))
+        attrs.update(ovr.attrs(grid, ovr.LEVELS, cfg.code_dims))
+    group.attrs.update(attrs)
 
 
 def _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, rgb_model, record, report) -> None:
@@ -442,9 +494,18 @@ def _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, rgb_model, record,
     plan_id = hashlib.sha256(json.dumps([grid.__dict__, sorted(known.items()),
                                          sorted((t.name, t.fingerprint()) for t, _, _ in placed)],
                                         sort_keys=True).encode()).hexdigest()[:16]
+    if cfg.overviews:
+        if conv.OVR_GROUP not in root[name]:
+            # a zone without overviews (a store built before them): every stored shard needs them
+            _add_overview_pending(record, name, grid, ovr.stored_shards(zone_dir / "embeddings"))
+            _save_record(cfg, record)
+        _overviews_of(cfg, record, n_bands)(root[name], grid)  # idempotent: finishes a killed creation
     if shards and rgb_model is not None:
         _add_pending(record, name, grid, shards)
-        _save_record(cfg, record)  # before the shards change: the pyramid will be redrawn over them
+    if shards and cfg.overviews:
+        _add_overview_pending(record, name, grid, shards)
+    if shards and (rgb_model is not None or cfg.overviews):
+        _save_record(cfg, record)  # before the shards change: the pyramid and overviews are redone over them
     done_file = cfg.record_dir / f"{name}.done"
     done = _read_done(done_file, plan_id)
     todo = [s for s in shards if s not in done]

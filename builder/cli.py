@@ -48,6 +48,10 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--record", help="directory for build records (default: <store>.build)")
     b.add_argument("--no-rgb", action="store_true", help="do not compute the rgb preview (nor global_rgb)")
     b.add_argument("--no-global", action="store_true", help="do not update the global_rgb pyramid")
+    b.add_argument("--no-overviews", action="store_true",
+                   help="no embedding overviews (tessera-ovr:); refused for a store that has them")
+    b.add_argument("--code-dims", type=int, default=8,
+                   help="dimensions of the overviews' compact PCA code (default 8; fixed per store)")
     b.add_argument("--overlap", choices=["last", "error"], default="last",
                    help="overlapping tiles: 'last' (default) lets the later tile (by name) win where it has data; "
                         "'error' refuses them")

@@ -48,6 +48,8 @@ def cmd_build(a) -> int:
     if a.store and len(years) > 1:
         raise BuildError("--store names one store; use --out DIR to build several years")
     layout = _make_layout(a)
+    if a.code_dims < 1:
+        raise BuildError(f"--code-dims {a.code_dims} must be at least 1")
     from builder.mirror import tiles_from_args
     a.tiles = tiles_from_args(a, DEFAULT_CACHE)  # TILES, or a view of the tiles fetched --from a mirror
     with Runner(a.scheduler, a.workers, a.quiet) as runner:
@@ -57,7 +59,8 @@ def cmd_build(a) -> int:
             cfg = BuildConfig(tiles=a.tiles, store=store, year=y, model_version=a.model_version,
                               record=Path(a.record) / f"{y}" if a.record else None, rgb=not a.no_rgb,
                               overlap=a.overlap, layout=layout, global_res=a.global_res, quiet=a.quiet,
-                              global_rgb=not a.no_global)
+                              global_rgb=not a.no_global, overviews=not a.no_overviews,
+                              code_dims=a.code_dims)
             _report(build(cfg, runner), t0)
             _validate_or_fail(store)
             print(f"{store}: valid tessera:{conv.DATASET_VERSION} store")

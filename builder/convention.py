@@ -202,6 +202,72 @@ STACK_ARRAYS: dict[str, dict[str, Any]] = {
     STACK_DIM: {"dtype": "int32", "fill": None, "dims": [STACK_DIM], "sharded": False},
 }
 
+# ---- embedding overviews (tessera-ovr:) ------------------------------------
+# Additional content of a v1 zone group (the convention allows it): coarser levels of 2x2 means and a
+# compact code at every level, in the subgroup `overviews/`.  Declared on the zone group by the
+# registration below and the tessera-ovr:* properties (spec: README.md, "Embedding overviews").
+OVR = {
+    "schema_url": "https://github.com/ucam-eo/tessera-explorer/blob/main/README.md#tessera-ovr-schema",
+    "spec_url": "https://github.com/ucam-eo/tessera-explorer/blob/main/README.md#embedding-overviews-tessera-ovr",
+    "uuid": "2aa942d3-6f5d-4e07-9d51-0605d06e1902",
+    "name": "tessera-ovr:",
+    "description": "Embedding overviews: 2x2-mean levels and a compact PCA code per level",
+}
+OVR_VERSION = 1
+OVR_GROUP = "overviews"
+OVR_CODE_METHOD = "pca-int8"
+# Arrays of a level group overviews/{k}; level 0 has only the code (its vectors are the zone's own).
+# "B" is n_bands, "D" the code's dimensions.
+OVR_ARRAYS: dict[str, dict[str, Any]] = {
+    "embeddings": {**ZONE_ARRAYS["embeddings"], "last": "B"},
+    "scales": dict(ZONE_ARRAYS["scales"]),
+    "code": {"dtype": "int8", "fill": 0, "dims": ["northing", "easting", "code"], "sharded": True, "last": "D"},
+    "code_scales": {"dtype": "float32", "fill": math.nan, "dims": ["northing", "easting"], "sharded": True},
+}
+OVR_LEVEL0_ARRAYS = ["code", "code_scales"]
+OVR_BASIS = "code_basis"  # float32 (D, B): orthonormal rows (principal axes)
+OVR_MEAN = "code_mean"    # float32 (B,)
+_NUMS = {"type": "array", "items": {"type": "number"}}
+OVR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["tessera-ovr:version", "tessera-ovr:levels", "tessera-ovr:code"],
+    "properties": {
+        "tessera-ovr:version": {"const": OVR_VERSION},
+        "tessera-ovr:levels": {"type": "array", "minItems": 1, "items": {
+            "type": "object",
+            "required": ["level", "path", "arrays", "spatial:shape", "spatial:transform"],
+            "properties": {
+                "level": {"type": "integer", "minimum": 0},
+                "path": {"type": "string"},
+                "arrays": {"type": "array", "items": {"enum": list(OVR_ARRAYS)}},
+                "resampling_method": {"const": "mean"},
+                "spatial:shape": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2},
+                "spatial:transform": {**_NUMS, "minItems": 6, "maxItems": 6},
+            }}},
+        "tessera-ovr:code": {"type": "object", "required": ["method", "dims", "basis", "mean"], "properties": {
+            "method": {"const": OVR_CODE_METHOD}, "dims": {"type": "integer", "minimum": 1},
+            "basis": {"const": f"{OVR_GROUP}/{OVR_BASIS}"}, "mean": {"const": f"{OVR_GROUP}/{OVR_MEAN}"}}},
+    },
+}
+
+
+def ovr_attrs(levels: list[tuple[int, float, float, int, int]], dims: int) -> dict[str, Any]:
+    """tessera-ovr:* properties of a zone group; `levels` = [(k, origin_e, origin_n, height, width)]."""
+    items = []
+    for k, e0, n0, h, w in levels:
+        p = PIXEL_SIZE * 2**k
+        item: dict[str, Any] = {"level": int(k), "path": f"{OVR_GROUP}/{k}",
+                                "arrays": list(OVR_LEVEL0_ARRAYS) if k == 0 else list(OVR_ARRAYS)}
+        if k:
+            item["resampling_method"] = "mean"
+        item["spatial:shape"] = [int(h), int(w)]
+        item["spatial:transform"] = [p, 0.0, float(e0), 0.0, -p, float(n0)]
+        items.append(item)
+    return {"tessera-ovr:version": OVR_VERSION, "tessera-ovr:levels": items,
+            "tessera-ovr:code": {"method": OVR_CODE_METHOD, "dims": int(dims),
+                                 "basis": f"{OVR_GROUP}/{OVR_BASIS}", "mean": f"{OVR_GROUP}/{OVR_MEAN}"}}
+
+
 _ZONE_RE = re.compile(r"^utm(\d{2})$")
 
 
@@ -369,6 +435,17 @@ def dequantise(embeddings: np.ndarray, scales: np.ndarray) -> np.ndarray:
 
 def valid_mask(scales: np.ndarray) -> np.ndarray:
     return ~np.isnan(np.asarray(scales))
+
+
+def quantise(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The inverse of `dequantise` as TESSERA quantises: per vector (last axis), scale = max|v| / 127
+    (float32), q = round(v / scale) as int8; an all-zero vector gets scale 0.0 and q = 0.  Finite
+    input only (callers keep no-data out and give it a NaN scale themselves)."""
+    amax = np.abs(v).max(axis=-1)
+    scale = (amax / 127.0).astype(np.float32)
+    safe = np.where(scale > 0, scale, 1.0)
+    q = np.clip(np.round(v / safe[..., None]), -127, 127).astype(np.int8)
+    return q, scale
 
 
 # --------------------------------------------------------------------------

@@ -83,15 +83,6 @@ class World:
         return v.astype(np.float32), cls
 
 
-def quantise(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-pixel int8 quantisation: scale = max|v| / 127, q = round(v / scale)."""
-    amax = np.abs(v).max(axis=-1)
-    scale = (amax / 127.0).astype(np.float32)
-    safe = np.where(scale > 0, scale, 1.0)
-    q = np.clip(np.round(v / safe[..., None]), -127, 127).astype(np.int8)
-    return q, scale
-
-
 def tile_origin(lon: float, lat: float, px: int, epsg: int) -> tuple[float, float]:
     """Top-left corner (10 m aligned) of a px x px window centred on the cell centre."""
     e, n = Transformer.from_crs(4326, epsg, always_xy=True).transform(lon, lat)
@@ -112,7 +103,7 @@ def write_tile(root: Path, year: int, lon: float, lat: float, px: int = 384, *, 
     glon, glat = Transformer.from_crs(epsg, 4326, always_xy=True).transform(ee, nn)
     land = globe.is_land(glat, glon)
     v, _ = world.vectors(glon, glat, year)
-    q, scale = quantise(v)
+    q, scale = conv.quantise(v)
     scale = np.where(land, scale, 0.0).astype(np.float32)  # the model writes water too; the mask removes it
     q[~land] = 0
     if gap:  # a small cloud gap on land: NaN scale, no data

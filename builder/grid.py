@@ -124,3 +124,26 @@ class ZoneGrid:
 
     def attrs(self) -> dict:
         return conv.spatial_attrs(self.origin_e, self.origin_n, self.height, self.width)
+
+    # ---- overview levels (tessera-ovr:) ------------------------------------------------------
+    # Level k has pixels of 10 * 2**k m and shards of `shard` pixels; its grid is the smallest one
+    # on the CRS-wide lattice of level-k shards that covers the zone grid.  Shard (R, C) of the
+    # lattice (R counted down from northing 0, C east from easting 0) holds the 2x2 means of
+    # level-(k-1) shards (2R..2R+1, 2C..2C+1), so levels of every grid of a zone line up, and a
+    # grid that grows moves each level by whole shards.
+    def lattice_origin(self, k: int = 0) -> tuple[int, int]:
+        """(R, C) of the level-k lattice shard at this grid's level-k top-left corner."""
+        r0, c0 = round(-self.origin_n / self.step), round(self.origin_e / self.step)
+        return r0 >> k, c0 >> k  # floor division by 2**k, also for negative indices
+
+    def level_shards(self, k: int) -> tuple[int, int]:
+        """Shard rows and columns of the level-k grid."""
+        (r0, c0), (h, w) = self.lattice_origin(0), self.shard_grid
+        return -(-(r0 + h) // 2**k) - (r0 >> k), -(-(c0 + w) // 2**k) - (c0 >> k)
+
+    def level_grid(self, k: int) -> tuple[float, float, int, int]:
+        """(origin_e, origin_n, height, width) of the level-k grid (k = 0: this grid)."""
+        r, c = self.lattice_origin(k)
+        step = self.step * 2**k
+        nr, nc = self.level_shards(k)
+        return c * step, -r * step, nr * self.shard, nc * self.shard

@@ -29,8 +29,9 @@ KILL_ENV = "TESSERA_TEST_KILL_AT"
 ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 SEED = 20250
 NORTH = (-0.05, 50.95)  # added north of grid_-0.05_50.85 (land): utm30 grows north, its shard files move
-FRESH_PHASES = ["zone-created", "shard-written", "zone-recorded", "pyramid-level0", "consolidated"]
-ADD_PHASES = ["regrid-staged", "regrid-moved", "regrid-recorded", "zone-recorded"]
+FRESH_PHASES = ["zone-created", "shard-written", "zone-recorded", "overviews-level1", "overviews-level4",
+                "pyramid-level0", "consolidated"]
+ADD_PHASES = ["regrid-staged", "regrid-moved", "regrid-recorded", "zone-recorded", "overviews-level1"]
 N_RANDOM = 2
 
 
@@ -127,11 +128,13 @@ def adding(tmp_path_factory, tiles_root, world):
 
 def test_the_uninterrupted_build_that_adds_a_tile_equals_a_clean_build(adding, tmp_path):
     """The reference for the kills below, checked: a clean build of all five tiles (with the colour
-    model the first build fitted, which later shards keep) has the same files, global_rgb included."""
+    and overview code models the first build fitted, which later shards keep) has the same files,
+    global_rgb and overviews included."""
     more, base, ref, _ = adding
     record = json.loads((base / "2024.zarr.build" / "record.json").read_text())
     (tmp_path / "2024.zarr.build").mkdir()
-    (tmp_path / "2024.zarr.build" / "record.json").write_text(json.dumps({"model_version": "1.0", "rgb": record["rgb"]}))
+    (tmp_path / "2024.zarr.build" / "record.json").write_text(json.dumps(
+        {"model_version": "1.0", "rgb": record["rgb"], "overviews": record["overviews"]}))
     completed(more, tmp_path)
     assert_same_build(ref, tmp_path)
 

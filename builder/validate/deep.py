@@ -1,4 +1,4 @@
-"""--deep: every chunk file of the zone arrays and the global_rgb levels.
+"""--deep: every chunk file of the zone arrays (overviews included) and the global_rgb levels.
 
 Each inner chunk of a shard is checked against its crc32c (written at build
 time, the Zarr v3 `crc32c` codec after Blosc) and decoded; chunks without a
@@ -126,7 +126,9 @@ def _deep_array(reader: Reader, a: Array, stats: dict) -> list[str]:
 
 def check_chunks(reader: Reader, zones: list[str], stats: dict) -> list[str]:
     """Every chunk file of the zones' sharded arrays and of the global_rgb levels."""
+    from builder.validate.overviews import deep_sample, overview_paths
     paths = [f"{zone}/{aname}" for zone in zones for aname, spec in conv.ZONE_ARRAYS.items() if spec["sharded"]]
+    paths += [p for zone in zones for p in overview_paths(reader, zone)]
     g = reader.node(conv.GLOBAL_GROUP)
     ms = g.get("attributes", {}).get("multiscales") if isinstance(g, dict) and isinstance(g.get("attributes"), dict) else None
     layout = ms.get("layout") if isinstance(ms, dict) else None
@@ -138,4 +140,7 @@ def check_chunks(reader: Reader, zones: list[str], stats: dict) -> list[str]:
         a = open_array(reader, path, probs)
         if isinstance(a, Array):
             probs += _deep_array(reader, a, stats)
+    if not probs:  # values are compared only where every chunk decodes
+        for zone in zones:
+            probs += deep_sample(reader, zone)
     return probs

@@ -150,4 +150,9 @@ def check_zone(reader: Reader, doc: dict, name: str, root_attrs: dict, stack: bo
             v = coord_values(reader, arrays["northing"], probs)
             if v is not None and not _close(v, lambda: conv.northing_coords(transform[5], h)):
                 probs.append(f"{where}/northing: values are not origin - (j + 0.5) * 10 (descending)")
+    if not stack:
+        from builder.validate.overviews import check_overviews, declared
+        if declared(attrs):
+            emb = arrays.get("embeddings")
+            probs += check_overviews(reader, name, attrs, emb.shards[0] if emb is not None and emb.shards else None)
     return probs

@@ -261,6 +261,8 @@ class YearsParser:
         za["zarr_conventions"] = [dict(c) for c in conv.STACK_ZONE_CONVENTIONS]
         za.pop("tessera:year", None)
         za.pop("tessera:has_rgb_preview", None)
+        for key in [k for k in za if k.startswith(conv.OVR["name"])]:
+            za.pop(key)  # the stack holds no overviews (tessera-ovr: is per year store)
         za[conv.STACK_YEARS] = [o[0] for o in opened]
         za["tessera:n_tiles"] = sum(p[4].get("tessera:n_tiles", 0) for p in per_year)
         return ManifestGroup(arrays=arrays, attributes=za)

@@ -1,0 +1,227 @@
+"""Embedding overviews (the `tessera-ovr:` extension): coarser levels and a compact code per level.
+
+In each zone group, the subgroup `overviews/` holds
+  code_basis  float32 (D, B)   principal axes (orthonormal rows), fitted once per store
+  code_mean   float32 (B,)
+  0/code, 0/code_scales        the compact code of the zone's own 10 m vectors
+  k/embeddings, k/scales       level k >= 1: 2x2 means of level k-1's dequantised vectors (no-data children
+                               ignored, all no-data -> no data), re-quantised by `conv.quantise`
+  k/code, k/code_scales        the compact code of level k
+The code of a vector v is conv.quantise((v - code_mean) @ code_basis.T): D int8 values and a float32 scale
+per pixel (NaN: no data), so it dequantises with the convention's own formula into PCA coordinates.
+
+Level k lies on the CRS-wide lattice of level-k shards (builder.grid: `level_grid`), so that a level-k shard
+is computed from exactly 2x2 level-(k-1) shards and a grid that grows moves every level by whole shards.
+
+`update` recomputes the level shards above a set of changed level-0 shards, level by level, each shard
+from the stored level below: idempotent, so a killed update is finished by running it again over the same
+set (the build keeps that set in its record until the update is done).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import zarr
+
+from builder import convention as conv
+from builder.grid import ZoneGrid
+from builder.parallel import Runner
+from builder.store import Layout, ShardedArrayFiles, _sharded
+
+LEVELS = 8  # level 8: one pixel per 10 m shard (2.56 km); a whole UTM zone is 2 shards wide there
+DIMS = 8    # code dimensions (benchmarks/overviews.py measures accuracy and bytes for others)
+CHUNK = 32  # inner chunk edge of the overview arrays: a 1 KB shard index instead of 64 KB
+
+
+@dataclass(frozen=True)
+class CodeModel:
+    mean: np.ndarray   # (B,)
+    basis: np.ndarray  # (D, B)
+
+    @classmethod
+    def fit(cls, sample: np.ndarray, dims: int) -> "CodeModel":
+        """PCA of float (N, B) dequantised vectors; signs fixed so each axis' largest loading is positive."""
+        x = np.asarray(sample, dtype=np.float64)
+        mean = x.mean(axis=0)
+        _, _, vt = np.linalg.svd(x - mean, full_matrices=False)
+        basis = np.zeros((dims, x.shape[1]))
+        basis[:min(dims, vt.shape[0])] = vt[:dims]
+        signs = np.sign(basis[np.arange(dims), np.abs(basis).argmax(axis=1)])
+        basis *= np.where(signs == 0, 1, signs)[:, None]
+        return cls(mean.astype(np.float32), basis.astype(np.float32))
+
+    def encode(self, emb: np.ndarray, scl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(int8 (..., D) code, float32 (...) code scale, NaN where `scl` is NaN) of quantised vectors."""
+        ok = conv.valid_mask(scl)
+        q = np.zeros(scl.shape + (self.basis.shape[0],), dtype=np.int8)
+        s = np.full(scl.shape, np.nan, dtype=np.float32)
+        if ok.any():
+            z = (conv.dequantise(emb[ok], scl[ok]) - self.mean) @ self.basis.T
+            q[ok], s[ok] = conv.quantise(z)
+        return q, s
+
+    def decode(self, code: np.ndarray, scales: np.ndarray) -> np.ndarray:
+        """Approximate float32 (..., B) vectors of a code (NaN where no data)."""
+        return conv.dequantise(code, scales) @ self.basis + self.mean
+
+    def to_json(self) -> dict:
+        return {"mean": self.mean.tolist(), "basis": self.basis.tolist()}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "CodeModel":
+        return cls(np.asarray(d["mean"], dtype=np.float32), np.asarray(d["basis"], dtype=np.float32))
+
+
+def mean2x2(emb: np.ndarray, scl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Re-quantised 2x2 means (int8 (h/2, w/2, B), float32 scales) of quantised vectors; no-data children
+    are left out, a parent with none is no data (NaN scale, zero vector).  Only parents with data are
+    computed (coarse levels are mostly empty)."""
+    h, w, b = emb.shape
+    ok = conv.valid_mask(scl)
+    n = ok.reshape(h // 2, 2, w // 2, 2).sum(axis=(1, 3))
+    has = n > 0
+    q = np.zeros((h // 2, w // 2, b), dtype=np.int8)
+    s = np.full((h // 2, w // 2), np.nan, dtype=np.float32)
+    if has.any():
+        e4 = emb.reshape(h // 2, 2, w // 2, 2, b).transpose(0, 2, 1, 3, 4)[has]  # (P, 2, 2, B)
+        s4 = np.where(ok, scl, 0).reshape(h // 2, 2, w // 2, 2).transpose(0, 2, 1, 3)[has]
+        sums = conv.dequantise(e4, s4).sum(axis=(1, 2))  # a no-data child weighs 0 * its (zero) vector
+        q[has], s[has] = conv.quantise(sums / n[has][:, None].astype(np.float32))
+    return q, s
+
+
+# ------------------------------------------------------------------ layout --
+def level_path(k: int, name: str) -> str:
+    return f"{conv.OVR_GROUP}/{k}/{name}"
+
+
+def level_arrays(k: int) -> list[str]:
+    return list(conv.OVR_LEVEL0_ARRAYS) if k == 0 else list(conv.OVR_ARRAYS)
+
+
+def attrs(grid: ZoneGrid, levels: int, dims: int) -> dict:
+    return conv.ovr_attrs([(k, *grid.level_grid(k)) for k in range(levels + 1)], dims)
+
+
+def _shape(name: str, h: int, w: int, n_bands: int, dims: int) -> tuple[int, ...]:
+    last = conv.OVR_ARRAYS[name].get("last")
+    return (h, w) if last is None else (h, w, n_bands if last == "B" else dims)
+
+
+def ensure(zone: zarr.Group, grid: ZoneGrid, n_bands: int, model: CodeModel, levels: int, layout: Layout) -> None:
+    """Create the overview arrays of a zone, or resize them to `grid`; idempotent (a killed run redoes it).
+    The basis and mean are written only when absent or different, so an unchanged store keeps its files."""
+    g = zone.require_group(conv.OVR_GROUP)
+    dims = model.basis.shape[0]
+    for name, values, dims_names in ((conv.OVR_BASIS, model.basis, ["code", "band"]), (conv.OVR_MEAN, model.mean, ["band"])):
+        if name in g and g[name].shape == values.shape and np.array_equal(g[name][...], values):
+            continue
+        arr = g.create_array(name, shape=values.shape, dtype="float32", chunks=values.shape, compressors=None,
+                             filters=None, fill_value=0.0, dimension_names=dims_names, overwrite=True)
+        arr[...] = values
+    ovr_layout = dataclasses.replace(layout, chunk=math.gcd(layout.shard, CHUNK))
+    for k in range(levels + 1):
+        lg = g.require_group(str(k))
+        _, _, h, w = grid.level_grid(k)
+        for name in level_arrays(k):
+            shape = _shape(name, h, w, n_bands, dims)
+            if name in lg:
+                if lg[name].shape != shape:
+                    lg[name].resize(shape)
+                continue
+            spec = conv.OVR_ARRAYS[name]
+            _sharded(lg, name, shape, spec["dtype"], spec["fill"], ovr_layout, spec["dims"])
+
+
+def moves(old: ZoneGrid, new: ZoneGrid, levels: int) -> list[tuple[str, int, int]]:
+    """(array path in the zone, rows, cols) to move each overview array's shard files by when a grid grows."""
+    out = []
+    for k in range(levels + 1):
+        (r_old, c_old), (r_new, c_new) = old.lattice_origin(k), new.lattice_origin(k)
+        out += [(level_path(k, name), r_old - r_new, c_old - c_new) for name in level_arrays(k)]
+    return out
+
+
+def lattice_shards(grid: ZoneGrid, shards) -> list[list[int]]:
+    """Level-0 lattice indices [R, C] of a grid's shards (what the record keeps: grids move, the lattice not)."""
+    r0, c0 = grid.lattice_origin(0)
+    return [[r0 + sr, c0 + sc] for sr, sc in shards]
+
+
+def stored_shards(array_dir: Path) -> list[tuple[int, int]]:
+    base = Path(array_dir) / "c"
+    return sorted({(int(p.relative_to(base).parts[0]), int(p.relative_to(base).parts[1]))
+                   for p in base.rglob("*") if p.is_file() and ".partial" not in p.name}) if base.exists() else []
+
+
+# ------------------------------------------------------------------ update --
+@dataclass(frozen=True)
+class LevelTask:
+    zone_dir: str
+    k: int                    # the level written (>= 1)
+    shard: tuple[int, int]    # its shard in the level-k array
+    children: tuple           # 4 x (row, col) shard of the level-(k-1) array, or None outside it
+    code0: tuple              # 4 x bool: also write the level-0 code of that child (k == 1)
+    model: dict               # CodeModel.to_json() of the zone
+
+
+def _files(zone: Path, k: int, name: str) -> ShardedArrayFiles:
+    return ShardedArrayFiles(zone / (name if k == 0 and name in ("embeddings", "scales") else level_path(k, name)))
+
+
+def _level_task(t: LevelTask) -> tuple[tuple[int, int], bool]:
+    zone, m = Path(t.zone_dir), CodeModel.from_json(t.model)
+    src_e, src_s = _files(zone, t.k - 1, "embeddings"), _files(zone, t.k - 1, "scales")
+    s, nb = src_s.shard_shape[0], src_e.shard_shape[2]
+    emb = np.zeros((s, s, nb), dtype=np.int8)
+    scl = np.full((s, s), np.nan, dtype=np.float32)
+    for i, (child, code0) in enumerate(zip(t.children, t.code0)):
+        if child is None:
+            continue
+        e, v = src_e.read(*child), src_s.read(*child)
+        if code0:
+            q, cs = m.encode(e, v)
+            _files(zone, 0, "code").write(*child, q)
+            _files(zone, 0, "code_scales").write(*child, cs)
+        if np.isnan(v).all():
+            continue
+        a, b = (i // 2) * (s // 2), (i % 2) * (s // 2)
+        emb[a:a + s // 2, b:b + s // 2], scl[a:a + s // 2, b:b + s // 2] = mean2x2(e, v)
+    q, cs = m.encode(emb, scl)
+    for name, data in (("embeddings", emb), ("scales", scl), ("code", q), ("code_scales", cs)):
+        _files(zone, t.k, name).write(*t.shard, data)
+    return t.shard, bool((~np.isnan(scl)).any())
+
+
+def update(zones: dict[str, tuple[Path, ZoneGrid, list]], levels: int, runner: Runner,
+           checkpoint: Callable[[str], None] = lambda phase: None) -> int:
+    """Recompute every overview shard above the changed level-0 shards of each zone ({name: (zone
+    directory, grid, [[R, C] lattice shards])}), a level at a time for all zones; returns shards written."""
+    models, level0 = {}, {}
+    for name, (zone_dir, grid, pending) in zones.items():
+        g = zarr.open_group(zarr.storage.LocalStore(Path(zone_dir) / conv.OVR_GROUP), mode="r")
+        models[name] = CodeModel(g[conv.OVR_MEAN][...], g[conv.OVR_BASIS][...]).to_json()
+        level0[name] = {tuple(x) for x in pending}
+    dirty = dict(level0)
+    written = 0
+    for k in range(1, levels + 1):
+        tasks, parents = [], {}
+        for name, (zone_dir, grid, _) in zones.items():
+            parents[name] = sorted({(r >> 1, c >> 1) for r, c in dirty[name]})
+            (rk, ck), (rc, cc) = grid.lattice_origin(k), grid.lattice_origin(k - 1)
+            nr, nc = grid.level_shards(k - 1)
+            for r, c in parents[name]:
+                kids = [(2 * r + i, 2 * c + j) for i in (0, 1) for j in (0, 1)]
+                tasks.append(LevelTask(
+                    str(zone_dir), k, (r - rk, c - ck),
+                    tuple((x - rc, y - cc) if 0 <= x - rc < nr and 0 <= y - cc < nc else None for x, y in kids),
+                    tuple(k == 1 and kid in level0[name] for kid in kids), models[name]))
+        written += len(runner.map(_level_task, tasks, f"overviews level {k}: {len(tasks)} shards"))
+        checkpoint(f"overviews-level{k}")
+        dirty = {name: set(p) for name, p in parents.items()}
+    return written
