@@ -2,11 +2,11 @@
 the state's go-to against a real store (no browser, no Panel)."""
 from __future__ import annotations
 
-import asyncio
 import math
 
 import pytest
 
+from conftest import run_async
 from app import geo, places, tiles, views
 from app.session import GOTO_SPAN_M, Explorer
 from app.reader import ZarrSource
@@ -111,7 +111,7 @@ def test_goto_moves_the_view_and_bad_text_only_reports(store):
         state.goto(HOSTILE)
         assert state.view == before and "&lt;img" in state.status and "<img" not in state.status
         await state.settle()
-    asyncio.run(run())
+    run_async(run())
 
 
 def test_a_bad_tile_template_leaves_the_layer_off(store):

@@ -93,6 +93,8 @@ async def read_window(model: StoreModel, zone: Zone, window, year_index: int | N
     a0, a1, b0, b1 = max(r0, 0), min(r1, zone.height), max(c0, 0), min(c1, zone.width)
     if a0 >= a1 or b0 >= b1:
         return out
+    if year_index is not None and model.layout.time_axis:  # geoemb: the same store at that year's time index
+        model, year_index = model.at_year(model.years[year_index]), None
     if year_index is None:  # the model reads the window in (h, w[, B]) order whatever the layout (v1, geoemb:)
         emb, scl = await asyncio.gather(model.region(zone, "embeddings", a0, a1, b0, b1),
                                         model.region(zone, "scales", a0, a1, b0, b1))
