@@ -186,7 +186,7 @@ def test_year_selector_switches_store_and_rereads_the_pixel(page, server, site):
     lon, lat = pixel_lonlat(s24, "utm30", row, col)
     assert open_app(page, server + "index.html") == "ready"
     page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", [lon, lat])
-    page.select_option("select", "2023")
+    page.get_by_label("Year", exact=True).select_option("2023")
     wait_text(page, "year 2023")
     data = wait_spectrum(page, 1)
     np.testing.assert_array_equal(np.array(data["ys"][0]), truth(s23, "utm30", row, col).astype(np.float64))

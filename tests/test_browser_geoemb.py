@@ -84,7 +84,7 @@ def test_pixels_no_data_years_plot_and_year_switch_from_one_store(page, server, 
     store = served / "geoemb.zarr"
     assert open_app(page, server + "index.html?store=" + REL) == "ready"
     wait_text(page, "geoemb: store, years 2023, 2024")
-    options = page.locator("select").evaluate("(s) => [Array.from(s.options, (o) => o.textContent), s.value]")
+    options = page.get_by_label("Year", exact=True).evaluate("(s) => [Array.from(s.options, (o) => o.textContent), s.value]")
     assert options[0] == ["2023", "2024"] and "false colour" in all_text(page)
 
     # valid pixels of 2024 in every zone (the Cape: southern data at negative y of EPSG:32734)
@@ -135,7 +135,7 @@ def test_pixels_no_data_years_plot_and_year_switch_from_one_store(page, server, 
 
     # the year switch: another time index of the same arrays; the pixel was read at every year already
     page.evaluate("window.tesseraJS.resetStats()")
-    page.select_option("select", "2023")
+    page.get_by_label("Year", exact=True).select_option("2023")
     wait_text(page, "year 2023")
     np.testing.assert_array_equal(spectrum(page, f"utm30 r{r2} c{c2}"), v0.astype(np.float64))
     urls = [e["url"] for e in page.evaluate("window.tesseraJS.stats.log.slice()")]

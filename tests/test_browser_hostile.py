@@ -81,11 +81,11 @@ def test_text_from_stores_and_catalogs_is_shown_literally_and_never_runs(page, s
     text = all_text(page)
     assert payload("model") in text and payload("build") in text
     # The catalog labels are the year selector's options, as text.
-    select = page.locator("select")  # inside Bokeh's shadow root; locators pierce it
+    select = page.get_by_label("Year", exact=True)  # inside Bokeh's shadow root; locators pierce it
     options = select.evaluate("(s) => Array.from(s.options, (o) => o.textContent)")
     assert options == [payload("label2023"), payload("label2024")]
     # Choosing the year whose store is hostile: the error shows its text literally, the selector goes back.
-    page.select_option("select", index=0)
+    select.select_option(index=0)
     wait_text(page, "Cannot open 2023")
     assert payload("dataset") in all_text(page)
     expect(select).to_have_js_property("selectedIndex", 1, timeout=30_000)
