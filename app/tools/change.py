@@ -64,7 +64,8 @@ class Change(param.Parameterized):
             entry = next((c for c in self.app.catalog if c["year"] == year), None)
             if entry is None:
                 raise SourceError("notfound", f"no store for {year} in the catalog")
-            self._stores[year] = await StoreModel(self.app.source_factory(entry["url"])).open()
+            # open(year): a geoemb: store lists every year under one URL and shows the one asked for
+            self._stores[year] = await StoreModel(self.app.source_factory(entry["url"])).open(year)
         return self._stores[year]
 
     async def read(self, y0: int, y1: int, v: render.View):
@@ -72,7 +73,8 @@ class Change(param.Parameterized):
         ym = self.app.years_model
         stored = {c["year"] for c in self.app.catalog}
         # Year stores first: their region reads fetch whole shards (an index's references are per inner chunk).
-        if ym is not None and y0 in ym.years and y1 in ym.years and not {y0, y1} <= stored:
+        # A geoemb: store holds both years itself: read them from its time axis, never open it again.
+        if ym is not None and y0 in ym.years and y1 in ym.years and (ym.layout.time_axis or not {y0, y1} <= stored):
             w = reg.view_window(ym, v)
             if w is None:
                 return None
