@@ -8,21 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from pyproj import Transformer
 
 from browser_util import REPO, all_text, map_click_point, model_data, static_server, wait_state, wait_text
+from tools_util import pixel_lonlat  # re-exported: test_browser_exports and test_browser_hostile import it from here
 
 pytestmark = pytest.mark.browser
 ARTIFACTS = REPO / "artifacts"
-
-
-def pixel_lonlat(store: Path, zone: str, row: int, col: int) -> tuple[float, float]:
-    z = zarr.open_group(store / zone, mode="r")
-    t = z.attrs["spatial:transform"]
-    epsg = int(z.attrs["proj:code"].split(":")[1])
-    e, n = t[2] + (col + 0.5) * 10, t[5] - (row + 0.5) * 10
-    lon, lat = Transformer.from_crs(epsg, 4326, always_xy=True).transform(e, n)
-    return float(lon), float(lat)
 
 
 def truth(store: Path, zone: str, row: int, col: int) -> np.ndarray | None:
