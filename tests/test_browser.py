@@ -177,9 +177,16 @@ def test_year_selector_switches_store_and_rereads_the_pixel(page, server, site):
     lon, lat = pixel_lonlat(s24, "utm30", row, col)
     assert open_app(page, server + "index.html") == "ready"
     page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", [lon, lat])
+    before = wait_spectrum(page, 1)["ys"][0]
     page.get_by_label("Year", exact=True).select_option("2023")
     wait_text(page, "year 2023")
-    data = wait_spectrum(page, 1)
+    # the info text and the spectrum are separate models: await the spectrum itself (CI read the 2024 line)
+    page.wait_for_function("""(before) => {
+        const d = Bokeh.documents[0].get_model_by_name('spectrum-source').data;
+        const ys = d instanceof Map ? d.get('ys') : d.ys;
+        return ys.length === 1 && Array.from(ys[0]).some((v, i) => v !== before[i]);
+    }""", arg=before, timeout=30_000)
+    data = model_data(page, "spectrum-source")
     np.testing.assert_array_equal(np.array(data["ys"][0]), truth(s23, "utm30", row, col).astype(np.float64))
 
 
