@@ -1,12 +1,20 @@
-"""Build throughput, size on disk and peak memory for the demo tiles.
+"""Build throughput, size on disk and peak memory.
 
     python benchmarks/build.py [--px 384] [--scheduler threads]
+    python benchmarks/build.py --real
 
-Builds 1x and 4x the demo tile count (in child processes, so each peak RSS
+Default: builds 1x and 4x the demo tile count (in child processes, so each peak RSS
 is that build's own) and prints tiles/s, MB/s written, bytes on disk against
 float32 and against the raw int8+float32 payload (the Blosc ratio), and the
 peak RSS of each run: a zone is streamed shard by shard, so RSS must not
 grow with the number of tiles.
+
+--real: real-size tiles, 1113 x 685 (a 0.1 degree tile at 52 N) and 1113 x 1113
+(the equator), 1 and 4 (2x2) of each. For each, in the same run: the full build,
+the build without the global_rgb pyramid, the build of the zone arrays alone
+(no rgb, pyramid, overviews), and the baseline, tensorstore writing the same
+sharded arrays with the same codecs (benchmarks/tensorstore_baseline.py).
+Throughput is MB/s of tile input (embeddings + scales + landmask files).
 """
 from __future__ import annotations
 
@@ -28,16 +36,8 @@ def du(path: Path, pattern: str = "*") -> int:
     return sum(p.stat().st_size for p in path.rglob(pattern) if p.is_file())
 
 
-def run(n_places: int, px: int, scheduler: str, tmp: Path) -> dict:
-    tiles = tmp / f"tiles{n_places}"
-    places = [(lon + 0.1 * k, lat) for k in range(n_places // len(demo.PLACES)) for lon, lat in demo.PLACES]
-    world = demo.World()
-    for lon, lat in places:
-        demo.write_tile(tiles, 2024, lon, lat, px, world=world)
-    out = tmp / f"out{n_places}"
-    code = ("import resource, sys, time; from builder.cli import main; t=time.time(); "
-            f"rc=main(['build', {str(tiles)!r}, '--year', '2024', '--out', {str(out)!r}, '--scheduler', {scheduler!r}, '-q']); "
-            "print('ELAPSED', time.time()-t); sys.exit(rc)")
+def child(code: str) -> dict:
+    """Run `code` in a child Python; its printed `ELAPSED s` and its peak RSS in kB (with children)."""
     # Peak RSS is sampled with psutil (the child's own ru_maxrss would inherit the
     # parent's high-water mark across fork+exec), including any Dask worker processes.
     import psutil
@@ -56,6 +56,20 @@ def run(n_places: int, px: int, scheduler: str, tmp: Path) -> dict:
         raise SystemExit(stderr)
     vals = dict(line.split() for line in stdout.splitlines() if line.startswith("ELAPSED"))
     vals["RSS"] = peak / 1024
+    return vals
+
+
+def run(n_places: int, px: int, scheduler: str, tmp: Path) -> dict:
+    tiles = tmp / f"tiles{n_places}"
+    places = [(lon + 0.1 * k, lat) for k in range(n_places // len(demo.PLACES)) for lon, lat in demo.PLACES]
+    world = demo.World()
+    for lon, lat in places:
+        demo.write_tile(tiles, 2024, lon, lat, px, world=world)
+    out = tmp / f"out{n_places}"
+    code = ("import resource, sys, time; from builder.cli import main; t=time.time(); "
+            f"rc=main(['build', {str(tiles)!r}, '--year', '2024', '--out', {str(out)!r}, '--scheduler', {scheduler!r}, '-q']); "
+            "print('ELAPSED', time.time()-t); sys.exit(rc)")
+    vals = child(code)
     store = out / "2024.zarr"
     n_valid = 0
     import zarr
@@ -74,7 +88,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--px", type=int, default=384)
     ap.add_argument("--scheduler", default="threads")
+    ap.add_argument("--real", action="store_true", help="real-size tiles against the tensorstore baseline")
     a = ap.parse_args()
+    if a.real:
+        from build_real import main as real
+        return real(child)
     with tempfile.TemporaryDirectory() as d:
         rows = [run(n, a.px, a.scheduler, Path(d)) for n in (len(demo.PLACES), 4 * len(demo.PLACES))]
     for r in rows:

@@ -276,7 +276,9 @@ def _grow_zone(cfg: BuildConfig, record: dict, name: str, want: ZoneGrid, n_band
         def commit():
             zrec["grid"] = new.__dict__
             _save_record(cfg, record)
-        _regrid(zone_dir, old, new, n_bands, journal, commit, _overviews_of(cfg, record, n_bands))
+        # a store without overviews (built with --no-overviews) has no code model and no levels to move
+        ovr_move = _overviews_of(cfg, record, n_bands) if "overviews" in record else None
+        _regrid(zone_dir, old, new, n_bands, journal, commit, ovr_move)
         return new
 
     grid = ZoneGrid(**zrec["grid"])

@@ -83,22 +83,25 @@ class World:
         return v.astype(np.float32), cls
 
 
-def tile_origin(lon: float, lat: float, px: int, epsg: int) -> tuple[float, float]:
-    """Top-left corner (10 m aligned) of a px x px window centred on the cell centre."""
+def tile_origin(lon: float, lat: float, px: int | tuple[int, int], epsg: int) -> tuple[float, float]:
+    """Top-left corner (10 m aligned) of a px x px (or rows x cols) window centred on the cell centre."""
+    rows, cols = (px, px) if isinstance(px, int) else px
     e, n = Transformer.from_crs(4326, epsg, always_xy=True).transform(lon, lat)
-    return float(np.round(e / 10) * 10 - px // 2 * 10), float(np.round(n / 10) * 10 + px // 2 * 10)
+    return float(np.round(e / 10) * 10 - cols // 2 * 10), float(np.round(n / 10) * 10 + rows // 2 * 10)
 
 
-def write_tile(root: Path, year: int, lon: float, lat: float, px: int = 384, *, world: World | None = None,
+def write_tile(root: Path, year: int, lon: float, lat: float, px: int | tuple[int, int] = 384, *, world: World | None = None,
                epsg: int | None = None, origin: tuple[float, float] | None = None, name: str | None = None,
                gap: bool = True) -> Path:
-    """Write one synthetic tile (embeddings, scales, landmask) in the geotessera layout."""
+    """Write one synthetic tile (embeddings, scales, landmask) in the geotessera layout; `px` is the edge of
+    a square tile or (rows, cols), e.g. (1113, 685) for a real 0.1 degree tile at 52 N."""
     world = world or World()
     epsg = epsg or _utm_epsg(lon, lat)
     oe, on = origin or tile_origin(lon, lat, px, epsg)
     name = name or grid_name(lon, lat)
-    e = oe + (np.arange(px) + 0.5) * 10
-    n = on - (np.arange(px) + 0.5) * 10
+    rows, cols = (px, px) if isinstance(px, int) else px
+    e = oe + (np.arange(cols) + 0.5) * 10
+    n = on - (np.arange(rows) + 0.5) * 10
     ee, nn = np.meshgrid(e, n)
     glon, glat = Transformer.from_crs(epsg, 4326, always_xy=True).transform(ee, nn)
     land = globe.is_land(glat, glon)
@@ -107,7 +110,7 @@ def write_tile(root: Path, year: int, lon: float, lat: float, px: int = 384, *, 
     scale = np.where(land, scale, 0.0).astype(np.float32)  # the model writes water too; the mask removes it
     q[~land] = 0
     if gap:  # a small cloud gap on land: NaN scale, no data
-        g0 = px // 3
+        g0 = min(rows, cols) // 3
         scale[g0:g0 + 6, g0:g0 + 9] = np.nan
     d = root / EMBEDDINGS_DIR / str(year) / name
     d.mkdir(parents=True, exist_ok=True)

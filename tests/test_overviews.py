@@ -235,6 +235,24 @@ def test_a_store_built_without_overviews_gains_them_and_refuses_to_lose_them(tmp
     assert a.attrs["tessera-ovr:code"] == z.attrs["tessera-ovr:code"]
 
 
+def test_a_zone_built_without_overviews_can_grow(tmp_path, tiles_root):
+    """A second build whose tile grows the zone's grid, on a store built with --no-overviews (it crashed with an
+    internal KeyError: regridding looked for the overviews' code model the store never had)."""
+    tiles = tmp_path / "tiles"
+    _copy_tiles(tiles_root, tiles, ["grid_-0.05_50.85"])
+    out = tmp_path / "out"
+    args = ["build", str(tiles), "--year", "2024", "--out", str(out), "--scheduler", "sync", "-q", "--no-global",
+            "--no-overviews"]
+    run_cli(*args)
+    before = zarr.open_group(out / "2024.zarr" / "utm30", mode="r")["scales"].shape
+    _copy_tiles(tiles_root, tiles, ["grid_-0.05_50.75"])  # the tile south of it: the zone grows
+    p = run_cli(*args, check=False)
+    assert p.returncode == 0, p.stderr
+    z = zarr.open_group(out / "2024.zarr" / "utm30", mode="r")
+    assert z["scales"].shape[0] > before[0] and not (out / "2024.zarr" / "utm30" / "overviews").exists()
+    assert run_cli("validate", str(out / "2024.zarr")).returncode == 0
+
+
 # ------------------------------------------------------------- validation --
 def _copy_store(store: Path, dst: Path) -> Path:
     shutil.copytree(store, dst / "2024.zarr")
