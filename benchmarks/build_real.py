@@ -61,9 +61,10 @@ def main(child) -> None:
                     res[name] = {"s": float(v["ELAPSED"]), "rss_mb": v["RSS"] / 1024}
                 zone = next(p for p in (tmp / f"out-arrays-{shape[1]}-{n}" / "2024.zarr").iterdir() if p.name.startswith("utm"))
                 spec = [(str(d), w, nn) for d, w, nn in tiles]
+                ts_out = tmp / f"ts-{shape[1]}-{n}"
                 code = ("import sys, time; from pathlib import Path; sys.path.insert(0, 'benchmarks'); "
                         "from tensorstore_baseline import write_zone; t = time.time(); "
-                        f"write_zone([(Path(d), w, n) for d, w, n in {spec!r}], Path({str(tmp / f"ts-{shape[1]}-{n}")!r}), "
+                        f"write_zone([(Path(d), w, n) for d, w, n in {spec!r}], Path({str(ts_out)!r}), "
                         f"Path({str(zone)!r})); print('ELAPSED', time.time() - t)")
                 v = child(code)
                 res["ts"] = {"s": float(v["ELAPSED"]), "rss_mb": v["RSS"] / 1024}
