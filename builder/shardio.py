@@ -167,14 +167,46 @@ def decode_shard(buf: bytes | memoryview | None, shard_shape: tuple[int, ...], c
     filled = np.full((math.prod(grid), *chunk_shape), fill, dtype=dtype)
     mv = memoryview(buf)
     for i, off, ln in index.chunks():
-        raw = bytes(mv[off:off + ln])
-        if chunk_crc:
-            raw = open_chunk(raw, crc32c) if crc32c is not None else raw[:-4]
-        filled[i] = np.frombuffer(decompress(raw), dtype=dtype).reshape(chunk_shape)
+        filled[i] = _inner(mv, off, ln, chunk_shape, dtype, decompress, crc32c, chunk_crc)
     nd = len(grid)
     shaped = filled.reshape((*grid, *chunk_shape))
     order = [x for i in range(nd) for x in (i, nd + i)]
     return np.ascontiguousarray(shaped.transpose(order)).reshape(shard_shape)
+
+
+def _inner(mv: memoryview, off: int, ln: int, chunk_shape, dtype, decompress, crc32c, chunk_crc: bool) -> np.ndarray:
+    """One inner chunk decoded from the shard bytes `mv`."""
+    raw = bytes(mv[off:off + ln])
+    if chunk_crc:
+        raw = open_chunk(raw, crc32c) if crc32c is not None else raw[:-4]
+    return np.frombuffer(decompress(raw), dtype=dtype).reshape(chunk_shape)
+
+
+def decode_window(buf: bytes | memoryview | None, shard_shape: tuple[int, ...], chunk_shape: tuple[int, ...],
+                  dtype, fill, decompress: Callable[[bytes], bytes], box: tuple[int, int, int, int],
+                  crc32c: Callable[[bytes], int] | None = None, chunk_crc: bool = False) -> np.ndarray:
+    """Rows a0:a1, cols b0:b1 (`box`, in the shard's pixels; whole trailing dims) decoding only the inner
+    chunks they touch: a small window of a shard of 4x4-px chunks costs its few chunks, not 4096."""
+    a0, a1, b0, b1 = box
+    dtype = np.dtype(dtype).newbyteorder("<")
+    trail = tuple(shard_shape[2:])
+    if tuple(chunk_shape[2:]) != trail:  # trailing dims split into several chunks: decode the whole shard
+        return decode_shard(buf, shard_shape, chunk_shape, dtype, fill, decompress, crc32c, chunk_crc)[a0:a1, b0:b1]
+    if buf is None:
+        return np.full((a1 - a0, b1 - b0, *trail), fill, dtype=dtype)
+    grid = chunk_grid(shard_shape, chunk_shape)
+    table = ShardIndex.read(buf, grid, crc32c).table
+    c0, c1 = chunk_shape[:2]
+    i0, i1, j0, j1 = a0 // c0, (a1 - 1) // c0 + 1, b0 // c1, (b1 - 1) // c1 + 1
+    out = np.full(((i1 - i0) * c0, (j1 - j0) * c1, *trail), fill, dtype=dtype)
+    mv = memoryview(buf)
+    for i in range(i0, i1):
+        for j in range(j0, j1):
+            off, ln = table[i * grid[1] + j]
+            if off != EMPTY:
+                out[(i - i0) * c0:(i - i0 + 1) * c0, (j - j0) * c1:(j - j0 + 1) * c1] = _inner(
+                    mv, int(off), int(ln), chunk_shape, dtype, decompress, crc32c, chunk_crc)
+    return out[a0 - i0 * c0:a1 - i0 * c0, b0 - j0 * c1:b1 - j0 * c1]
 
 
 def shard_key(name: str, sr: int, sc: int, ndim: int) -> str:
