@@ -162,6 +162,7 @@ def tool_figures(page, data: Path) -> str:
     rows, cols = np.nonzero(np.isfinite(v[..., 0]))
     page.evaluate("async ([lon, lat]) => { await tesseraApi.view(lon, lat, 30000); await tesseraApi.select(lon, lat); }",
                   list(pixel_lonlat(store, "utm30", int(rows.mean()), int(cols.mean()))))
+    first = page.evaluate(TIMED_JS, ["similarity", ["selection", "mean", -1.0]])  # the view's first read
     for r, c, k in training_pixels(store, "utm30", demo.World(), 2024, per_class=6):
         page.evaluate("async ([lon, lat, k]) => await tesseraApi.label(lon, lat, k)",
                       [*pixel_lonlat(store, "utm30", r, c), f"class {k}"])
@@ -175,13 +176,14 @@ def tool_figures(page, data: Path) -> str:
             ("scatter PCA (20,000 points)", "scatter", ["PCA", {}]),
             ("similarity again (same run)", "similarity", ["selection", "mean", -1.0])]
     lines, base = [], None
-    for label, cmd, args in runs:
-        r = page.evaluate(TIMED_JS, [cmd, args])
-        base = base or r["ms"]
-        lines.append(f"  {label:44s} {r['ms']:7.0f} ms ({r['ms'] / base:4.1f}x similarity)  store "
+    for i, (label, cmd, args) in enumerate([("similarity, first over the view", None, None), *runs]):
+        r = first if i == 0 else page.evaluate(TIMED_JS, [cmd, args])
+        base = r["ms"] if i == 1 else base
+        ratio = f"({r['ms'] / base:4.1f}x similarity)" if base else " " * 19
+        lines.append(f"  {label:44s} {r['ms']:7.0f} ms {ratio}  store "
                      f"{r['store_bytes'] / 1e6:6.2f} MB, all {r['all_bytes'] / 1e6:6.2f} MB fetched; longest "
                      f"main-thread task {r['longest']:5.0f} ms; {r['valid']} valid px")
-    return "tools over the demo view (same run; similarity first is the baseline):\n" + "\n".join(lines)
+    return "tools over the demo view (same run; baseline: similarity once the view was read, the second line):\n" + "\n".join(lines)
 
 
 if __name__ == "__main__":

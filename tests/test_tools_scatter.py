@@ -104,3 +104,23 @@ def test_sample_brush_hover_and_label(store):
         sc.select([])
         assert sc.highlight is None and state.tools.shown == "none"
     run_async(run())
+
+
+def test_scatter_commands_refuse_bad_input_in_one_line(store):
+    import pytest
+    from app.tools.api import commands
+
+    async def run():
+        state = await opened(store)
+        cmds = commands(state, None)
+        with pytest.raises(ValueError, match="^scatterSelect: run the scatter first$"):
+            cmds["scatterSelect"]({"box": [0, 1, 0, 1]})
+        assert cmds["scatterPoints"]() is None and cmds["scatterAt"](0.0, 50.0) is None
+        assert await cmds["scatterToClass"]() is None and "Brush points in the scatter first" in state.status
+        state.centre_view(*centre_of_data(store, "utm31"), 2500)
+        res = await cmds["scatter"]("PCA", {"max_points": 300, "seed": 1})
+        assert res["points"] == 300 and res["valid"] > 300
+        with pytest.raises(ValueError, match="^scatterSelect takes"):
+            cmds["scatterSelect"]([1, 2])
+        assert await cmds["scatterSelect"]({"indices": [5, 7, 7, 10_000]}) == {"selected": 2, "highlighted": 2}
+    run_async(run())

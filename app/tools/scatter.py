@@ -10,6 +10,7 @@ Pyodide/wasm build (none in the Pyodide 0.27.7 lock, none on PyPI); see the READ
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -25,16 +26,20 @@ MAX_POINTS = 20_000
 HIGHLIGHT = (255, 0, 255, 255)  # selected pixels on the map: opaque magenta
 
 
-def pca(X: np.ndarray, n: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+async def pca(X: np.ndarray, n: int = 2, rows: int = 2048) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(mean (B,), components (n, B), explained variance ratio (n,)) of the rows of X.
 
     numpy's eigh of the B x B covariance (B = 128) is the whole fit: scikit-learn's PCA would load
-    scikit-learn (and scipy) on first use for the same numbers. Each component's sign is fixed so its
-    largest loading is positive (a stable picture between runs)."""
-    X = np.asarray(X, np.float64)
-    mean = X.mean(axis=0)
-    Xc = X - mean
-    w, V = np.linalg.eigh(Xc.T @ Xc / max(len(X) - 1, 1))
+    scikit-learn (and scipy) on first use for the same numbers. The covariance is summed in blocks of
+    `rows`, yielding to the event loop between blocks (the page stays responsive). Each component's sign
+    is fixed so its largest loading is positive (a stable picture between runs)."""
+    mean = np.asarray(X, np.float64).mean(axis=0)
+    cov = np.zeros((X.shape[1], X.shape[1]))
+    for i in range(0, len(X), rows):
+        block = np.asarray(X[i:i + rows], np.float64) - mean
+        cov += block.T @ block
+        await asyncio.sleep(0)
+    w, V = np.linalg.eigh(cov / max(len(X) - 1, 1))
     order = np.argsort(w)[::-1][:n]
     comps = V[:, order].T
     comps *= np.sign(comps[np.arange(len(order)), np.abs(comps).argmax(axis=1)])[:, None]
@@ -86,12 +91,12 @@ class Projection:
                 "row": rr + r.window[0], "col": cc + r.window[2]}
 
 
-def project_region(region: reg.Region, method: str, max_points: int, seed: int) -> Projection:
+async def project_region(region: reg.Region, method: str, max_points: int, seed: int) -> Projection:
     rows, cols = np.nonzero(region.valid)
     pick = fit_sample(len(rows), seed, max_points)
     rows, cols = rows[pick], cols[pick]
     X = region.vectors[rows, cols]
-    mean, comps, ratio = pca(X)
+    mean, comps, ratio = await pca(X)
     p = Projection(region, method, rows, cols, np.zeros((len(rows), 2), np.float32), mean, comps, ratio,
                    int(region.valid.sum()))
     p.xy = p.project(X)
@@ -124,7 +129,7 @@ class Scatter(param.Parameterized):
             app.status = views.html("Too few pixels with data in the view for a scatter.")
             return None
         t0 = time.perf_counter()
-        p = project_region(region, self.method, self.max_points, self.seed)
+        p = await project_region(region, self.method, self.max_points, self.seed)
         self.param.update(result=p, selected=[], highlight=None, hover=None)
         app.status = views.html("Scatter ({}, {:.1%} + {:.1%} of the variance): {:,} points drawn{}; {} "
                                 "({:.0f} ms).", self.method, *p.explained, len(p.rows),
