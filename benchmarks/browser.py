@@ -5,7 +5,10 @@
 Prints: cold start to interactive with its breakdown (Pyodide, packages, Panel
 import, store open, first render), warm start (HTTP cache), total bytes at
 start, latency/requests/bytes per pixel query once the shard index is cached,
-and similarity over one 256x256 shard (fetch and compute), for the demo store.
+similarity over one 256x256 shard (fetch and compute), the exports, and each
+analysis tool over the demo view (time, bytes fetched, the longest main-thread
+task during it from the browser's long-task timing), beside similarity over
+the same view in the same run.
 """
 from __future__ import annotations
 
@@ -57,6 +60,7 @@ def main() -> None:
         with static_server(site) as base, sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             ctx = browser.new_context()
+            ctx.add_init_script(LONG_TASKS_JS)
             page = ctx.new_page()
             t0 = time.perf_counter()
             page.goto(base + "index.html")
@@ -83,6 +87,7 @@ def main() -> None:
             sims = [page.evaluate("async (a) => { const r = await window.tesseraApi.timeSimilarity(...a); return r.toJs ? Object.fromEntries(r.toJs()) : r }",
                                   ["utm31", int(sr) * 256, (int(sr) + 1) * 256, int(sc) * 256, (int(sc) + 1) * 256]) for _ in range(3)]
             exports = export_figures(page, lonlats[0])
+            tools = tool_figures(page, site / "data")
             browser.close()
     def br(tt):
         keys = ["pyodide", "packages", "panel_imported", "store_opened", "rendered", "app"]
@@ -102,6 +107,7 @@ def main() -> None:
           f"(first: {sims[0]['fetch_ms']:.0f} ms), dequantise+cosine {best['compute_ms']:.0f} ms")
 
     print("exports (view 4 km around a pixel, similarity on; same run): " + exports)
+    print(tools)
 
 
 def export_figures(page, lonlat) -> str:
@@ -118,6 +124,66 @@ def export_figures(page, lonlat) -> str:
         fetched = page.evaluate("window.tesseraJS.stats.bytes")
         out.append(f"{label} {ms:.0f} ms, {n / 1e3:.0f} kB ({fetched / 1e3:.0f} kB fetched)")
     return "; ".join(out)
+
+
+# Every long task (> 50 ms on the main thread) the browser reports, and room for every resource entry.
+LONG_TASKS_JS = """
+window.__longTasks = [];
+new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__longTasks.push([e.startTime, e.duration]); })
+  .observe({type: 'longtask', buffered: true});
+performance.setResourceTimingBufferSize(100000);
+"""
+
+TIMED_JS = """async ([cmd, args]) => {
+    window.tesseraJS.resetStats();
+    const n0 = performance.getEntriesByType('resource').reduce((s, e) => s + e.transferSize, 0);
+    const t0 = performance.now();
+    const r = await window.tesseraApi[cmd](...args);
+    const t1 = performance.now();
+    await new Promise((ok) => setTimeout(ok, 100));  // long-task entries are reported after the task
+    const n1 = performance.getEntriesByType('resource').reduce((s, e) => s + e.transferSize, 0);
+    const longest = Math.max(0, ...window.__longTasks.filter(([s, d]) => s < t1 && s + d > t0).map(([s, d]) => d));
+    const res = r && r.toJs ? Object.fromEntries(r.toJs()) : r;
+    return {ms: t1 - t0, store_bytes: window.tesseraJS.stats.bytes, all_bytes: n1 - n0, longest,
+            valid: res && res.valid, status: res && res.status};
+}"""
+
+
+def tool_figures(page, data: Path) -> str:
+    """Each analysis tool over the demo view (30 km around the centre of utm30's data, capped at 768 px per side),
+    through tesseraApi: time, store bytes fetched, all bytes fetched (scikit-learn's wheels on first use) and the
+    longest main-thread task, beside similarity over the same view."""
+    import numpy as np
+
+    from builder import demo
+    from tools_util import pixel_lonlat, training_pixels, zone_vectors
+    store = data / "2024.zarr"
+    v = zone_vectors(store, "utm30")
+    rows, cols = np.nonzero(np.isfinite(v[..., 0]))
+    page.evaluate("async ([lon, lat]) => { await tesseraApi.view(lon, lat, 30000); await tesseraApi.select(lon, lat); }",
+                  list(pixel_lonlat(store, "utm30", int(rows.mean()), int(cols.mean()))))
+    first = page.evaluate(TIMED_JS, ["similarity", ["selection", "mean", -1.0]])  # the view's first read
+    for r, c, k in training_pixels(store, "utm30", demo.World(), 2024, per_class=6):
+        page.evaluate("async ([lon, lat, k]) => await tesseraApi.label(lon, lat, k)",
+                      [*pixel_lonlat(store, "utm30", r, c), f"class {k}"])
+    runs = [("similarity (selection)", "similarity", ["selection", "mean", -1.0]),
+            ("classify k-NN, first (loads scikit-learn)", "classify", ["k-NN", {"seed": 0}]),
+            ("classify k-NN", "classify", ["k-NN", {"seed": 0}]),
+            ("classify logistic regression", "classify", ["logistic regression", {"seed": 0}]),
+            ("classify random forest", "classify", ["random forest", {"seed": 0}]),
+            ("cluster k-means k=5", "cluster", [5, 0]),
+            ("change 2023->2024", "change", [2023, 2024]),
+            ("scatter PCA (20,000 points)", "scatter", ["PCA", {}]),
+            ("similarity again (same run)", "similarity", ["selection", "mean", -1.0])]
+    lines, base = [], None
+    for i, (label, cmd, args) in enumerate([("similarity, first over the view", None, None), *runs]):
+        r = first if i == 0 else page.evaluate(TIMED_JS, [cmd, args])
+        base = r["ms"] if i == 1 else base
+        ratio = f"({r['ms'] / base:4.1f}x similarity)" if base else " " * 19
+        lines.append(f"  {label:44s} {r['ms']:7.0f} ms {ratio}  store "
+                     f"{r['store_bytes'] / 1e6:6.2f} MB, all {r['all_bytes'] / 1e6:6.2f} MB fetched; longest "
+                     f"main-thread task {r['longest']:5.0f} ms; {r['valid']} valid px")
+    return "tools over the demo view (same run; baseline: similarity once the view was read, the second line):\n" + "\n".join(lines)
 
 
 if __name__ == "__main__":

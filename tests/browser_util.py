@@ -87,16 +87,17 @@ def wait_state(page, timeout_ms: int = 120_000) -> str:
     return page.evaluate("document.body.dataset.state")
 
 
-def map_click_point(page, x: float, y: float) -> tuple[float, float]:
-    """Page coordinates of the Mercator point (x, y) on the map figure."""
-    return tuple(page.evaluate("""([x, y]) => {
-        const m = Bokeh.documents[0].get_model_by_name('map');
+def map_click_point(page, x: float, y: float, figure: str = "map") -> tuple[float, float]:
+    """Page coordinates of the point (x, y) in data units on a figure (the map: Web Mercator), scrolled into view."""
+    return tuple(page.evaluate("""([x, y, name]) => {
+        const m = Bokeh.documents[0].get_model_by_name(name);
         const v = Bokeh.index.find_one(m);
+        v.el.scrollIntoView({block: 'nearest'});
         const r = v.el.getBoundingClientRect(), f = v.frame.bbox;
         const xr = m.x_range, yr = m.y_range;
         return [r.left + f.left + (x - xr.start) / (xr.end - xr.start) * f.width,
                 r.top + f.top + (yr.end - y) / (yr.end - yr.start) * f.height];
-    }""", [x, y]))
+    }""", [x, y, figure]))
 
 
 def model_data(page, name: str) -> dict:

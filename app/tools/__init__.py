@@ -1,7 +1,7 @@
 """The explorer's analysis tools: each is a small state (param.Parameterized) plus pure computations.
 
-region.py reads the view's embeddings; labels.py, classify.py, cluster.py, change.py and similarity.py
-are the tools; `Tools` bundles their states for the Explorer (app/session.py), ui.py draws them and
+region.py reads the view's embeddings; labels.py, classify.py, cluster.py, change.py, similarity.py and
+scatter.py are the tools; `Tools` bundles their states for the Explorer (app/session.py), ui.py draws them and
 api.py exposes them on window.tesseraApi.
 """
 from __future__ import annotations
@@ -12,8 +12,9 @@ from app.tools.change import Change
 from app.tools.classify import Classifier
 from app.tools.cluster import Clusters
 from app.tools.labels import Labels
+from app.tools.scatter import Scatter
 
-LAYERS = ["none", "class", "cluster", "change"]
+LAYERS = ["none", "class", "cluster", "change", "scatter"]
 
 
 class Tools(param.Parameterized):
@@ -27,10 +28,19 @@ class Tools(param.Parameterized):
         self.classify = Classifier(app)
         self.cluster = Clusters(app)
         self.change = Change(app)
+        self.scatter = Scatter(app)
         for name, tool in (("class", self.classify), ("cluster", self.cluster), ("change", self.change)):
             tool.param.watch(lambda e, name=name: setattr(self, "shown", name if e.new is not None else "none"),
                              "result")
+        self.scatter.param.watch(self._on_highlight, "highlight")
+
+    def _on_highlight(self, e) -> None:
+        if e.new is not None:
+            self.shown = "scatter"
+        elif self.shown == "scatter":
+            self.shown = "none"
 
     def layer(self, name: str):
         """The tool layer `name` (a region.Layer), or None when it has not been computed."""
-        return {"class": self.classify.result, "cluster": self.cluster.result, "change": self.change.result}.get(name)
+        return {"class": self.classify.result, "cluster": self.cluster.result, "change": self.change.result,
+                "scatter": self.scatter.highlight}.get(name)

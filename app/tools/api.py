@@ -83,6 +83,44 @@ def commands(state, ui) -> dict:
                     "valid": int(np.isfinite(sim).sum())}
         return run(go)
 
+    def scatter(method="PCA", params=None):
+        """Project the view's valid pixels to 2-D; resolves to its summary (points drawn, variance explained)."""
+        p = {k: int(v) for k, v in dict(params or {}).items() if k in ("max_points", "seed")}
+        async def go():
+            t0 = time.perf_counter()
+            res = await t.scatter.compute(str(method), **p)
+            if res is None:
+                return None
+            return {"zone": res.region.zone.name, "window": list(res.region.window), "status": str(state.status),
+                    "ms": (time.perf_counter() - t0) * 1000, "method": res.method, "points": len(res.rows),
+                    "valid": res.n_valid, "explained": [float(x) for x in res.explained]}
+        return run(go)
+
+    def scatter_points():
+        """The drawn points as JSON: their pixels (zone rows/cols) and 2-D coordinates, for checks against CPython."""
+        res = t.scatter.result
+        if res is None:
+            return None
+        r0, _, c0, _ = res.region.window
+        return json.dumps({"zone": res.region.zone.name, "rows": (res.rows + r0).tolist(),
+                           "cols": (res.cols + c0).tolist(), "x": res.xy[:, 0].tolist(), "y": res.xy[:, 1].tolist(),
+                           "selected": list(t.scatter.selected)})
+
+    def scatter_select(which):
+        """Brush points: {"box": [x0, x1, y0, y1]} in scatter coordinates, or {"indices": [...]}; resolves to the
+        number of points selected and of pixels highlighted on the map."""
+        res = t.scatter.result
+        if res is None:
+            raise ValueError("scatterSelect: run the scatter first")
+        if not isinstance(which, dict) or not ({"box", "indices"} & set(which)):
+            raise ValueError('scatterSelect takes {"box": [x0, x1, y0, y1]} or {"indices": [...]}')
+        idx = res.in_box(*map(float, which["box"])) if "box" in which else list(which["indices"])
+        async def go():
+            hl = t.scatter.select(idx)
+            return {"selected": len(t.scatter.selected),
+                    "highlighted": 0 if hl is None else int(np.isfinite(hl.values).sum())}
+        return run(go)
+
     def value(layer, lon, lat):
         """A layer's value under lon/lat: similarity, class (index into names), cluster, change; null where none."""
         if layer == "similarity":
@@ -106,4 +144,7 @@ def commands(state, ui) -> dict:
             "exportLabels": lambda: json.dumps(lab.to_geojson(t.labels.classes, t.labels.points)),
             "clearLabels": lambda: t.labels.clear(), "classify": classify, "cluster": cluster,
             "clusterToClass": cluster_to_class, "change": change, "similarity": similarity, "value": value,
-            "layerArray": layer_array, "show": lambda name: setattr(t, "shown", str(name))}
+            "layerArray": layer_array, "scatter": scatter, "scatterPoints": scatter_points,
+            "scatterSelect": scatter_select, "scatterAt": lambda lon, lat: t.scatter.hover_at(float(lon), float(lat)),
+            "scatterToClass": lambda name=None, count=None: run(lambda: t.scatter.to_class(
+                None if name is None else str(name), None if count is None else int(count))), "show": lambda name: setattr(t, "shown", str(name))}

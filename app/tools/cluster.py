@@ -14,7 +14,7 @@ import param
 from app import views
 from app.tools import lazy, region as reg
 from app.tools.classify import class_rgba
-from app.tools.labels import PALETTE, Point
+from app.tools.labels import PALETTE
 
 MAX_FIT = 65_536
 N_INIT = 3
@@ -87,12 +87,8 @@ class Clusters(param.Parameterized):
             app.status = views.html("Cluster {} has no pixels.", which)
             return None
         pick = np.random.default_rng(self.seed).choice(len(rows), min(count or self.per_class, len(rows)), replace=False)
-        labels = app.tools.labels
-        name = labels.add_class(name or f"cluster {which}")
-        pts = []
-        for i in np.sort(pick):  # the region's own vectors: no read per pixel
-            lon, lat = r.zone.centre_lonlat(int(rows[i]) + r.window[0], int(cols[i]) + r.window[2])
-            pts.append(Point(name, app.model.year, lon, lat, self.region.vectors[rows[i], cols[i]].copy()))
-        labels.points = [*labels.points, *pts]
+        pick = np.sort(pick)
+        name = app.tools.labels.add_pixels(name or f"cluster {which}", r.zone, r.window, rows[pick], cols[pick],
+                                           self.region.vectors, app.model.year)
         app.status = views.html("Cluster {} -> class <b>{}</b>: {} labels.", which, name, len(pick))
         return name

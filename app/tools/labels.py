@@ -130,6 +130,17 @@ class Labels(param.Parameterized):
         app.status = views.html("Labelled {} as <b>{}</b> ({} labels).", px.label(), name, len(self.points))
         return p
 
+    def add_pixels(self, name: str, zone, window, rows, cols, vectors: np.ndarray, year) -> str:
+        """Label pixels of a tool's region as class `name` (made if new): rows/cols in the region's window,
+        vectors its (H, W, B) embeddings (no read per pixel). Returns the class name."""
+        name = self.add_class(name)
+        pts = []
+        for r, c in zip(rows, cols):
+            lon, lat = zone.centre_lonlat(int(r) + window[0], int(c) + window[2])
+            pts.append(Point(name, year, lon, lat, vectors[r, c].copy()))
+        self.points = [*self.points, *pts]
+        return name
+
     async def load(self, classes: list[tuple[str, str | None]], pts: list[tuple[str, int | None, float, float]]):
         """Replace the labels with `classes` and points (cls, year, lon, lat), reading each point's vector."""
         model = self.app.model

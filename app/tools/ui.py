@@ -10,6 +10,7 @@ from bokeh.plotting import figure
 
 from app import geo, views
 from app.tools import labels as lab, panes
+from app.tools.scatter_ui import ScatterUI
 
 
 class ToolsUI:
@@ -43,6 +44,7 @@ class ToolsUI:
         hist = figure(width=380, height=200, title="Change histogram (1 - cosine)", name="change-hist", tools="save")
         hist.quad(left="left", right="right", top="count", bottom=0, source=self.hist_src)
         c, k, ch = t.classify, t.cluster, t.change
+        self.scatter = ScatterUI(state, fig)
         w = lambda p, **kw: pn.Param(p, show_name=False, **kw)
         self.panel = pn.Tabs(
             ("Labels", pn.Column(pn.widgets.Toggle.from_param(L.param.mode, button_type="success"),
@@ -53,12 +55,14 @@ class ToolsUI:
             ("Clusters", w(k.param, parameters=["k", "seed", "run", "which", "per_class", "to_label"])),
             ("Change", pn.Column(w(ch.param, parameters=["y0", "y1", "threshold", "run"]), hist)),
             ("Similarity", w(state.param, parameters=["sim_from", "sim_mode"])),
+            ("Scatter", self.scatter.panel),
             name="tools", width=400)
         self.layer_select = pn.widgets.Select.from_param(t.param.shown)
         L.param.watch(self._draw_labels, ["classes", "points", "active"])
         t.param.watch(self._draw_layer, ["shown"])
         for tool in (c, k, ch):
             tool.param.watch(self._draw_layer, ["result"])
+        t.scatter.param.watch(self._draw_layer, ["highlight"])
         state.param.watch(self._draw_layer, ["base"])
         ch.param.watch(lambda e: setattr(self.hist_src, "data", dict(e.new)), "hist")
 

@@ -1,0 +1,93 @@
+"""The scatter's figure and its links to the map (Bokeh), bound to the state in app/tools/scatter.py.
+
+Brushing (box or lasso select) changes the points' Selection model, which reaches Python as a model
+change; the selected points become the "scatter" map layer. The mouse over the map (debounced in JS)
+and a tapped pixel are written to small sources the same way, and their projection is marked in the
+scatter.
+"""
+from __future__ import annotations
+
+import panel as pn
+from bokeh.events import MouseMove
+from bokeh.models import ColumnDataSource, CustomJS
+from bokeh.plotting import figure
+
+from app import geo, views
+
+# The map's mouse position reaches Python once the mouse rests for 40 ms (not on every move).
+HOVER_JS = """
+clearTimeout(window.__tesseraHoverTimer);
+const x = cb_obj.x, y = cb_obj.y;
+window.__tesseraHoverTimer = setTimeout(() => { src.data = {x: [x], y: [y]}; }, 40);
+"""
+
+
+def points_data(p) -> dict:
+    if p is None:
+        return dict(x=[], y=[])
+    return dict(x=p.xy[:, 0].astype(float), y=p.xy[:, 1].astype(float))
+
+
+def cursor_data(hover) -> dict:
+    return dict(x=[hover["x"]], y=[hover["y"]]) if hover else dict(x=[], y=[])
+
+
+def note_html(p) -> str:
+    """What the scatter shows (numbers only, escaped all the same)."""
+    if p is None:
+        return "<i>Project the view's pixels, then brush points (box or lasso) to see them on the map.</i>"
+    sample = (views.html(" (a seeded random sample of the view's {:,} valid pixels; the PCA is fitted on them)",
+                         p.n_valid) if len(p.rows) < p.n_valid else "")
+    return views.html("{} of {:,} points drawn{}; axes: components 1 and 2 ({:.1%}, {:.1%} of the variance).",
+                      p.method, len(p.rows), sample, *p.explained)
+
+
+class ScatterUI:
+    def __init__(self, state, map_fig):
+        self.state = state
+        sc = state.tools.scatter
+        self.points = ColumnDataSource(dict(x=[], y=[]), name="scatter-source")
+        self.cursor = ColumnDataSource(dict(x=[], y=[]), name="scatter-cursor")
+        self.mouse = ColumnDataSource(dict(x=[], y=[]), name="hover-source")
+        self.fig = figure(width=380, height=380, name="scatter", tools="box_select,lasso_select,pan,wheel_zoom,reset,save",
+                          active_drag="box_select", title="Embedding scatter")
+        self.fig.scatter("x", "y", source=self.points, size=3, fill_color="#4c72b0", line_color=None, alpha=0.6,
+                         selection_fill_color="#ff00ff", selection_alpha=1.0, nonselection_fill_alpha=0.25,
+                         name="scatter-points")
+        self.fig.scatter("x", "y", source=self.cursor, size=14, marker="circle", fill_color=None, line_color="black",
+                         line_width=2, name="scatter-hover")
+        self.note = pn.pane.HTML(note_html(None), name="scatter-note", width=380)
+        self.panel = pn.Column(pn.Param(sc.param, show_name=False, parameters=["method", "max_points", "seed", "run",
+                                                                               "class_name", "per_class", "to_label"]),
+                               self.note, pn.pane.Bokeh(self.fig))
+        self.points.selected.on_change("indices", self._on_brush)
+        map_fig.js_on_event(MouseMove, CustomJS(args=dict(src=self.mouse), code=HOVER_JS))
+        self.mouse.on_change("data", self._on_mouse)
+        sc.param.watch(self._draw_points, "result")
+        sc.param.watch(self._draw_selection, "selected")
+        sc.param.watch(lambda e: setattr(self.cursor, "data", cursor_data(e.new)), "hover")
+        state.param.watch(self._on_selected_pixel, "selected")
+
+    # ------------------------------------------------------------ browser -> state --
+    def _on_brush(self, attr, old, new) -> None:
+        self.state.tools.scatter.select(list(new))
+
+    def _on_mouse(self, attr, old, new) -> None:
+        if new.get("x") and self.state.tools.scatter.result is not None:
+            lon, lat = geo.merc_to_lonlat(new["x"][0], new["y"][0])
+            self.state.tools.scatter.hover_at(float(lon), float(lat))
+
+    def _on_selected_pixel(self, event) -> None:
+        px = event.new
+        if px is not None and self.state.tools.scatter.result is not None:
+            self.state.tools.scatter.hover_at(px.lon, px.lat)
+
+    # ------------------------------------------------------------ state -> browser --
+    def _draw_points(self, event) -> None:
+        self.points.selected.indices = []
+        self.points.data = points_data(event.new)
+        self.note.object = note_html(event.new)
+
+    def _draw_selection(self, event) -> None:
+        if list(self.points.selected.indices) != list(event.new):
+            self.points.selected.indices = list(event.new)
