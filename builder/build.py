@@ -46,6 +46,7 @@ import zarr
 
 from builder import BUILD_VERSION
 from builder import convention as conv
+from builder import extensions as ext
 from builder import overviews as ovr
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
@@ -258,7 +259,7 @@ def _regrid(zone_dir: Path, old: ZoneGrid, new: ZoneGrid, n_bands: int, journal:
     shutil.rmtree(staging, ignore_errors=True)
     resize_zone(group, new, n_bands)
     group.attrs.update(new.attrs())
-    if overviews is not None and conv.OVR_GROUP in group:
+    if overviews is not None and ext.OVR_GROUP in group:
         overviews(group, new)  # resized, and the levels' transforms in the zone attributes
     kill_point("regrid-moved")
     commit()
@@ -466,7 +467,7 @@ def _set_zone_attrs(group, cfg: BuildConfig, zone: int, south: bool, n_bands: in
         model_version=cfg.model_version, build_version=cfg.build_version, has_rgb=cfg.rgb,
         origin_e=grid.origin_e, origin_n=grid.origin_n, height=grid.height, width=grid.width)
     if cfg.overviews:
-        attrs["zarr_conventions"].append(dict(conv.OVR))
+        attrs["zarr_conventions"].append(dict(ext.OVR))
         attrs.update(ovr.attrs(grid, ovr.LEVELS, cfg.code_dims))
     group.attrs.update(attrs)
 
@@ -495,7 +496,7 @@ def _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, rgb_model, record,
                                          sorted((t.name, t.fingerprint()) for t, _, _ in placed)],
                                         sort_keys=True).encode()).hexdigest()[:16]
     if cfg.overviews:
-        if conv.OVR_GROUP not in root[name]:
+        if ext.OVR_GROUP not in root[name]:
             # a zone without overviews (a store built before them): every stored shard needs them
             _add_overview_pending(record, name, grid, ovr.stored_shards(zone_dir / "embeddings"))
             _save_record(cfg, record)

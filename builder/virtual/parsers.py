@@ -36,6 +36,7 @@ from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, 
 from virtualizarr.manifests.utils import create_v3_array_metadata
 
 from builder import convention as conv
+from builder import extensions as ext
 from builder.errors import BuildError
 from builder.geotiff import read_geoinfo
 from builder.grid import ZoneGrid
@@ -197,8 +198,8 @@ class YearsParser:
         groups = {}
         for zname in zone_names:
             groups[zname] = self._zone(zname, opened)
-        attrs = {"zarr_conventions": [dict(c) for c in conv.STACK_ROOT_CONVENTIONS],
-                 "tessera:dataset_version": conv.DATASET_VERSION, conv.STACK_YEARS: years}
+        attrs = {"zarr_conventions": [dict(c) for c in ext.STACK_ROOT_CONVENTIONS],
+                 "tessera:dataset_version": conv.DATASET_VERSION, ext.STACK_YEARS: years}
         return ManifestStore(ManifestGroup(groups=groups, attributes=attrs), registry=registry)
 
     def _zone(self, zname: str, opened) -> ManifestGroup:
@@ -247,7 +248,7 @@ class YearsParser:
                 shape=shape, data_type=np.dtype(src["data_type"]), chunk_shape=(1, union.shard, union.shard, *tail),
                 chunk_key_encoding={"name": "default", "configuration": {"separator": "/"}},
                 fill_value=src["fill_value"] if src["fill_value"] != "NaN" else float("nan"), codecs=codecs,
-                dimension_names=[conv.STACK_DIM, *src["dimension_names"]])
+                dimension_names=[ext.STACK_DIM, *src["dimension_names"]])
             entries = {}
             for year, url, fs, root, za, cons, grid in per_year:
                 dr, dc = union.offset_of(grid)
@@ -258,12 +259,12 @@ class YearsParser:
                 [n_years, union.height // union.shard, union.width // union.shard] + [1] * len(tail))))
         za = dict(first[4])
         za.update(conv.spatial_attrs(union.origin_e, union.origin_n, union.height, union.width))
-        za["zarr_conventions"] = [dict(c) for c in conv.STACK_ZONE_CONVENTIONS]
+        za["zarr_conventions"] = [dict(c) for c in ext.STACK_ZONE_CONVENTIONS]
         za.pop("tessera:year", None)
         za.pop("tessera:has_rgb_preview", None)
-        for key in [k for k in za if k.startswith(conv.OVR["name"])]:
+        for key in [k for k in za if k.startswith(ext.OVR["name"])]:
             za.pop(key)  # the stack holds no overviews (tessera-ovr: is per year store)
-        za[conv.STACK_YEARS] = [o[0] for o in opened]
+        za[ext.STACK_YEARS] = [o[0] for o in opened]
         za["tessera:n_tiles"] = sum(p[4].get("tessera:n_tiles", 0) for p in per_year)
         return ManifestGroup(arrays=arrays, attributes=za)
 
