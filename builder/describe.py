@@ -88,9 +88,10 @@ def is_stack(attrs: dict) -> bool:
 def claims_tessera_root(doc: dict) -> bool:
     """A group whose attributes claim a tessera: root (tessera:dataset_version, not a zone group's): what
     publish validates before it copies anything, valid or not."""
-    attrs = doc.get("attributes") if isinstance(doc, dict) else None
-    return (doc.get("node_type") == "group" and isinstance(attrs, dict) and "tessera:dataset_version" in attrs
-            and "tessera:utm_zone" not in attrs)
+    if not isinstance(doc, dict) or doc.get("node_type") != "group":
+        return False
+    attrs = doc.get("attributes")
+    return isinstance(attrs, dict) and "tessera:dataset_version" in attrs and "tessera:utm_zone" not in attrs
 
 
 def zones(nodes: dict) -> dict[str, ZoneInfo]:
