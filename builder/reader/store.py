@@ -15,6 +15,7 @@ from builder import convention as conv
 from builder.describe import TESSERA, StoreError, describe
 from builder.reader.cache import byte_source, is_url, reader_store
 from builder.layout import TIME, time_index
+from builder.reader.base import EmbeddingStore
 from builder.reader.layouts import GEOEMB, V1, Layout, Zone, ZoneView, read_root
 
 
@@ -56,59 +57,6 @@ def _zones(group: zarr.Group, url: str, layout: Layout) -> dict[str, Zone]:
     if not zones:
         raise ValueError(f"{url}: no zone group (utmNN)")
     return zones
-
-
-class EmbeddingStore:
-    """What every layout offers; `probe`, `sample_points` and `read_region` work on any of them."""
-
-    url: str
-    rules: Layout
-
-    @property
-    def layout(self) -> str:
-        return self.rules.name
-
-    @property
-    def years(self) -> list[int]:
-        raise NotImplementedError
-
-    def zones(self, year: int | None = None) -> dict[str, Zone]:
-        raise NotImplementedError
-
-    def view(self, zone: str, year: int | None = None) -> ZoneView:
-        raise NotImplementedError
-
-    def year(self, year: int | None) -> int:
-        ys = self.years
-        if year is None:
-            if len(ys) != 1:
-                raise ValueError(f"{self.url} has {len(ys)} years {ys}; pass year=")
-            return ys[0]
-        if int(year) not in ys:
-            raise ValueError(f"year {year} is not in {self.url} (years {ys})")
-        return int(year)
-
-    def views(self, year: int | None = None) -> list[ZoneView]:
-        y = self.year(year)
-        return [self.view(z, y) for z in self.zones(y)]
-
-    def probe(self, lon: float, lat: float, year: int | None = None):
-        """(float32 vector, "valid") or (None, "water" / "nodata" / "outside") at one point."""
-        from builder.reader.points import probe
-        return probe(self, lon, lat, year)
-
-    def sample_points(self, points, year: int | None = None):
-        """A DataFrame: lon, lat, zone, row, col, status, scale, b0..b{B-1} (see builder.reader.points)."""
-        from builder.reader.points import sample_points
-        return sample_points(self, points, year)
-
-    def read_region(self, bbox, year: int | None = None, zone: str | None = None):
-        """A lazy (dask) xarray.Dataset of one zone's window covering bbox (west, south, east, north)."""
-        from builder.reader.region import read_region
-        return read_region(self, bbox, year, zone)
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.layout} {self.url} years {self.years}>"
 
 
 class V1Stores(EmbeddingStore):
