@@ -1,5 +1,5 @@
-"""What the explorer reads from a store's metadata: zones (grids) and the pixels it shows; the global_rgb
-levels are builder/describe.py's (re-exported here)."""
+"""What the explorer reads from a store's metadata: zones (grids) and the pixels it shows (the global_rgb
+levels are builder/describe.py's Level)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,7 +9,6 @@ import numpy as np
 from app import geo
 from builder import convention as conv
 from builder import layout as lay
-from builder.describe import Level, levels  # noqa: F401  (the core's; app.model and app.render use them from here)
 from builder.grid import ZoneGrid
 
 

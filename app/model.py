@@ -10,11 +10,11 @@ import copy
 import numpy as np
 
 from app import geo, render
-from app.meta import Level, Pixel, Zone, levels, zone_from_meta
+from app.meta import Pixel, Zone, zone_from_meta
 from app.reader import Source, SourceError
 from builder import convention as conv
 from builder import layout as lay
-from builder.describe import GEOEMB, STACK, StoreError, StoreInfo, describe
+from builder.describe import GEOEMB, STACK, Level, StoreError, StoreInfo, describe, levels
 from builder.quant import cosine_map, cosine_pairs, cosine_table
 
 __all__ = ["StoreModel", "Zone", "Level", "Pixel", "cosine_map", "cosine_pairs", "cosine_table", "levels"]
