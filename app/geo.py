@@ -8,13 +8,13 @@ while the map reprojects whole images (hundreds of thousands of points) per
 redraw.  So the transverse Mercator is written here as vectorised numpy,
 using Krueger's series to third order in n (the form given by Karney 2011
 and quoted for UTM: about a millimetre within 3000 km of the central
-meridian).  tests/test_app_geo.py checks it against pyproj on CPython.
+meridian).  tests/test_app_logic.py checks it against pyproj on CPython.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from builder.convention import central_meridian  # the core's rule, used here and by app.model
+from builder.geometry import central_meridian  # the core's rule, used here and by app.model
 
 A_AXIS = 6378137.0
 F = 1 / 298.257223563

@@ -15,17 +15,19 @@ import asyncio
 import numpy as np
 
 from app import geo
-from app.meta import Zone, levels
+from app.meta import Zone
 from app.reader import SourceError
 from builder import convention as conv
 from builder import layout as lay
+from builder.describe import StoreInfo, levels
+from builder.describe import zones as describe_zones
 
 
-async def _nodes(source, attrs: dict, doc: dict) -> dict[str, dict]:
+async def _nodes(source, info: StoreInfo) -> dict[str, dict]:
     """Metadata documents by node path: the consolidated ones, or those read one by one."""
-    cons = (doc.get("consolidated_metadata") or {}).get("metadata") or {}
-    if cons:
-        return cons
+    if info.consolidated:
+        return info.nodes
+    attrs = info.attrs
     names = [conv.zone_group_name(z) for z in range(1, 61)]
     found = await asyncio.gather(*(source.node(n) for n in names))
     nodes = {n: m for n, m in zip(names, found) if m is not None and m.get("node_type") == "group"}
@@ -42,25 +44,19 @@ async def _nodes(source, attrs: dict, doc: dict) -> dict[str, dict]:
     return nodes
 
 
-def _shard(meta: dict) -> list[int]:
-    """An array's shard shape (the outer chunk grid of a sharded array)."""
-    return meta["chunk_grid"]["configuration"]["chunk_shape"]
-
-
-async def read_geoemb(model, doc: dict) -> None:
-    attrs = doc.get("attributes") or {}
-    model.layout, model.root = lay.GEOEMB, attrs
-    nodes = await _nodes(model.source, attrs, doc)
-    names = sorted(k for k, m in nodes.items() if "/" not in k and conv.parse_zone_group_name(k) is not None
-                   and m.get("node_type") == "group" and f"{k}/embeddings" in nodes)
+async def read_geoemb(model, info: StoreInfo) -> None:
+    attrs = info.attrs
+    model.layout, model.root = info.layout, attrs
+    nodes = await _nodes(model.source, info)
+    found = {n: z for n, z in describe_zones(nodes).items() if "embeddings" in z.arrays}
+    names = sorted(found)
     if not names:
         raise SourceError("invalid", "geoemb: store without a zone group (utmNN with embeddings)")
     times = await asyncio.gather(*(model.source.read(f"{n}/{lay.TIME}", [None]) for n in names))
     zones = {}
     for name, t in zip(names, times):
-        za = nodes[name].get("attributes") or {}
-        emb = nodes[f"{name}/embeddings"]
-        grid = lay.GEOEMB.zone_grid(za, _shard(emb), name)
+        za, emb = found[name].attrs, found[name].arrays["embeddings"]
+        grid = lay.GEOEMB.zone_grid(za, found[name].shard, name)
         lonlat = geo.utm_bbox_lonlat(grid.box(), grid.zone, grid.south)
         zones[name] = Zone(name, grid, int(emb["shape"][lay.GEOEMB.band_axis]), False, lonlat,
                            str(attrs.get("geoemb:model", "")), str(attrs.get("geoemb:build_version", "")),
@@ -69,7 +65,7 @@ async def read_geoemb(model, doc: dict) -> None:
     model.years = sorted(set().union(*(z.times for z in zones.values())))
     if not model.years:
         raise SourceError("invalid", "geoemb: store whose zones have no year on their time axis")
-    model.levels = levels(nodes)
+    model.levels = list(levels(nodes))
     # The cheapest array holding the first three dimensions of every vector, for the false-colour preview.
     depth = [(d, a) for d, a in lay.depth_arrays(k.split("/", 1)[1] for k in nodes if k.startswith(names[0] + "/"))
              if d >= 3]

@@ -1,4 +1,5 @@
-"""What the explorer reads from a store's metadata: zones (grids), global_rgb levels, and the pixels it shows."""
+"""What the explorer reads from a store's metadata: zones (grids) and the pixels it shows (the global_rgb
+levels are builder/describe.py's Level)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -47,15 +48,6 @@ class Zone:
         return float(e), float(n)
 
 
-@dataclass(frozen=True)
-class Level:
-    index: int
-    res: float
-    height: int
-    width: int
-    chunk: int
-
-
 @dataclass
 class Pixel:
     zone: str
@@ -88,20 +80,3 @@ def zone_from_meta(name: str, attrs: dict, arrays: dict) -> Zone:
     return Zone(name, grid, int(attrs["tessera:n_bands"]), bool(attrs.get("tessera:has_rgb_preview", False)),
                 geo.utm_bbox_lonlat(bbox, zone, south), str(attrs.get("tessera:model_version", "")),
                 str(attrs.get("tessera:build_version", "")))
-
-
-def levels(nodes: dict) -> list[Level]:
-    """The global_rgb levels listed by the `multiscales` layout of the global_rgb group (consolidated metadata,
-    or nodes read one by one); the shape and chunk of each level come from its own array."""
-    out = []
-    g = nodes.get(conv.GLOBAL_GROUP)
-    for item in ((g or {}).get("attributes") or {}).get("multiscales", {}).get("layout", []):
-        arr = nodes.get(f"{conv.GLOBAL_GROUP}/{item['asset']}/rgb")
-        if arr is None:
-            continue
-        chunk = arr["chunk_grid"]["configuration"]["chunk_shape"][0]
-        h, w = arr["shape"][:2]
-        t = item.get("spatial:transform")
-        res = float(t[0]) if t else conv.GLOBAL_RES0 * 2 ** int(item["asset"])
-        out.append(Level(int(item["asset"]), res, int(h), int(w), int(chunk)))
-    return out

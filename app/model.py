@@ -10,15 +10,17 @@ import copy
 import numpy as np
 
 from app import geo, render
-from app.meta import Level, Pixel, Zone, levels, zone_from_meta
+from app.meta import Pixel, Zone, zone_from_meta
 from app.reader import Source, SourceError
 from builder import convention as conv
 from builder import layout as lay
+from builder.describe import GEOEMB, STACK, Level, StoreError, StoreInfo, describe, levels
+from builder.quant import cosine_map, cosine_pairs, cosine_table
 
-__all__ = ["StoreModel", "Zone", "Level", "Pixel", "cosine_map", "cosine_table", "levels"]
+__all__ = ["StoreModel", "Zone", "Level", "Pixel", "cosine_map", "cosine_pairs", "cosine_table", "levels"]
 
 COLUMNS = 256  # geoemb: pixels kept at every year (StoreModel._column)
-MAX_REGION = 768  # pixels per side of a tool region (app/tools/region.py) (4x4 shards at most: an unaligned window of 3 shard widths)
+MAX_REGION = 768  # pixels per side of a tool region (app/tools/region.py): 3 shard widths, so an unaligned window touches 4x4 shards
 
 
 class StoreModel:
@@ -49,11 +51,12 @@ class StoreModel:
         if not isinstance(doc, dict):
             raise SourceError("invalid", "not a tessera store: its root zarr.json is not a JSON object")
         try:
-            if lay.root_kind(doc.get("attributes")) == "geoemb:":
+            info = self._describe(doc)
+            if info.kind == GEOEMB:
                 from app.geoemb import read_geoemb  # here: app.geoemb builds on this module
-                await read_geoemb(self, doc)
+                await read_geoemb(self, info)
                 return self.at_year(year if year in self.years else self.years[-1])
-            return self._read_root(doc)
+            return self._read_root(info)
         except SourceError:
             raise
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
@@ -69,34 +72,28 @@ class StoreModel:
         m._previews = {}
         return m
 
-    def _read_root(self, doc: dict) -> "StoreModel":
-        attrs = doc.get("attributes", {})
-        multi = not conv.registered(attrs, conv.STACK_ROOT_CONVENTIONS)  # a multi-year index (tessera-stack:)
-        schema = conv.STACK_ROOT_SCHEMA if multi else conv.ROOT_SCHEMA
-        problems = conv.quick_check(attrs, schema, "store root")
-        if problems:
-            version = attrs.get("tessera:dataset_version")
-            if version is not None and version != conv.DATASET_VERSION:
-                raise SourceError("version", f"this store has tessera:dataset_version={version!r}; the explorer "
-                                             f"reads {conv.DATASET_VERSION!r} stores only")
-            known = lay.root_kind(attrs) is not None
-            raise SourceError("invalid", "not a tessera store: " + "; ".join(problems) + ("" if known else
-                                                                                          "; " + lay.neither(attrs)))
-        self.root = attrs
-        if multi:
-            self.years = list(attrs[conv.STACK_YEARS])
+    @staticmethod
+    def _describe(doc: dict) -> StoreInfo:
+        try:
+            return describe(doc)
+        except StoreError as e:
+            if e.kind == "version":
+                raise SourceError("version", f"this store has tessera:dataset_version={e.version!r}; the explorer "
+                                             f"reads {conv.DATASET_VERSION!r} stores only") from None
+            raise SourceError("invalid", f"not a tessera store: {e}") from None
+
+    def _read_root(self, info: StoreInfo) -> "StoreModel":
+        self.root = info.attrs
+        if info.kind == STACK:
+            self.years = list(info.years)
         else:
-            self.year = attrs["tessera:year"]
-        cons = (doc.get("consolidated_metadata") or {}).get("metadata") or {}
-        if not cons:
+            self.year = info.year
+        if not info.consolidated:
             raise SourceError("invalid", "not a tessera store: no consolidated metadata in its root zarr.json "
                                          "(rebuild or re-consolidate it with zarr.consolidate_metadata)")
-        for key, meta in cons.items():
-            if "/" not in key and conv.parse_zone_group_name(key) is not None and meta.get("node_type") == "group":
-                arrays = {k.split("/", 1)[1]: v for k, v in cons.items() if k.startswith(key + "/")}
-                self.zones[key] = zone_from_meta(key, meta.get("attributes", {}), arrays)
+        self.zones = {n: zone_from_meta(n, z.attrs, z.arrays) for n, z in info.zones.items()}
         self.all_zones = self.zones
-        self.levels = levels(cons)
+        self.levels = list(info.levels)
         if not self.zones:
             raise SourceError("invalid", "not a tessera store: no zone group (utmNN)")
         return self
@@ -226,30 +223,3 @@ class StoreModel:
             return self.layout.nan_nodata(s.reshape(r1 - r0, c1 - c0))
         e = self.layout.to_yxb(await self.source.read(f"{zone.name}/{array}", esel, whole=whole))
         return e.reshape(r1 - r0, c1 - c0, -1)
-
-
-def cosine_map(vectors: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """Cosine similarity of every (H, W, B) vector with `target` (B,); NaN where a vector is NaN or zero."""
-    t = np.asarray(target, dtype=np.float32)
-    tn = np.linalg.norm(t)
-    norms = np.linalg.norm(vectors, axis=-1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        sim = (vectors @ t) / (norms * tn)
-    sim[~np.isfinite(sim)] = np.nan
-    return sim.astype(np.float32)
-
-
-def cosine_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cosine similarity of a[..., :] with b[..., :] pixel by pixel; NaN where either is NaN or zero."""
-    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        c = (a64 * b64).sum(-1) / (np.linalg.norm(a64, axis=-1) * np.linalg.norm(b64, axis=-1))
-    c[~np.isfinite(c)] = np.nan
-    return c.astype(np.float32)
-
-
-def cosine_table(vectors: list[np.ndarray]) -> np.ndarray:
-    m = np.stack([np.asarray(v, dtype=np.float64) for v in vectors])
-    n = np.linalg.norm(m, axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (m @ m.T) / np.outer(n, n)

@@ -13,9 +13,10 @@ import numpy as np
 from bokeh.palettes import Category10
 
 from app import geo, render
-from app.model import Pixel, cosine_table
+from app.model import Pixel
 from builder import convention as conv
 from builder import layout as lay
+from builder.quant import cosine_table
 
 COLORS = list(Category10[10])  # selected pixel first, then one per pin
 EMPTY_IMAGE = dict(image=[], x=[], y=[], dw=[], dh=[])

@@ -74,6 +74,7 @@ def main() -> None:
     import zarr
 
     from builder import convention as conv
+from builder import extensions as ext
     from builder.overviews import CodeModel
     from builder.store import Layout, ShardedArrayFiles, _sharded
     with tempfile.TemporaryDirectory() as tmp:
@@ -134,7 +135,7 @@ def main() -> None:
                 g = zarr.open_group(zarr.storage.LocalStore(work), mode="w")
                 lay = Layout(chunk=32)
                 for name, arr in (("code", q), ("code_scales", cs)):
-                    spec = conv.OVR_ARRAYS[name]
+                    spec = ext.OVR_ARRAYS[name]
                     _sharded(g, name, arr.shape, spec["dtype"], spec["fill"], lay, spec["dims"])
                     files = ShardedArrayFiles(work / name)
                     for sr in range(arr.shape[0] // 256):

@@ -4,13 +4,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from builder.describe import TESSERA, StoreError, describe
 from builder.errors import BuildError
 
 
 def write_catalog(data_dir: Path) -> Path:
     """catalog.json: the year stores in `data_dir`, for the app's year selector."""
     from builder.publish import find_stores
-    from builder.store import read_attrs
     if not data_dir.is_dir():
         raise BuildError("no such directory", str(data_dir))
     found = find_stores(data_dir)
@@ -18,8 +18,13 @@ def write_catalog(data_dir: Path) -> Path:
         raise BuildError("no tessera store (root zarr.json with tessera:dataset_version) in this directory", str(data_dir))
     stores = []
     for s in found:
-        attrs = read_attrs(s)
-        stores.append({"year": attrs["tessera:year"], "url": s.relative_to(data_dir).as_posix()})
+        try:
+            info = describe(json.loads((s / "zarr.json").read_text()), str(s))
+        except (StoreError, ValueError) as e:
+            raise BuildError(str(e).removeprefix(f"{s}: "), str(s)) from None
+        if info.kind != TESSERA:
+            raise BuildError(f"a {info.kind} root, not a year store; catalog.json lists year stores", str(s))
+        stores.append({"year": info.year, "url": s.relative_to(data_dir).as_posix()})
     stores.sort(key=lambda s: s["year"])
     doc = {"stores": stores}
     if (data_dir / "years.json").exists():

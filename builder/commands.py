@@ -154,7 +154,7 @@ def cmd_up(a) -> int:
 
 def cmd_sample(a) -> int:
     from builder.publish import parse_options
-    from builder.reader.points import sample_file
+    from builder.reader.sample import sample_file
     df = sample_file(a.store, a.points, a.out, a.year, parse_options(a.option))
     counts = df["status"].value_counts()
     print(f"{a.out}: {len(df)} points ({', '.join(f'{n} {k}' for k, n in counts.items()) or 'none'})")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from builder import convention as conv
+from builder import extensions as ext
 from builder.grid import ZoneGrid
 
 GEOEMB_UUID = "61c12cc5-0e28-4056-999a-480cf3fb7e4c"
@@ -28,7 +29,7 @@ def root_kind(attrs: dict) -> str | None:
     """"tessera:", "tessera-stack:" or "geoemb:" from the uuids a store root registers; None for none of them."""
     convs = attrs.get("zarr_conventions") if isinstance(attrs, dict) else None
     uuids = {c.get("uuid") for c in convs if isinstance(c, dict)} if isinstance(convs, list) else set()
-    for kind, uuid in (("tessera-stack:", conv.STACK["uuid"]), ("tessera:", conv.TESSERA["uuid"]),
+    for kind, uuid in (("tessera-stack:", ext.STACK["uuid"]), ("tessera:", conv.TESSERA["uuid"]),
                        ("geoemb:", GEOEMB_UUID)):
         if uuid in uuids:
             return kind

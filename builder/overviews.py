@@ -29,6 +29,7 @@ import numpy as np
 import zarr
 
 from builder import convention as conv
+from builder import extensions as ext
 from builder.grid import ZoneGrid
 from builder.parallel import Runner
 from builder.store import Layout, ShardedArrayFiles, _sharded
@@ -97,28 +98,28 @@ def mean2x2(emb: np.ndarray, scl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 # ------------------------------------------------------------------ layout --
 def level_path(k: int, name: str) -> str:
-    return f"{conv.OVR_GROUP}/{k}/{name}"
+    return f"{ext.OVR_GROUP}/{k}/{name}"
 
 
 def level_arrays(k: int) -> list[str]:
-    return list(conv.OVR_LEVEL0_ARRAYS) if k == 0 else list(conv.OVR_ARRAYS)
+    return list(ext.OVR_LEVEL0_ARRAYS) if k == 0 else list(ext.OVR_ARRAYS)
 
 
 def attrs(grid: ZoneGrid, levels: int, dims: int) -> dict:
-    return conv.ovr_attrs([(k, *grid.level_grid(k)) for k in range(levels + 1)], dims)
+    return ext.ovr_attrs([(k, *grid.level_grid(k)) for k in range(levels + 1)], dims)
 
 
 def _shape(name: str, h: int, w: int, n_bands: int, dims: int) -> tuple[int, ...]:
-    last = conv.OVR_ARRAYS[name].get("last")
+    last = ext.OVR_ARRAYS[name].get("last")
     return (h, w) if last is None else (h, w, n_bands if last == "B" else dims)
 
 
 def ensure(zone: zarr.Group, grid: ZoneGrid, n_bands: int, model: CodeModel, levels: int, layout: Layout) -> None:
     """Create the overview arrays of a zone, or resize them to `grid`; idempotent (a killed run redoes it).
     The basis and mean are written only when absent or different, so an unchanged store keeps its files."""
-    g = zone.require_group(conv.OVR_GROUP)
+    g = zone.require_group(ext.OVR_GROUP)
     dims = model.basis.shape[0]
-    for name, values, dims_names in ((conv.OVR_BASIS, model.basis, ["code", "band"]), (conv.OVR_MEAN, model.mean, ["band"])):
+    for name, values, dims_names in ((ext.OVR_BASIS, model.basis, ["code", "band"]), (ext.OVR_MEAN, model.mean, ["band"])):
         if name in g and g[name].shape == values.shape and np.array_equal(g[name][...], values):
             continue
         arr = g.create_array(name, shape=values.shape, dtype="float32", chunks=values.shape, compressors=None,
@@ -134,7 +135,7 @@ def ensure(zone: zarr.Group, grid: ZoneGrid, n_bands: int, model: CodeModel, lev
                 if lg[name].shape != shape:
                     lg[name].resize(shape)
                 continue
-            spec = conv.OVR_ARRAYS[name]
+            spec = ext.OVR_ARRAYS[name]
             _sharded(lg, name, shape, spec["dtype"], spec["fill"], ovr_layout, spec["dims"])
 
 
@@ -204,8 +205,8 @@ def update(zones: dict[str, tuple[Path, ZoneGrid, list]], levels: int, runner: R
     directory, grid, [[R, C] lattice shards])}), a level at a time for all zones; returns shards written."""
     models, level0 = {}, {}
     for name, (zone_dir, grid, pending) in zones.items():
-        g = zarr.open_group(zarr.storage.LocalStore(Path(zone_dir) / conv.OVR_GROUP), mode="r")
-        models[name] = CodeModel(g[conv.OVR_MEAN][...], g[conv.OVR_BASIS][...]).to_json()
+        g = zarr.open_group(zarr.storage.LocalStore(Path(zone_dir) / ext.OVR_GROUP), mode="r")
+        models[name] = CodeModel(g[ext.OVR_MEAN][...], g[ext.OVR_BASIS][...]).to_json()
         level0[name] = {tuple(x) for x in pending}
     dirty = dict(level0)
     written = 0

@@ -31,6 +31,7 @@ from pathlib import Path, PurePosixPath
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from builder.describe import claims_tessera_root
 from builder.errors import BuildError
 from builder.parallel import progress_bar
 from builder.validate import validate
@@ -47,8 +48,7 @@ def find_stores(src: Path) -> list[Path]:
             doc = json.loads(meta.read_text())
         except ValueError:
             continue
-        attrs = doc.get("attributes", {})
-        if doc.get("node_type") == "group" and "tessera:dataset_version" in attrs and "tessera:utm_zone" not in attrs:
+        if claims_tessera_root(doc):
             if not any(p in out for p in meta.parents):
                 out.append(meta.parent)
     return out

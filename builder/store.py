@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import google_crc32c
+import numcodecs
 import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec
 
@@ -153,32 +155,53 @@ def move_shards(src: Path, dst: Path, dr: int, dc: int) -> None:
 # --------------------------------------------------------------------------
 # Fast whole-shard I/O (see builder.shardio for why this is not zarr-python)
 # --------------------------------------------------------------------------
+def _blosc(cfg: dict):
+    """numcodecs' Blosc from a Zarr v3 blosc codec configuration."""
+    return numcodecs.Blosc(cname=cfg["cname"], clevel=cfg["clevel"],
+                           shuffle={"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[cfg["shuffle"]])
+
+
 def _codecs(layout_meta: dict):
-    import google_crc32c
-    import numcodecs
+    """(Blosc, crc32c) from an array's codec metadata."""
     cfg = next(c for c in layout_meta["codecs"][0]["configuration"]["codecs"] if c["name"] == "blosc")["configuration"]
-    blosc = numcodecs.Blosc(cname=cfg["cname"], clevel=cfg["clevel"],
-                            shuffle={"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[cfg["shuffle"]])
-    return blosc, google_crc32c.value
+    return _blosc(cfg), google_crc32c.value
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """The codec settings of one sharded array, parsed once from its zarr.json (`read`) and passed to the
+    tasks that write its shards (builder/shardtask.py) instead of each task re-reading them."""
+
+    shard_shape: tuple[int, ...]
+    chunk_shape: tuple[int, ...]
+    dtype: str
+    fill: float | int
+    blosc: dict  # the blosc codec's configuration
+    chunk_crc: bool  # inner chunks carry a crc32c (stores built before per-chunk checksums do not)
+
+    @classmethod
+    def read(cls, array_dir: Path) -> "ShardSpec":
+        meta = json.loads((Path(array_dir) / "zarr.json").read_text())
+        sharding = meta["codecs"][0]
+        if sharding["name"] != "sharding_indexed":
+            raise BuildError("array is not sharded", str(array_dir))
+        from builder.shardio import has_chunk_crc
+        fv = meta["fill_value"]
+        blosc = next(c for c in sharding["configuration"]["codecs"] if c["name"] == "blosc")["configuration"]
+        return cls(tuple(meta["chunk_grid"]["configuration"]["chunk_shape"]),
+                   tuple(sharding["configuration"]["chunk_shape"]), meta["data_type"],
+                   float("nan") if fv == "NaN" else fv, dict(blosc), has_chunk_crc(sharding["configuration"]))
 
 
 class ShardedArrayFiles:
     """Read and write whole shards of one sharded array in a local zone directory."""
 
-    def __init__(self, array_dir: Path):
+    def __init__(self, array_dir: Path, spec: ShardSpec | None = None):
         self.dir = Path(array_dir)
-        self.meta = json.loads((self.dir / "zarr.json").read_text())
-        sharding = self.meta["codecs"][0]
-        if sharding["name"] != "sharding_indexed":
-            raise BuildError("array is not sharded", str(self.dir))
-        self.shard_shape = tuple(self.meta["chunk_grid"]["configuration"]["chunk_shape"])
-        self.chunk_shape = tuple(sharding["configuration"]["chunk_shape"])
-        self.dtype = np.dtype(self.meta["data_type"])
-        fv = self.meta["fill_value"]
-        self.fill = float("nan") if fv == "NaN" else fv
-        self.blosc, self.crc = _codecs(self.meta)
-        from builder.shardio import has_chunk_crc
-        self.chunk_crc = has_chunk_crc(sharding["configuration"])
+        spec = spec or ShardSpec.read(self.dir)
+        self.shard_shape, self.chunk_shape = spec.shard_shape, spec.chunk_shape
+        self.dtype, self.fill, self.chunk_crc = np.dtype(spec.dtype), spec.fill, spec.chunk_crc
+        self.blosc, self.crc = _blosc(spec.blosc), google_crc32c.value
 
     def path(self, sr: int, sc: int) -> Path:
         from builder.shardio import shard_key

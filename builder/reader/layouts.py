@@ -14,9 +14,10 @@ from pyproj import Transformer
 
 from builder import convention as conv
 from builder.grid import ZoneGrid
-from builder.layout import GEOEMB, NODATA, OUTSIDE, V1, VALID, WATER, Layout, neither, root_kind
+from builder.describe import STACK, StoreError, StoreInfo, describe
+from builder.layout import GEOEMB, NODATA, OUTSIDE, V1, VALID, WATER, Layout
 
-__all__ = ["GEOEMB", "V1", "Layout", "VALID", "WATER", "NODATA", "OUTSIDE", "Zone", "ZoneView", "detect"]
+__all__ = ["GEOEMB", "V1", "Layout", "VALID", "WATER", "NODATA", "OUTSIDE", "Zone", "ZoneView", "detect", "read_root"]
 # Edge (pixels) of the blocks regions are read in: one v1 shard (256), or 8x8 inner chunks of a geoemb:
 # shard (a whole 4096 x 4096 x 128 geoemb shard would be 8 GiB as float32).
 BLOCK = 256
@@ -33,22 +34,23 @@ def from_crs(crs: str) -> Transformer:
 
 
 def detect(attrs: dict, url: str) -> Layout:
-    """The layout of a store from its root attributes (the `zarr_conventions` uuids); ValueError otherwise."""
-    kind = root_kind(attrs)
-    if kind == "tessera-stack:":
+    """The layout of a store from its root attributes (builder/describe.py); ValueError otherwise."""
+    return read_root(attrs, url).layout
+
+
+def read_root(attrs: dict, url: str) -> StoreInfo:
+    """describe() of a store root the reader opens (a year store or a geoemb: store); ValueError otherwise."""
+    try:
+        info = describe({"attributes": attrs}, where=url)
+    except StoreError as e:
+        if e.kind == "version":
+            raise ValueError(f"{url}: tessera:dataset_version {e.version!r}; this reader reads "
+                             f"{conv.DATASET_VERSION!r}") from None
+        raise ValueError(str(e)) from None
+    if info.kind == STACK:
         raise ValueError(f"{url}: a multi-year virtual index (tessera-stack:); open the year stores or their "
                          "catalog.json instead")
-    if kind == "tessera:":
-        version = attrs.get("tessera:dataset_version")
-        if version != conv.DATASET_VERSION:
-            raise ValueError(f"{url}: tessera:dataset_version {version!r}; this reader reads {conv.DATASET_VERSION!r}")
-        problems = conv.quick_check(attrs, conv.ROOT_SCHEMA, url)
-        if problems:
-            raise ValueError(problems[0])
-        return V1
-    if kind == "geoemb:":
-        return GEOEMB
-    raise ValueError(f"{url}: {neither(attrs)}")
+    return info
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,11 @@ across batches and calls) and each touched inner chunk once, by range request.
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from builder.convention import central_meridian
+from builder.geometry import central_meridian
 from builder.reader.layouts import OUTSIDE, VALID, Zone, to_crs
 
 BATCH = 8192  # points per coordinate selection (zarr expands it to points x bands indices: ~25 MB)
@@ -98,22 +97,3 @@ def probe(store, lon: float, lat: float, year=None):
     if row["status"] != VALID:
         return None, row["status"]
     return row.iloc[7:].to_numpy(dtype=np.float32), VALID
-
-
-def sample_file(store_url: str, points_path: str, out_path: str, year=None, storage_options=None) -> pd.DataFrame:
-    """The `sample` command: points from CSV or Parquet (lon, lat columns) to a Parquet (or .csv) table."""
-    from builder.reader.store import open_store
-    p = Path(points_path)
-    if not p.is_file():
-        raise ValueError(f"{points_path}: no such file")
-    try:
-        pts = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
-    except (ValueError, OSError) as e:
-        raise ValueError(f"{points_path}: cannot read points ({e})".replace("\n", " ")) from None
-    lonlat(pts, points_path)  # column check before opening anything remote
-    df = open_store(store_url, **(storage_options or {})).sample_points(pts, year)
-    if out_path.endswith(".csv"):
-        df.to_csv(out_path, index=False)
-    else:
-        df.to_parquet(out_path, index=False)
-    return df

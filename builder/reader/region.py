@@ -12,7 +12,7 @@ from __future__ import annotations
 import xarray as xr
 
 from builder.reader.layouts import BLOCK, Zone, to_crs
-from builder.reader.xarray_backend import spatial_ref, zone_dataset
+from builder.reader.dataset import spatial_ref, zone_dataset
 
 
 def window(zone: Zone, bbox) -> tuple[int, int, int, int] | None:

@@ -12,9 +12,11 @@ import fsspec
 import zarr
 
 from builder import convention as conv
+from builder.describe import TESSERA, StoreError, describe
 from builder.reader.cache import byte_source, is_url, reader_store
 from builder.layout import TIME, time_index
-from builder.reader.layouts import GEOEMB, V1, Layout, Zone, ZoneView, detect
+from builder.reader.base import EmbeddingStore
+from builder.reader.layouts import GEOEMB, V1, Layout, Zone, ZoneView, read_root
 
 
 def _open_root(url: str, so: dict) -> zarr.Group | None:
@@ -57,59 +59,6 @@ def _zones(group: zarr.Group, url: str, layout: Layout) -> dict[str, Zone]:
     return zones
 
 
-class EmbeddingStore:
-    """What every layout offers; `probe`, `sample_points` and `read_region` work on any of them."""
-
-    url: str
-    rules: Layout
-
-    @property
-    def layout(self) -> str:
-        return self.rules.name
-
-    @property
-    def years(self) -> list[int]:
-        raise NotImplementedError
-
-    def zones(self, year: int | None = None) -> dict[str, Zone]:
-        raise NotImplementedError
-
-    def view(self, zone: str, year: int | None = None) -> ZoneView:
-        raise NotImplementedError
-
-    def year(self, year: int | None) -> int:
-        ys = self.years
-        if year is None:
-            if len(ys) != 1:
-                raise ValueError(f"{self.url} has {len(ys)} years {ys}; pass year=")
-            return ys[0]
-        if int(year) not in ys:
-            raise ValueError(f"year {year} is not in {self.url} (years {ys})")
-        return int(year)
-
-    def views(self, year: int | None = None) -> list[ZoneView]:
-        y = self.year(year)
-        return [self.view(z, y) for z in self.zones(y)]
-
-    def probe(self, lon: float, lat: float, year: int | None = None):
-        """(float32 vector, "valid") or (None, "water" / "nodata" / "outside") at one point."""
-        from builder.reader.points import probe
-        return probe(self, lon, lat, year)
-
-    def sample_points(self, points, year: int | None = None):
-        """A DataFrame: lon, lat, zone, row, col, status, scale, b0..b{B-1} (see builder.reader.points)."""
-        from builder.reader.points import sample_points
-        return sample_points(self, points, year)
-
-    def read_region(self, bbox, year: int | None = None, zone: str | None = None):
-        """A lazy (dask) xarray.Dataset of one zone's window covering bbox (west, south, east, north)."""
-        from builder.reader.region import read_region
-        return read_region(self, bbox, year, zone)
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.layout} {self.url} years {self.years}>"
-
-
 class V1Stores(EmbeddingStore):
     """tessera: v1: one store per year, opened when first used."""
 
@@ -130,12 +79,11 @@ class V1Stores(EmbeddingStore):
             g = _open_root(src, self._so)
             if g is None:
                 raise ValueError(f"{src}: no zarr.json (year {y} of {self.url})")
-            attrs = dict(g.attrs)
-            layout = detect(attrs, src)
-            if layout is not V1:
-                raise ValueError(f"{src}: a {layout.name} store, listed as a tessera: v1 year store in {self.url}")
-            if attrs["tessera:year"] != y:
-                raise ValueError(f"{src}: holds year {attrs['tessera:year']}, listed as {y} in {self.url}")
+            info = read_root(dict(g.attrs), src)
+            if info.layout is not V1:
+                raise ValueError(f"{src}: a {info.layout.name} store, listed as a tessera: v1 year store in {self.url}")
+            if info.year != y:
+                raise ValueError(f"{src}: holds year {info.year}, listed as {y} in {self.url}")
             self._open[y] = (g, _zones(g, src, V1), byte_source(src, self._so))
         return self._open[y]
 
@@ -217,17 +165,18 @@ def open_store(url, **storage_options) -> EmbeddingStore:
         local = [] if is_url(url) else sorted(Path(url.removeprefix("file://")).glob("*/zarr.json"))
         years = {}
         for meta in local:
-            attrs = json.loads(meta.read_text()).get("attributes", {})
+            doc = json.loads(meta.read_text())
             try:
-                if detect(attrs, str(meta.parent)) is V1:
-                    years[int(attrs["tessera:year"])] = str(meta.parent)
-            except ValueError:  # not a year store: not one of ours to list
+                info = describe(doc, str(meta.parent))
+            except StoreError:  # not a store: not one of ours to list
                 continue
+            if info.kind == TESSERA:
+                years[info.year] = str(meta.parent)
         if years:
             return V1Stores(url, years, so)
         raise ValueError(f"{url}: no zarr.json and no catalog.json (not a store, nor a directory of year stores)")
-    layout = detect(dict(g.attrs), url)
-    if layout is GEOEMB:
+    info = read_root(dict(g.attrs), url)
+    if info.layout is GEOEMB:
         return GeoembStore(url, g)
-    year = int(g.attrs["tessera:year"])
+    year = info.year
     return V1Stores(url, {year: url}, so, {year: (g, _zones(g, url, V1), byte_source(url, so))})

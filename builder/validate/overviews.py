@@ -6,6 +6,7 @@ import numpy as np
 import zarr
 
 from builder import convention as conv
+from builder import extensions as ext
 from builder.grid import ZoneGrid
 from builder.validate.documents import MISSING, Reader
 from builder.validate.nodes import Array, open_array, registration_problems, schema_problems
@@ -17,8 +18,8 @@ WINDOW = 8
 
 
 def declared(attrs: dict) -> bool:
-    return any(isinstance(k, str) and k.startswith(conv.OVR["name"]) for k in attrs) or \
-        not conv.registered(attrs, [conv.OVR])
+    return any(isinstance(k, str) and k.startswith(ext.OVR["name"]) for k in attrs) or \
+        not conv.registered(attrs, [ext.OVR])
 
 
 def _levels(attrs: dict) -> list[dict]:
@@ -29,7 +30,7 @@ def _levels(attrs: dict) -> list[dict]:
 def check_overviews(reader: Reader, name: str, attrs: dict, shard: int | None) -> list[str]:
     """Problems of the zone group `name`'s overview extension (its attributes already parsed)."""
     where = f"{name}: tessera-ovr"
-    probs = schema_problems(attrs, conv.OVR_SCHEMA, name) + registration_problems(attrs, [conv.OVR], name)
+    probs = schema_problems(attrs, ext.OVR_SCHEMA, name) + registration_problems(attrs, [ext.OVR], name)
     if probs:
         return probs
     try:
@@ -51,10 +52,10 @@ def check_overviews(reader: Reader, name: str, attrs: dict, shard: int | None) -
     for item in levels:
         k = item["level"]
         lw = f"{name}/{item['path']}"
-        if item["path"] != f"{conv.OVR_GROUP}/{k}":
-            probs.append(f"{where}: level {k} path {item['path']!r}, expected '{conv.OVR_GROUP}/{k}'")
+        if item["path"] != f"{ext.OVR_GROUP}/{k}":
+            probs.append(f"{where}: level {k} path {item['path']!r}, expected '{ext.OVR_GROUP}/{k}'")
             continue
-        want_arrays = conv.OVR_LEVEL0_ARRAYS if k == 0 else list(conv.OVR_ARRAYS)
+        want_arrays = ext.OVR_LEVEL0_ARRAYS if k == 0 else list(ext.OVR_ARRAYS)
         if item["arrays"] != want_arrays:
             probs.append(f"{where}: level {k} arrays {item['arrays']}, expected {want_arrays}")
         if grid is not None:
@@ -65,7 +66,7 @@ def check_overviews(reader: Reader, name: str, attrs: dict, shard: int | None) -
                              f"the level-{k} lattice grid of the zone ({[h, w]}, {[p, 0.0, e0, 0.0, -p, n0]})")
         h, w = item["spatial:shape"]
         for aname in want_arrays:
-            spec = conv.OVR_ARRAYS[aname]
+            spec = ext.OVR_ARRAYS[aname]
             a = open_array(reader, f"{lw}/{aname}", probs)
             if a is MISSING:
                 probs.append(f"{lw}/{aname}: array is missing")
@@ -93,9 +94,9 @@ def overview_paths(reader: Reader, zone: str) -> list[str]:
     """Every sharded overview array a zone declares (for --deep's checksum pass)."""
     doc = reader.node(zone)
     attrs = doc.get("attributes", {}) if isinstance(doc, dict) else {}
-    if not isinstance(attrs, dict) or schema_problems(attrs, conv.OVR_SCHEMA, zone):
+    if not isinstance(attrs, dict) or schema_problems(attrs, ext.OVR_SCHEMA, zone):
         return []
-    return [f"{zone}/{x['path']}/{a}" for x in _levels(attrs) if x.get("path") == f"{conv.OVR_GROUP}/{x['level']}"
+    return [f"{zone}/{x['path']}/{a}" for x in _levels(attrs) if x.get("path") == f"{ext.OVR_GROUP}/{x['level']}"
             for a in x["arrays"]]
 
 
@@ -110,7 +111,7 @@ def _points(arr, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
 def _values(group, k: int, rows, cols):
     """Float vectors (NaN: no data, also outside the level's grid) of level k at integer pixel arrays;
     the zone's own arrays for k = 0."""
-    g = group if k == 0 else group[f"{conv.OVR_GROUP}/{k}"]
+    g = group if k == 0 else group[f"{ext.OVR_GROUP}/{k}"]
     h, w = g["scales"].shape
     inside = (rows >= 0) & (rows < h) & (cols >= 0) & (cols < w)
     s = np.full(rows.shape, np.nan, dtype=np.float32)
@@ -126,14 +127,14 @@ def deep_sample(reader: Reader, zone: str, seed: int = 0) -> list[str]:
     quantisation step), and codes against the projection of their level's vectors."""
     doc = reader.node(zone)
     attrs = doc.get("attributes", {}) if isinstance(doc, dict) else {}
-    if not isinstance(attrs, dict) or schema_problems(attrs, conv.OVR_SCHEMA, zone):
+    if not isinstance(attrs, dict) or schema_problems(attrs, ext.OVR_SCHEMA, zone):
         return []
     probs: list[str] = []
     rng = np.random.default_rng(seed)
     try:
         group = zarr.open_group(reader.store, path=zone, mode="r", zarr_format=3, use_consolidated=False)
-        ovr = group[conv.OVR_GROUP]
-        mean, basis = ovr[conv.OVR_MEAN][...], ovr[conv.OVR_BASIS][...]
+        ovr = group[ext.OVR_GROUP]
+        mean, basis = ovr[ext.OVR_MEAN][...], ovr[ext.OVR_BASIS][...]
         levels = _levels(attrs)
         for item in levels:
             k = item["level"]
@@ -186,7 +187,7 @@ def deep_sample(reader: Reader, zone: str, seed: int = 0) -> list[str]:
                     probs.append(f"{zone}/{item['path']}: sampled pixels of shard ({sr}, {sc}) are not the "
                                  f"2x2 means of level {k - 1}")
     except (KeyError, ValueError, IndexError, TypeError) as e:
-        probs.append(f"{zone}/{conv.OVR_GROUP}: cannot check sampled values ({type(e).__name__}: {e})")
+        probs.append(f"{zone}/{ext.OVR_GROUP}: cannot check sampled values ({type(e).__name__}: {e})")
     return probs
 
 

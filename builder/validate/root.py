@@ -5,6 +5,8 @@ import zarr
 from zarr.core.sync import sync
 
 from builder import convention as conv
+from builder import extensions as ext
+from builder.describe import is_stack
 from builder.validate.deep import check_chunks
 from builder.validate.documents import MISSING, NODES_MAX, Reader, plain_key
 from builder.validate.nodes import node_attrs, registration_problems, schema_problems
@@ -88,10 +90,11 @@ def validate(url: str, storage_options: dict | None = None, *, deep: bool = Fals
     if root.get("node_type") != "group":
         return [f"{url}: cannot open as a Zarr group (zarr.json is a {root.get('node_type')!r} node)"]
     attrs = node_attrs(root, "root", probs)
-    stack = not conv.registered(attrs, conv.STACK_ROOT_CONVENTIONS)  # a multi-year index (tessera-stack:)
+    # Every problem is reported (jsonschema, nodes.py), so the root is not describe()d; its kind is describe's rule.
+    stack = is_stack(attrs)  # a multi-year index (tessera-stack:)
     if stack:
-        probs += (schema_problems(attrs, conv.STACK_ROOT_SCHEMA, "root")
-                  + registration_problems(attrs, conv.STACK_ROOT_CONVENTIONS, "root") + stack_problems(attrs, "root"))
+        probs += (schema_problems(attrs, ext.STACK_ROOT_SCHEMA, "root")
+                  + registration_problems(attrs, ext.STACK_ROOT_CONVENTIONS, "root") + stack_problems(attrs, "root"))
     else:
         probs += (schema_problems(attrs, conv.ROOT_SCHEMA, "root")
                   + registration_problems(attrs, conv.ROOT_CONVENTIONS, "root"))

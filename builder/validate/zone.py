@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from builder import convention as conv
+from builder import extensions as ext
 from builder.validate.documents import MISSING, Reader
 from builder.validate.nodes import Array, coord_values, node_attrs, open_array, registration_problems, schema_problems
 from builder.validate.stack import stack_problems
@@ -30,11 +31,11 @@ def _close(values: np.ndarray, expected_fn) -> bool:
 
 def check_zone(reader: Reader, doc: dict, name: str, root_attrs: dict, stack: bool = False) -> list[str]:
     """A zone group of a year store, or (stack=True) of a multi-year index: there the sharded arrays have a
-    leading year dimension (conv.STACK_ARRAYS) and tessera-stack:years stands for tessera:year."""
+    leading year dimension (ext.STACK_ARRAYS) and tessera-stack:years stands for tessera:year."""
     where = name
     probs: list[str] = []
     attrs = node_attrs(doc, where, probs)
-    schema, convs, specs = ((conv.STACK_ZONE_SCHEMA, conv.STACK_ZONE_CONVENTIONS, conv.STACK_ARRAYS) if stack
+    schema, convs, specs = ((ext.STACK_ZONE_SCHEMA, ext.STACK_ZONE_CONVENTIONS, ext.STACK_ARRAYS) if stack
                             else (conv.ZONE_SCHEMA, conv.ZONE_CONVENTIONS, conv.ZONE_ARRAYS))
     probs += schema_problems(attrs, schema, where) + registration_problems(attrs, convs, where)
     if stack:
@@ -42,7 +43,7 @@ def check_zone(reader: Reader, doc: dict, name: str, root_attrs: dict, stack: bo
     zone_num = conv.parse_zone_group_name(name)
     if attrs.get("tessera:utm_zone") != zone_num:
         probs.append(f"{where}: tessera:utm_zone={attrs.get('tessera:utm_zone')!r} does not match the group name")
-    year_key = conv.STACK_YEARS if stack else "tessera:year"
+    year_key = ext.STACK_YEARS if stack else "tessera:year"
     if attrs.get(year_key) != root_attrs.get(year_key):
         probs.append(f"{where}: {year_key}={attrs.get(year_key)!r} differs from the root's "
                      f"{root_attrs.get(year_key)!r}")
@@ -93,10 +94,10 @@ def check_zone(reader: Reader, doc: dict, name: str, root_attrs: dict, stack: bo
         probs.append(f"{where}: tessera:has_rgb_preview is true but there is no rgb array")
     if "rgb" in arrays and not has_rgb:
         probs.append(f"{where}: rgb array present but tessera:has_rgb_preview is not true")
-    years = root_attrs.get(conv.STACK_YEARS) if stack else None
+    years = root_attrs.get(ext.STACK_YEARS) if stack else None
     lead = (len(years),) if isinstance(years, list) else (None,) if stack else ()
     expected_shapes = {"embeddings": (*lead, h, w, nb), "scales": (*lead, h, w), "rgb": (h, w, 4),
-                       "easting": (w,), "northing": (h,), "band": (nb,), conv.STACK_DIM: lead}
+                       "easting": (w,), "northing": (h,), "band": (nb,), ext.STACK_DIM: lead}
     for aname, spec in specs.items():
         if aname not in arrays:
             continue
@@ -130,11 +131,11 @@ def check_zone(reader: Reader, doc: dict, name: str, root_attrs: dict, stack: bo
                 probs.append(f"{aw}: coordinate arrays must not be sharded")
             if any(n not in ("bytes",) for n in a.codec_names):
                 probs.append(f"{aw}: coordinate arrays must be uncompressed")
-    if stack and conv.STACK_DIM in arrays and isinstance(years, list):
-        v = coord_values(reader, arrays[conv.STACK_DIM], probs)
+    if stack and ext.STACK_DIM in arrays and isinstance(years, list):
+        v = coord_values(reader, arrays[ext.STACK_DIM], probs)
         if v is not None and list(v) != years:
-            probs.append(f"{where}/{conv.STACK_DIM}: values {list(map(int, v))} are not the root's "
-                         f"{conv.STACK_YEARS} {years}")
+            probs.append(f"{where}/{ext.STACK_DIM}: values {list(map(int, v))} are not the root's "
+                         f"{ext.STACK_YEARS} {years}")
     if nb is not None and "embeddings" in arrays and arrays["embeddings"].shape[-1] != nb:
         probs.append(f"{where}: tessera:n_bands={nb} but embeddings has {arrays['embeddings'].shape[-1]} bands")
     if "band" in arrays and nb is not None:

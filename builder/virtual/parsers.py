@@ -36,6 +36,8 @@ from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, 
 from virtualizarr.manifests.utils import create_v3_array_metadata
 
 from builder import convention as conv
+from builder import extensions as ext
+from builder.describe import TESSERA, StoreError, describe
 from builder.errors import BuildError
 from builder.geotiff import read_geoinfo
 from builder.grid import ZoneGrid
@@ -145,23 +147,27 @@ def _read_json(fs, path: str) -> dict:
 
 
 def _open_store(url: str):
+    """(fs, root, StoreInfo) of a tessera v1 year store; its nodes listed when not consolidated."""
     fs, root = fsspec.core.url_to_fs(url)
     doc = _read_json(fs, f"{root}/zarr.json")
-    attrs = doc.get("attributes", {})
-    if attrs.get("tessera:dataset_version") != conv.DATASET_VERSION or "tessera:year" not in attrs:
+    try:
+        info = describe(doc, url)
+    except StoreError:
+        info = None
+    if info is None or info.kind != TESSERA:
         raise BuildError("not a tessera v1 year store", url)
-    cons = (doc.get("consolidated_metadata") or {}).get("metadata")
-    if cons is None:  # fall back to listing the store
-        cons = {}
+    if not info.consolidated:  # fall back to listing the store
+        nodes = {}
         for p in fs.ls(root, detail=False):
             name = p.rstrip("/").rsplit("/", 1)[-1]
             if conv.parse_zone_group_name(name) is not None or name == conv.GLOBAL_GROUP:
-                cons[name] = _read_json(fs, f"{root}/{name}/zarr.json")
+                nodes[name] = _read_json(fs, f"{root}/{name}/zarr.json")
                 for a in fs.ls(f"{root}/{name}", detail=False):
                     an = a.rstrip("/").rsplit("/", 1)[-1]
                     if fs.exists(f"{root}/{name}/{an}/zarr.json"):
-                        cons[f"{name}/{an}"] = _read_json(fs, f"{root}/{name}/{an}/zarr.json")
-    return fs, root, attrs, cons
+                        nodes[f"{name}/{an}"] = _read_json(fs, f"{root}/{name}/{an}/zarr.json")
+        info = describe({**doc, "consolidated_metadata": {"metadata": nodes}}, url)
+    return fs, root, info
 
 
 def _shard_files(fs, array_root: str, ndim: int) -> dict[tuple[int, int], tuple[str, int]]:
@@ -186,40 +192,37 @@ class YearsParser:
             urls = [urls]
         opened = []
         for u in urls:
-            fs, root, attrs, cons = _open_store(u)
-            opened.append((attrs["tessera:year"], u, fs, root, cons))
+            fs, root, info = _open_store(u)
+            opened.append((info.year, u, fs, root, info))
         years = [o[0] for o in opened]
         if len(set(years)) != len(years):
             raise BuildError(f"year {next(y for y in years if years.count(y) > 1)} is given twice")
         opened.sort(key=lambda o: o[0])
         years = sorted(years)
-        zone_names = sorted({k for o in opened for k in o[4] if "/" not in k and conv.parse_zone_group_name(k)})
+        zone_names = sorted({k for o in opened for k in o[4].zones})
         groups = {}
         for zname in zone_names:
             groups[zname] = self._zone(zname, opened)
-        attrs = {"zarr_conventions": [dict(c) for c in conv.STACK_ROOT_CONVENTIONS],
-                 "tessera:dataset_version": conv.DATASET_VERSION, conv.STACK_YEARS: years}
+        attrs = {"zarr_conventions": [dict(c) for c in ext.STACK_ROOT_CONVENTIONS],
+                 "tessera:dataset_version": conv.DATASET_VERSION, ext.STACK_YEARS: years}
         return ManifestStore(ManifestGroup(groups=groups, attributes=attrs), registry=registry)
 
     def _zone(self, zname: str, opened) -> ManifestGroup:
         per_year = []
-        for year, url, fs, root, cons in opened:
-            if zname not in cons:
+        for year, url, fs, root, info in opened:
+            if zname not in info.zones:
                 continue
-            za = cons[zname]["attributes"]
-            emb = cons[f"{zname}/embeddings"]
-            shard = emb["chunk_grid"]["configuration"]["chunk_shape"]
-            grid = ZoneGrid.from_attrs(za, shard[0])
-            per_year.append((year, url, fs, root, za, cons, grid))
+            z = info.zones[zname]
+            per_year.append((year, url, fs, root, z.attrs, z.arrays, ZoneGrid.from_attrs(z.attrs, z.shard[0])))
         first = per_year[0]
-        for year, url, fs, root, za, cons, grid in per_year[1:]:
+        for year, url, fs, root, za, arrays, grid in per_year[1:]:
             for key, what in (("tessera:model_version", "model_version"), ("proj:code", "CRS"),
                               ("tessera:n_bands", "band count")):
                 if za.get(key) != first[4].get(key):
                     raise BuildError(f"{zname}: {what} {za.get(key)!r} differs from {first[0]}'s "
                                      f"{first[4].get(key)!r}; years cannot be stacked", url)
             for arr in ("embeddings", "scales"):
-                a, b = dict(cons[f"{zname}/{arr}"]), dict(first[5][f"{zname}/{arr}"])
+                a, b = dict(arrays[arr]), dict(first[5][arr])
                 for k in ("shape", "attributes"):
                     a.pop(k, None)
                     b.pop(k, None)
@@ -236,7 +239,7 @@ class YearsParser:
         year_index = {o[0]: i for i, o in enumerate(opened)}
         arrays = {}
         for arr in ("embeddings", "scales"):
-            src = first[5][f"{zname}/{arr}"]
+            src = first[5][arr]
             tail = src["shape"][2:]
             shape = (n_years, union.height, union.width, *tail)
             shard_cfg = src["codecs"][0]["configuration"]
@@ -247,9 +250,9 @@ class YearsParser:
                 shape=shape, data_type=np.dtype(src["data_type"]), chunk_shape=(1, union.shard, union.shard, *tail),
                 chunk_key_encoding={"name": "default", "configuration": {"separator": "/"}},
                 fill_value=src["fill_value"] if src["fill_value"] != "NaN" else float("nan"), codecs=codecs,
-                dimension_names=[conv.STACK_DIM, *src["dimension_names"]])
+                dimension_names=[ext.STACK_DIM, *src["dimension_names"]])
             entries = {}
-            for year, url, fs, root, za, cons, grid in per_year:
+            for year, url, fs, root, _za, _arrays, grid in per_year:
                 dr, dc = union.offset_of(grid)
                 for (sr, sc), (path, size) in _shard_files(fs, f"{root}/{zname}/{arr}", len(src["shape"])).items():
                     key = ".".join(map(str, [year_index[year], sr + dr, sc + dc] + [0] * len(tail)))
@@ -258,12 +261,12 @@ class YearsParser:
                 [n_years, union.height // union.shard, union.width // union.shard] + [1] * len(tail))))
         za = dict(first[4])
         za.update(conv.spatial_attrs(union.origin_e, union.origin_n, union.height, union.width))
-        za["zarr_conventions"] = [dict(c) for c in conv.STACK_ZONE_CONVENTIONS]
+        za["zarr_conventions"] = [dict(c) for c in ext.STACK_ZONE_CONVENTIONS]
         za.pop("tessera:year", None)
         za.pop("tessera:has_rgb_preview", None)
-        for key in [k for k in za if k.startswith(conv.OVR["name"])]:
+        for key in [k for k in za if k.startswith(ext.OVR["name"])]:
             za.pop(key)  # the stack holds no overviews (tessera-ovr: is per year store)
-        za[conv.STACK_YEARS] = [o[0] for o in opened]
+        za[ext.STACK_YEARS] = [o[0] for o in opened]
         za["tessera:n_tiles"] = sum(p[4].get("tessera:n_tiles", 0) for p in per_year)
         return ManifestGroup(arrays=arrays, attributes=za)
 
@@ -272,7 +275,8 @@ class PyramidParser:
     """parser(store url) -> ManifestStore of its global_rgb levels (hierarchical, multiscales metadata)."""
 
     def __call__(self, url: str, registry=None) -> ManifestStore:
-        fs, root, attrs, cons = _open_store(url)
+        fs, root, info = _open_store(url)
+        cons = info.nodes
         g = cons.get(conv.GLOBAL_GROUP)
         if g is None:
             raise BuildError("store has no global_rgb pyramid", url)

@@ -37,6 +37,7 @@ from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 from zarr.core.buffer import default_buffer_prototype
 
 from builder import convention as conv
+from builder import extensions as ext
 from builder.shardio import ShardIndex, chunk_grid
 from builder.virtual.parquet import check_engine, write_parquet
 from builder.virtual.reader import open_index  # noqa: F401  (the writer's counterpart, importable from here)
@@ -85,8 +86,8 @@ def _derived_arrays(attrs: dict) -> dict[str, tuple[np.ndarray, str]]:
         out["northing"] = (conv.northing_coords(t[5], h), "northing")
         if "tessera:n_bands" in attrs:
             out["band"] = (np.arange(attrs["tessera:n_bands"], dtype=np.int32), "band")
-    if conv.STACK_YEARS in attrs:
-        out[conv.STACK_DIM] = (np.asarray(attrs[conv.STACK_YEARS], dtype=np.int32), conv.STACK_DIM)
+    if ext.STACK_YEARS in attrs:
+        out[ext.STACK_DIM] = (np.asarray(attrs[ext.STACK_YEARS], dtype=np.int32), ext.STACK_DIM)
     return out
 
 

@@ -1,0 +1,98 @@
+"""Zone and global-level geometry of the `tessera:` convention (pure core: stdlib + numpy).
+
+Zone group names, zone <-> EPSG, the one pixel formula of a zone grid and the global_rgb level geometry.
+builder/convention.py re-exports every name here (conv.proj_code, conv.global_chunks, ...).
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+PIXEL_SIZE = 10.0  # metres, fixed for dataset_version v1
+SOUTH_FALSE_NORTHING = 10_000_000.0
+GLOBAL_BBOX = [-180.0, -90.0, 180.0, 90.0]
+_ZONE_RE = re.compile(r"^utm(\d{2})$")
+
+def zone_group_name(zone: int) -> str:
+    if not 1 <= int(zone) <= 60:
+        raise ValueError(f"UTM zone {zone} is outside 1..60")
+    return f"utm{int(zone):02d}"
+
+
+def parse_zone_group_name(name: str) -> int | None:
+    """Zone number of a group called utmNN, or None for any other name."""
+    m = _ZONE_RE.match(name)
+    return int(m.group(1)) if m else None
+
+
+def central_meridian(zone: int) -> float:
+    """Longitude of a UTM zone's central meridian."""
+    return -183.0 + 6.0 * zone
+
+
+def epsg_for_zone(zone: int, south: bool) -> int:
+    return (32700 if south else 32600) + int(zone)
+
+
+def proj_code(zone: int, south: bool) -> str:
+    return f"EPSG:{epsg_for_zone(zone, south)}"
+
+
+def zone_from_epsg(epsg: int) -> tuple[int, bool]:
+    """(zone, south) of a WGS84 UTM EPSG code; ValueError for anything else."""
+    epsg = int(epsg)
+    if 32601 <= epsg <= 32660:
+        return epsg - 32600, False
+    if 32701 <= epsg <= 32760:
+        return epsg - 32700, True
+    raise ValueError(f"EPSG:{epsg} is not a WGS84 UTM zone (EPSG:32601-32660 or 32701-32760)")
+
+
+def parse_proj_code(code: str) -> tuple[int, bool]:
+    m = re.match(r"^EPSG:(\d+)$", str(code))
+    if not m:
+        raise ValueError(f"proj:code {code!r} is not of the form EPSG:NNNNN")
+    return zone_from_epsg(int(m.group(1)))
+
+
+def pixel_corner(origin_e: float, origin_n: float, row, col, at: float = 0.0) -> tuple:
+    """UTM easting, northing of pixels' top-left corners (at=0) or centres (at=0.5): the one pixel formula."""
+    return origin_e + (np.asarray(col) + at) * PIXEL_SIZE, origin_n - (np.asarray(row) + at) * PIXEL_SIZE
+
+
+def easting_coords(origin_e: float, width: int) -> np.ndarray:
+    return pixel_corner(origin_e, 0.0, 0, np.arange(width, dtype=np.float64), 0.5)[0]
+
+
+def northing_coords(origin_n: float, height: int) -> np.ndarray:
+    return pixel_corner(0.0, origin_n, np.arange(height, dtype=np.float64), 0, 0.5)[1]
+
+
+def global_level_transform(res: float) -> list[float]:
+    return [res, 0.0, GLOBAL_BBOX[0], 0.0, -res, GLOBAL_BBOX[3]]
+
+
+def global_rowcol(lon, lat, res: float) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column of a global_rgb level (res degrees per pixel) at lon/lat: the level's pixel formula."""
+    return (np.floor((GLOBAL_BBOX[3] - np.asarray(lat)) / res).astype(np.int64),
+            np.floor((np.asarray(lon) - GLOBAL_BBOX[0]) / res).astype(np.int64))
+
+
+def global_centres(r0: int, c0: int, n: int, res: float) -> tuple[np.ndarray, np.ndarray]:
+    """Longitudes of columns c0..c0+n and latitudes of rows r0..r0+n (pixel centres) of a global level."""
+    k = np.arange(n) + 0.5
+    return GLOBAL_BBOX[0] + (c0 + k) * res, GLOBAL_BBOX[3] - (r0 + k) * res
+
+
+def global_chunks(lonlat: tuple[float, float, float, float], res: float, shape: tuple[int, int],
+                  chunk: int) -> list[tuple[int, int]]:
+    """The chunks (row, col) of a global level of `shape` that a lon/lat box (w, s, e, n) touches."""
+    w, s, e, n = lonlat
+    step = res * chunk
+    r0 = max(0, math.floor((GLOBAL_BBOX[3] - n) / step))
+    r1 = min(math.ceil(shape[0] / chunk) - 1, math.floor((GLOBAL_BBOX[3] - s) / step))
+    c0 = max(0, math.floor((w - GLOBAL_BBOX[0]) / step))
+    c1 = min(math.ceil(shape[1] / chunk) - 1, math.floor((e - GLOBAL_BBOX[0]) / step))
+    return [(r, c) for r in range(r0, r1 + 1) for c in range(c0, c1 + 1)]

