@@ -55,7 +55,7 @@ async def read_geoemb(model, doc: dict) -> None:
                    and m.get("node_type") == "group" and f"{k}/embeddings" in nodes)
     if not names:
         raise SourceError("invalid", "geoemb: store without a zone group (utmNN with embeddings)")
-    times = await asyncio.gather(*(model.source.read(f"{n}/{lay.TIME}", [None]) for n in names))
+    times = await asyncio.gather(*(model.source.read(f"{n}/{lay.TIME}", (slice(None),)) for n in names))
     zones = {}
     for name, t in zip(names, times):
         za = nodes[name].get("attributes") or {}
