@@ -28,18 +28,18 @@ sys.path.insert(0, str(REPO))
 
 from browser_util import CHROMIUM, CHROMIUM_ARGS, static_server, wait_state  # noqa: E402
 
-CLICK = """async ([lon, lat, tag]) => {  // select, then wait for the frame that shows the pixel's vector
-  const src = Bokeh.documents[0].get_model_by_name('spectrum-source');
-  const shown = () => { const d = src.data; const l = d instanceof Map ? d.get('label') : d.label;
-                        return l.some((x) => x.includes(tag)); };
+CLICK = """async ([lon, lat, tag]) => {  // select, then wait for the frames that show the pixel's vectors
+  const shown = (name) => { const d = Bokeh.documents[0].get_model_by_name(name).data;
+                            const l = d instanceof Map ? d.get('label') : d.label; return l.some((x) => x.includes(tag)); };
+  const frame = (name, t0) => new Promise((resolve) => { const tick = () => shown(name)
+      ? requestAnimationFrame(() => resolve(performance.now() - t0)) : requestAnimationFrame(tick); tick(); });
   window.tesseraJS.resetStats();
   const t0 = performance.now();
   const done = window.tesseraApi.select(lon, lat);
-  await new Promise((resolve) => { const tick = () => shown() ? requestAnimationFrame(resolve) : requestAnimationFrame(tick); tick(); });
-  const ms = performance.now() - t0;
+  const [ms, years] = await Promise.all([frame('spectrum-source', t0), frame('years-source', t0)]);
   await done;
   const log = window.tesseraJS.stats.log.filter((e) => /\\/(embeddings|scales)\\//.test(e.url));
-  return [ms, log.length, log.reduce((s, e) => s + e.bytes, 0), log.filter((e) => e.method === 'HEAD').length];
+  return [ms, log.length, log.reduce((s, e) => s + e.bytes, 0), log.filter((e) => e.method === 'HEAD').length, years];
 }"""
 
 
@@ -103,13 +103,14 @@ def main() -> None:
           "requests and bytes of the embeddings and scales reads, year store + multi-year index):")
     for net in ("localhost", f"emulated"):
         label = net if net == "localhost" else f"{a.rtt:.0f} ms RTT, 50 Mbit/s"
-        med = {path: [statistics.median(x[k] for x in results[(path, net)]) for k in range(4)] for path in ("baseline", "new")}
+        med = {path: [statistics.median(x[k] for x in results[(path, net)]) for k in range(5)] for path in ("baseline", "new")}
         for path in ("baseline", "new"):
-            ms, n, b, heads = med[path]
-            print(f"  {label:>24} {path:>8}: click to plotted vector {ms:6.0f} ms, {n:4.1f} requests "
-                  f"({heads:.0f} HEAD), {b / 1e3:6.1f} kB")
-        (mb, nb, bb, _), (mn, nn, bn, _) = med["baseline"], med["new"]
-        print(f"  {label:>24}    ratio: latency {mn / mb:.2f}x, requests {nn / nb:.2f}x, bytes {bn / bb:.2f}x")
+            ms, n, b, heads, yms = med[path]
+            print(f"  {label:>24} {path:>8}: click to plotted vector {ms:6.0f} ms, to the years plot {yms:6.0f} ms, "
+                  f"{n:4.1f} requests ({heads:.0f} HEAD), {b / 1e3:6.1f} kB")
+        (mb, nb, bb, _, yb), (mn, nn, bn, _, yn) = med["baseline"], med["new"]
+        print(f"  {label:>24}    ratio: latency {mn / mb:.2f}x (years plot {yn / yb:.2f}x), requests {nn / nb:.2f}x, "
+              f"bytes {bn / bb:.2f}x")
 
 
 if __name__ == "__main__":
