@@ -14,11 +14,11 @@ import numpy as np
 
 from app.errors import SourceError  # noqa: F401  (re-exported: callers import it from here)
 
-Box = tuple  # one slice per dimension (slice(None) for all of it)
+Box = tuple[slice, ...]  # one slice per dimension (slice(None) for all of it)
 PIXEL, REGION = "pixel", "region"  # read hints: fewest bytes (single inner chunks), or whole shards
 
 
-def as_slices(box) -> tuple[slice, ...]:
+def as_slices(box) -> Box:
     """A box as a tuple of slices; (start, stop) pairs and None (all) are accepted from older callers."""
     return tuple(s if isinstance(s, slice) else slice(None) if s is None else slice(int(s[0]), int(s[1]))
                  for s in box)
@@ -44,7 +44,7 @@ class Source:
         without consolidated metadata)."""
         raise NotImplementedError
 
-    async def read(self, path: str, box, hint: str = PIXEL, *, whole: bool | None = None) -> np.ndarray:
+    async def read(self, path: str, box: Box, hint: str = PIXEL, *, whole: bool | None = None) -> np.ndarray:
         """Box `box` (a tuple of slices, one per dimension) of the array at `path`.
 
         hint=PIXEL reads the fewest bytes (a click); REGION reads whole shards (previews, tools)."""
@@ -78,7 +78,7 @@ class JSSource(Source):
     async def node(self, path: str) -> dict | None:
         return json.loads(str(await bridge("readNode", self.url, path)))
 
-    async def read(self, path: str, box, hint: str = PIXEL, *, whole: bool | None = None) -> np.ndarray:
+    async def read(self, path: str, box: Box, hint: str = PIXEL, *, whole: bool | None = None) -> np.ndarray:
         from pyodide.ffi import to_js
         sel = [None if s.start is None and s.stop is None else [s.start, s.stop] for s in as_slices(box)]
         out = await bridge("read", self.url, path, to_js(sel), _hint(hint, whole))
@@ -110,7 +110,7 @@ class ZarrSource(Source):
         except FileNotFoundError:
             return None
 
-    async def read(self, path: str, box, hint: str = PIXEL, *, whole: bool | None = None) -> np.ndarray:
+    async def read(self, path: str, box: Box, hint: str = PIXEL, *, whole: bool | None = None) -> np.ndarray:
         import zarr
         _hint(hint, whole)  # zarr-python reads what it reads; the hint is checked all the same
         arr = zarr.open_array(self.url.rstrip("/") + "/" + path, mode="r", storage_options=self.storage_options)
