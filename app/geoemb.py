@@ -52,7 +52,7 @@ async def read_geoemb(model, info: StoreInfo) -> None:
     names = sorted(found)
     if not names:
         raise SourceError("invalid", "geoemb: store without a zone group (utmNN with embeddings)")
-    times = await asyncio.gather(*(model.source.read(f"{n}/{lay.TIME}", [None]) for n in names))
+    times = await asyncio.gather(*(model.source.read(f"{n}/{lay.TIME}", (slice(None),)) for n in names))
     zones = {}
     for name, t in zip(names, times):
         za, emb = found[name].attrs, found[name].arrays["embeddings"]

@@ -20,7 +20,7 @@ from app.downloads import ExportButtons
 from app.figures import change_figure, lines_figure
 from app.catalog import parse_catalog
 from app.export import to_csv, to_npy
-from app.reader import SourceError
+from app.reader import SourceError, bridge
 from app.session import MAP_H, MAP_W, Explorer, year_options
 from app.state import UrlState
 from app.tools.labels import BrowserStorage
@@ -170,10 +170,9 @@ class ExplorerUI(pn.viewable.Viewer):
 
     async def load_geography(self, url: str = GEOGRAPHY_URL) -> None:
         """Coastlines, borders and place names (world-atlas, decoded and projected in JS), after the first draw."""
-        import js
         try:
-            g = await js.tesseraJS.loadGeography(url)
-        except Exception as e:  # a JS error arrives as a JsException; the map works without geography
+            g = await bridge("loadGeography", url)
+        except SourceError as e:  # the map works without geography
             self.state.status = views.html("<b>Coastlines and borders unavailable:</b> {}", e)
             return
         flat = lambda a: np.asarray(a.to_py(), dtype=np.float64)  # Float64Array -> memoryview -> numpy
@@ -218,15 +217,16 @@ async def load_catalog(state: UrlState) -> list[dict]:
     if state.store:
         return [{"year": state.year or 0, "url": _absolute(state.store)}]
     import js
-    res = json.loads(await js.tesseraJS.fetchJSON(state.catalog))  # size and depth checked in JS
-    if not res["ok"]:
-        if res["error"]["kind"] == "notfound":
-            raise SourceError("notfound", f"no store given (?store=URL) and no catalog at {state.catalog}")
-        raise SourceError(res["error"]["kind"], f"{state.catalog}: {res['error']['message']}")
+    try:
+        doc = json.loads(str(await bridge("fetchJSON", state.catalog)))  # size and depth checked in JS
+    except SourceError as e:
+        if e.kind == "notfound":
+            raise SourceError("notfound", f"no store given (?store=URL) and no catalog at {state.catalog}") from None
+        raise SourceError(e.kind, f"{state.catalog}: {e}") from None
     base = str(js.URL.new(state.catalog, js.location.href).href)
-    stores, multiyear = parse_catalog(res["value"])
-    state.embed_origins = res["value"].get("embed_origins")  # host pages allowed to send commands (app/messages.py)
-    tiles_url = res["value"].get("tiles_url")  # a deployment's web tile template; ?basemap= wins
+    stores, multiyear = parse_catalog(doc)
+    state.embed_origins = doc.get("embed_origins")  # host pages allowed to send commands (app/messages.py)
+    tiles_url = doc.get("tiles_url")  # a deployment's web tile template; ?basemap= wins
     if isinstance(tiles_url, str) and state.basemap is None:
         state.basemap = tiles_url
     if multiyear and not state.multiyear:  # ?years=URL wins over the catalog's index
@@ -242,12 +242,6 @@ def _absolute(url: str) -> str:
 def _mark(name: str) -> None:
     import js
     setattr(js.tesseraTimings, name, js.performance.now())
-
-
-ERROR_TITLES = {"notfound": "Store not found", "range": "The server does not support HTTP Range requests",
-                "network": "The store could not be reached (network or CORS)",
-                "version": "Unsupported tessera dataset version", "invalid": "Not a tessera store",
-                "refused": "A reference was refused"}
 
 
 async def start(target: str) -> Explorer | None:
@@ -267,7 +261,7 @@ async def start(target: str) -> Explorer | None:
             state.param["year"].objects = year_options(catalog)
         state.year = year
     except SourceError as e:
-        js.tesseraShowError(ERROR_TITLES.get(e.kind, "Cannot open the store"), str(e))
+        js.tesseraShowError(e.title, str(e))
         return None
     _mark("store_opened")
     if url.multiyear:

@@ -11,7 +11,7 @@ import numpy as np
 
 from app import geo, render
 from app.meta import Pixel, Zone, zone_from_meta
-from app.reader import Source, SourceError
+from app.reader import PIXEL, REGION, Source, SourceError, as_slices
 from builder import convention as conv
 from builder import layout as lay
 from builder.describe import GEOEMB, STACK, Level, StoreError, StoreInfo, describe, levels
@@ -118,11 +118,11 @@ class StoreModel:
         t = lay.time_index(zone.times, self.year)
         return (t, t + 1)
 
-    async def _box(self, zone: Zone, rows, cols, t, array: str = "embeddings", bands=None, whole: bool = False):
+    async def _box(self, zone: Zone, rows, cols, t, array: str = "embeddings", bands=None, hint: str = PIXEL):
         """(int8 (T?, h, w, B), float32 (T?, h, w)) of a box, whatever the layout's axis order."""
-        esel, ssel = self.layout.pixel_sel(rows, cols, t, bands)
-        e, s = await asyncio.gather(self.source.read(f"{zone.name}/{array}", esel, whole=whole),
-                                    self.source.read(f"{zone.name}/scales", ssel, whole=whole))
+        esel, ssel = (as_slices(b) for b in self.layout.pixel_sel(rows, cols, t, bands))
+        e, s = await asyncio.gather(self.source.read(f"{zone.name}/{array}", esel, hint),
+                                    self.source.read(f"{zone.name}/scales", ssel, hint))
         return self.layout.to_yxb(e), s
 
     async def _column(self, zone: Zone, row: int, col: int) -> tuple[np.ndarray, np.ndarray]:
@@ -168,8 +168,9 @@ class StoreModel:
         else:  # a multi-year index: (year, H, W, B)
             n = len(self.years)
             e, s = await asyncio.gather(
-                self.source.read(f"{zone.name}/embeddings", [(0, n), (row, row + 1), (col, col + 1), None]),
-                self.source.read(f"{zone.name}/scales", [(0, n), (row, row + 1), (col, col + 1)]))
+                self.source.read(f"{zone.name}/embeddings", (slice(0, n), slice(row, row + 1), slice(col, col + 1),
+                                                             slice(None)), PIXEL),
+                self.source.read(f"{zone.name}/scales", (slice(0, n), slice(row, row + 1), slice(col, col + 1)), PIXEL))
             at = {y: i for i, y in enumerate(self.years)}
         e = e.reshape(len(at), -1).astype(np.int8)
         s = s.reshape(len(at))
@@ -184,8 +185,8 @@ class StoreModel:
         if key not in self._chunks:
             c = level.chunk
             data = await self.source.read(f"{conv.GLOBAL_GROUP}/{level.index}/rgb",
-                                          [(ci * c, min((ci + 1) * c, level.height)),
-                                           (cj * c, min((cj + 1) * c, level.width)), None], whole=True)
+                                          (slice(ci * c, min((ci + 1) * c, level.height)),
+                                           slice(cj * c, min((cj + 1) * c, level.width)), slice(None)), REGION)
             if data.shape[0] < c or data.shape[1] < c:
                 pad = np.zeros((c, c, 4), np.uint8)
                 pad[: data.shape[0], : data.shape[1]] = data
@@ -205,21 +206,25 @@ class StoreModel:
                 rgba = await self.region(zone, "rgb", r0, r1, c0, c1)
             else:
                 q, s = await self._box(zone, (r0, r1), (c0, c1), self._t(zone), self.preview_array, (0, 3),
-                                       whole=self.layout.whole_shard_regions)
+                                       hint=self._region_hint())
                 rgba = render.false_colour(q.reshape(r1 - r0, c1 - c0, 3), self.layout.valid(s.reshape(r1 - r0, c1 - c0)))
             self._previews = {key: rgba}
         return self._previews[key]
 
     # ------------------------------------------------------------ regions --
+    def _region_hint(self) -> str:
+        """Whole shards for a region where the layout's shards hold whole windows (v1), else inner chunks."""
+        return REGION if self.layout.whole_shard_regions else PIXEL
+
     async def region(self, zone: Zone, array: str, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
         """A window of a zone array in (h, w[, B]) order: embeddings int8, rgb uint8 (v1 only), scales float32 with
         NaN wherever there is no data (geoemb: +inf too), whatever the layout."""
-        whole = self.layout.whole_shard_regions
+        hint = self._region_hint()
         if array == "rgb":
-            return await self.source.read(f"{zone.name}/rgb", [(r0, r1), (c0, c1), None], whole=whole)
-        esel, ssel = self.layout.pixel_sel((r0, r1), (c0, c1), self._t(zone))
+            return await self.source.read(f"{zone.name}/rgb", (slice(r0, r1), slice(c0, c1), slice(None)), hint)
+        esel, ssel = (as_slices(b) for b in self.layout.pixel_sel((r0, r1), (c0, c1), self._t(zone)))
         if array == "scales":
-            s = await self.source.read(f"{zone.name}/scales", ssel, whole=whole)
+            s = await self.source.read(f"{zone.name}/scales", ssel, hint)
             return self.layout.nan_nodata(s.reshape(r1 - r0, c1 - c0))
-        e = self.layout.to_yxb(await self.source.read(f"{zone.name}/{array}", esel, whole=whole))
+        e = self.layout.to_yxb(await self.source.read(f"{zone.name}/{array}", esel, hint))
         return e.reshape(r1 - r0, c1 - c0, -1)

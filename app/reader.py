@@ -9,22 +9,31 @@ explorer's logic is tested outside a browser.
 from __future__ import annotations
 
 import json
-from typing import Sequence
 
 import numpy as np
 
-Selection = Sequence[tuple[int, int] | None]
+from app.errors import SourceError  # noqa: F401  (re-exported: callers import it from here)
+
+Box = tuple[slice, ...]  # one slice per dimension (slice(None) for all of it)
+PIXEL, REGION = "pixel", "region"  # read hints: fewest bytes (single inner chunks), or whole shards
 
 
-class SourceError(Exception):
-    """A store that cannot be read, with the kind of failure (notfound, range, network, version, http)."""
+def as_slices(box) -> Box:
+    """A box as a tuple of slices; (start, stop) pairs and None (all) are accepted from older callers."""
+    return tuple(s if isinstance(s, slice) else slice(None) if s is None else slice(int(s[0]), int(s[1]))
+                 for s in box)
 
-    def __init__(self, kind: str, message: str):
-        self.kind = kind
-        super().__init__(message)
+
+def _hint(hint: str, whole: bool | None) -> str:
+    if whole is not None:  # the older flag (app/tools/region.py): whole=True reads whole shards
+        return REGION if whole else PIXEL
+    if hint not in (PIXEL, REGION):
+        raise ValueError(f"read hint must be {PIXEL!r} or {REGION!r}, not {hint!r}")
+    return hint
 
 
 class Source:
+    """What the explorer's data layer (app/model.py, app/geoemb.py) needs from a store."""
     url: str
 
     async def meta(self) -> dict:
@@ -35,16 +44,25 @@ class Source:
         without consolidated metadata)."""
         raise NotImplementedError
 
-    async def read(self, path: str, sel: Selection, whole: bool = False) -> np.ndarray:
-        """Box `sel` ([start, stop) per dimension, None for all) of the array at `path`.
+    async def read(self, path: str, box: Box, hint: str = PIXEL, *, whole: bool | None = None) -> np.ndarray:
+        """Box `box` (a tuple of slices, one per dimension) of the array at `path`.
 
-        whole=True asks for whole-shard reads (regions); False for the fewest bytes (pixels).
-        """
+        hint=PIXEL reads the fewest bytes (a click); REGION reads whole shards (previews, tools)."""
         raise NotImplementedError
 
 
 _DTYPES = {"int8": np.int8, "uint8": np.uint8, "float32": np.float32, "float64": np.float64, "int32": np.int32,
            "uint16": np.uint16, "int16": np.int16, "uint32": np.uint32, "int64": np.int64}
+
+
+async def bridge(name: str, *args):
+    """Call window.tesseraJS.<name>: its one result shape {ok, value} | {ok: false, error: {kind, message}}
+    (app/js/tessera.js) becomes the value, or a SourceError of the same kind."""
+    import js
+    res = await getattr(js.tesseraJS, name)(*args)
+    if not res.ok:
+        raise SourceError(str(res.error.kind), str(res.error.message))
+    return res.value
 
 
 class JSSource(Source):
@@ -54,30 +72,19 @@ class JSSource(Source):
 
     async def meta(self) -> dict:
         if self._meta is None:
-            import js
-            res = json.loads(await js.tesseraJS.openSource(self.url))
-            if not res["ok"]:
-                raise SourceError(res["error"]["kind"], res["error"]["message"])
-            self._meta = res["meta"]
+            self._meta = json.loads(str(await bridge("openSource", self.url)))
         return self._meta
 
     async def node(self, path: str) -> dict | None:
-        import js
-        res = json.loads(await js.tesseraJS.readNode(self.url, path))
-        if not res["ok"]:
-            raise SourceError(res["error"]["kind"], res["error"]["message"])
-        return res["meta"]
+        return json.loads(str(await bridge("readNode", self.url, path)))
 
-    async def read(self, path: str, sel: Selection, whole: bool = False) -> np.ndarray:
-        import js
+    async def read(self, path: str, box: Box, hint: str = PIXEL, *, whole: bool | None = None) -> np.ndarray:
         from pyodide.ffi import to_js
-        res = await js.tesseraJS.read(self.url, path, to_js([list(s) if s is not None else None for s in sel]), whole)
-        if not res.ok:
-            raise SourceError(res.error.kind, res.error.message)
-        dtype = _DTYPES[str(res.dtype)]
-        shape = tuple(int(x) for x in res.shape.to_py())
-        buf = res.data.to_py()
-        return np.frombuffer(buf, dtype=dtype).reshape(shape).copy()
+        sel = [None if s.start is None and s.stop is None else [s.start, s.stop] for s in as_slices(box)]
+        out = await bridge("read", self.url, path, to_js(sel), _hint(hint, whole))
+        dtype = _DTYPES[str(out.dtype)]
+        shape = tuple(int(x) for x in out.shape.to_py())
+        return np.frombuffer(out.data.to_py(), dtype=dtype).reshape(shape).copy()
 
 
 class ZarrSource(Source):
@@ -103,7 +110,8 @@ class ZarrSource(Source):
         except FileNotFoundError:
             return None
 
-    async def read(self, path: str, sel: Selection, whole: bool = False) -> np.ndarray:
+    async def read(self, path: str, box: Box, hint: str = PIXEL, *, whole: bool | None = None) -> np.ndarray:
         import zarr
+        _hint(hint, whole)  # zarr-python reads what it reads; the hint is checked all the same
         arr = zarr.open_array(self.url.rstrip("/") + "/" + path, mode="r", storage_options=self.storage_options)
-        return np.asarray(arr[tuple(slice(*s) if s is not None else slice(None) for s in sel)])
+        return np.asarray(arr[as_slices(box)])

@@ -206,14 +206,21 @@ class Explorer(param.Parameterized):
     async def select(self, lon: float, lat: float) -> Pixel | None:
         if self.model is None:
             return None
+        import asyncio
+        # The pixel and its years are read at once (one wait for both; the browser's range cache lets the
+        # multi-year index share the shard indexes and chunks the year store is reading, app/js/ranges.js).
+        years = asyncio.ensure_future(self._years_at(lon, lat))
         try:
             px = await self.model.pixel_at(lon, lat)
         except SourceError as e:
             self.status = views.html("<b>Read failed:</b> {}", e)
+            years.cancel()
             return None
         self.outside = None if px is not None else (lon, lat)
         self.selected = px
-        await self.refresh_years()
+        yp = await years
+        if self.years_model is not None:
+            self.years_pixel = yp if px is not None else None
         if self.similarity_on:
             await self.compute_similarity()
         return px
@@ -230,11 +237,18 @@ class Explorer(param.Parameterized):
         if self.years_model is None:
             return
         px = self.selected
+        self.years_pixel = await self._years_at(px.lon, px.lat) if px is not None else None
+
+    async def _years_at(self, lon: float, lat: float):
+        """The pixel under lon/lat across the years (None without a multi-year source, or when its read failed:
+        the status line says why)."""
+        if self.years_model is None:
+            return None
         try:
-            self.years_pixel = await self.years_model.pixel_years(px.lon, px.lat) if px is not None else None
+            return await self.years_model.pixel_years(lon, lat)
         except SourceError as e:
             self.status = views.html("<b>Multi-year index read failed:</b> {}", e)
-            self.years_pixel = None
+            return None
 
     async def compute_similarity(self) -> None:
         await similarity.compute(self)  # over the view's region, from the selection and/or the pins

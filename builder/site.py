@@ -30,6 +30,7 @@ def _app_wheel(out: Path) -> str:
     """The browser half of this project as a wheel: app/ and the pure modules of builder/ it imports."""
     from builder import __version__
     files = {p.relative_to(REPO).as_posix(): p.read_bytes() for p in sorted((REPO / "app").rglob("*.py"))}
+    files["app/js/errors.json"] = (REPO / "app" / "js" / "errors.json").read_bytes()  # app/errors.py: kinds shared with JS
     for mod in ("__init__.py", *BROWSER_CORE):
         files[f"builder/{mod}"] = (REPO / "builder" / mod).read_bytes()
     name = f"tessera_explorer_app-{__version__}-py3-none-any.whl"
@@ -59,7 +60,8 @@ def _js(node: Path, out: Path) -> None:
     vend.mkdir(parents=True, exist_ok=True)
     esbuild = node / ".bin" / "esbuild"
     entry = node.parent / "tessera.js"  # bundled next to node_modules so imports resolve there
-    shutil.copy(REPO / "app" / "js" / "tessera.js", entry)
+    for src in [*(REPO / "app" / "js").glob("*.js"), REPO / "app" / "js" / "errors.json"]:
+        shutil.copy(src, node.parent / src.name)
     _run([str(esbuild), str(entry), "--bundle", "--format=esm", "--minify",
           "--log-level=error", f"--outfile={vend / 'tessera.mjs'}"], cwd=node.parent)
     (vend / "world-atlas").mkdir(exist_ok=True)  # coastlines and borders (Natural Earth), fetched after start-up

@@ -119,6 +119,43 @@ def test_one_range_request_per_pixel_once_the_shard_index_is_cached(page, server
     np.testing.assert_array_equal(got, truth(store, "utm31", r2, c2).astype(np.float64))
 
 
+def test_a_pixel_from_a_cold_shard_reads_each_shard_index_once_and_no_range_twice(page, server, site):
+    """The first click in an untouched shard: the year store and the multi-year index (which refers to the
+    same 2024 shard files) share what they read, so each shard file costs one index read and one chunk read,
+    with no HEAD first; the plotted vectors (this year, and every year of the index) are CPython's."""
+    data = site / "data"
+    row, col = interior_valid(data / "2024.zarr", "utm31", 2)
+    assert open_app(page, server + "index.html") == "ready"
+    page.evaluate("async () => await window.tesseraApi.redraw()")  # let map reads settle first
+    page.evaluate("window.tesseraJS.resetStats()")
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)",
+                  list(pixel_lonlat(data / "2024.zarr", "utm31", row, col)))
+    log = [e for e in page.evaluate("window.tesseraJS.stats.log.slice()")
+           if "/utm31/embeddings/" in e["url"] or "/utm31/scales/" in e["url"]]
+    summary = [(e["method"], e["url"].split("/data/")[-1], e["range"], e["bytes"]) for e in log]
+    assert all(e["method"] == "GET" and e["status"] == 206 and e["range"] for e in log), summary
+    assert len({(e["url"], e["range"]) for e in log}) == len(log), summary  # no range fetched twice
+    shard = f"{row // 256}/{col // 256}"
+    files = {f"{y}.zarr/utm31/{a}" for y in (2023, 2024) for a in (f"embeddings/c/{shard}/0", f"scales/c/{shard}")}
+    assert {e["url"].split("/data/")[-1] for e in log} == files, summary
+    index_bytes = 64 * 64 * 16 + 4  # (256/4)^2 (offset, length) uint64 pairs and a CRC32C
+    for f in files:
+        reads = sorted((e for e in log if e["url"].endswith(f)), key=lambda e: -e["bytes"])
+        assert len(reads) == 2 and reads[0]["bytes"] == index_bytes, summary  # its index, then one chunk
+        assert reads[1]["bytes"] <= 16 * 128 + 64, summary
+    got = np.array(wait_spectrum(page, 1, f"r{row} c{col}")["ys"][0])
+    np.testing.assert_array_equal(got, truth(data / "2024.zarr", "utm31", row, col).astype(np.float64))
+    years = model_data(page, "years-source")
+    want = [truth(data / f"{y}.zarr", "utm31", row, col) for y in (2023, 2024)]
+    assert [lab.split(" ")[0] for lab in years["label"]] == ["2023", "2024"]
+    for ys, w in zip(years["ys"], want):
+        np.testing.assert_array_equal(np.array(ys), w.astype(np.float64))
+    # Both sides of the bridge in this page hold the one list of error kinds (app/js/errors.json).
+    kinds = json.loads((REPO / "app" / "js" / "errors.json").read_text())
+    assert page.evaluate("Object.assign({}, window.tesseraJS.ERROR_KINDS)") == kinds
+    assert json.loads(page.evaluate("window.pyodide.runPython('import json, app.errors; json.dumps(app.errors.KINDS)')")) == kinds
+
+
 def test_similarity_ranks_a_known_similar_pixel_high(page, server, site):
     store = site / "data" / "2024.zarr"
     z = zarr.open_group(store / "utm30", mode="r")

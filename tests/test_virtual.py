@@ -471,7 +471,7 @@ def test_index_zone_groups_pass_the_upstream_proj_and_spatial_schemas(two_years,
 
 def test_explorer_recognises_the_index_by_its_registration(two_years, tmp_path):
     from app.model import StoreModel
-    from app.reader import Source, SourceError
+    from app.reader import Source, SourceError, as_slices
     _, stores = two_years
     g = open_index(str(_years_index(stores, tmp_path / "y.json")), allow=[str(stores)])
     root = _docs(g)[""]
@@ -485,8 +485,8 @@ def test_explorer_recognises_the_index_by_its_registration(two_years, tmp_path):
         async def meta(self):
             return self.doc
 
-        async def read(self, path, sel, whole=False):
-            return g[path][tuple(slice(*s) if s else slice(None) for s in sel)]
+        async def read(self, path, box, hint="pixel", *, whole=None):  # the Source protocol (app/reader.py)
+            return g[path][as_slices(box)]
 
     m = run_async(StoreModel(IndexSource(root)).open())
     assert m.years == [2023, 2024] and m.year is None

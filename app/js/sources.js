@@ -1,0 +1,123 @@
+// A source is one store URL (a Zarr v3 store over HTTP, or a Kerchunk JSON reference index ending
+// in .json) with its root document and two zarrita stores: `pixel` (fewest bytes) and `region`
+// (whole shards), both composed from zarrita's own extensions (withConsolidatedMetadata) and ours
+// (app/js/ranges.js).
+import * as zarr from "zarrita";
+import ReferenceStore from "@zarrita/storage/ref";
+import { LIMITS, TesseraError, allowedOrigins, cappedText, checkReference, fetchJSONDoc, parseBytes,
+         parseJSON, tracedFetch } from "./fetching.js";
+import { options, withRootDocument, withSharedRanges, withWholeShards } from "./ranges.js";
+
+const sources = new Map();
+
+function fill(spec) {
+  const templates = spec.templates || {};
+  return (s) => s.replace(/\{\{(\w+)\}\}/g, (m, k) => (k in templates ? templates[k] : m));
+}
+
+function checkIndexReferences(spec, indexUrl, allowed) {
+  const f = fill(spec);
+  for (const [key, ref] of Object.entries(spec.refs || {})) {
+    if (Array.isArray(ref) && typeof ref[0] === "string") checkReference(f(ref[0]), indexUrl, allowed, key);
+  }
+}
+
+// Statuses zarrita's FetchStore does not know: 403 is how S3-style hosts answer a missing key; any
+// other failure is an "http" error with the URL, not zarrita's bare "Unexpected response status".
+const storeFetch = (fetchFn) => async (request) => {
+  const resp = await fetchFn(request);
+  if (resp.status === 403) return new Response(null, { status: 404 });
+  if (!resp.ok && resp.status !== 404) throw new TesseraError("http", `HTTP ${resp.status} for ${request.url}`);
+  return resp;
+};
+
+async function openIndex(url) {
+  const spec = await fetchJSONDoc(new Request(url), url, LIMITS.indexBytes);
+  if (spec === null || typeof spec !== "object" || typeof spec.refs !== "object" || spec.refs === null) {
+    throw new TesseraError("invalid", `${url} is not a reference index (no "refs" object)`);
+  }
+  // A relocatable index ({{base}} templates written empty) resolves against its own directory.
+  if (spec.templates && "base" in spec.templates && !spec.templates.base) {
+    spec.templates.base = new URL(".", url).href;
+  }
+  const allowed = allowedOrigins(url);
+  checkIndexReferences(spec, url, allowed);
+  const contained = async (request) => {
+    checkReference(request.url, url, allowed, "(request)");
+    return tracedFetch(request, url);
+  };
+  const store = ReferenceStore.fromSpec(spec, { fetch: storeFetch(contained) });
+  const raw = await store.get("/zarr.json");
+  if (raw === undefined) throw new TesseraError("invalid", `${url} has no root zarr.json reference`);
+  const f = fill(spec);
+  const locate = (path) => {
+    const ref = spec.refs[path.replace(/^\//, "")];
+    if (!Array.isArray(ref) || typeof ref[0] !== "string") return null;
+    return { url: new URL(f(ref[0]), location.href).href, offset: ref[1] ?? 0, length: ref[2] };
+  };
+  return { store, raw, rootMeta: parseBytes(raw, url + " (zarr.json)"), locate };
+}
+
+async function openHttp(url) {
+  const base = url.endsWith("/") ? url : url + "/";
+  const resp = await tracedFetch(new Request(base + "zarr.json", { headers: { Range: "bytes=0-" } }));
+  if (resp.status === 404) throw new TesseraError("notfound", `no Zarr store at ${base} (zarr.json: HTTP 404)`);
+  if (!resp.ok) throw new TesseraError("http", `HTTP ${resp.status} for ${base}zarr.json`);
+  const text = await cappedText(resp, base + "zarr.json", LIMITS.metadataBytes);
+  const rootMeta = parseJSON(text, base + "zarr.json");
+  // Suffix ranges (bytes=-N) read a shard index in one request, without a HEAD first.
+  const store = new zarr.FetchStore(base, { fetch: storeFetch((r) => tracedFetch(r, url)), useSuffixRequest: true });
+  // Probe that the host honours Range: a 1-byte read of the root document.
+  await tracedFetch(new Request(base + "zarr.json", { headers: { Range: "bytes=0-0" } }));
+  const locate = (path) => ({ url: base + path.replace(/^\//, ""), offset: 0, length: undefined });
+  return { store, raw: new TextEncoder().encode(text), rootMeta, locate };
+}
+
+async function open(url) {
+  const { store, raw, rootMeta, locate } = await (url.endsWith(".json") ? openIndex(url) : openHttp(url));
+  if (rootMeta === null || typeof rootMeta !== "object" || Array.isArray(rootMeta)) {
+    throw new TesseraError("invalid", `${url}: its root zarr.json is not a JSON object`);
+  }
+  // Array metadata comes from the root's consolidated metadata when it has any: opening an array
+  // then costs no request.  A store without it is explored node by node (readNode).
+  const meta = await zarr.withMaybeConsolidatedMetadata(withRootDocument(store, { bytes: raw }), { format: "v3" });
+  const pixel = options.sharedRanges ? withSharedRanges(meta, { locate }) : meta;
+  const region = withWholeShards(meta, { locate });
+  return { url, rootMeta, store, pixel: zarr.root(pixel), region: zarr.root(region), arrays: new Map() };
+}
+
+export async function source(url) {
+  if (!sources.has(url)) {
+    const p = open(url);
+    sources.set(url, p);
+    p.catch(() => sources.delete(url));
+  }
+  return sources.get(url);
+}
+
+// The opened array at `path`, through the pixel or the region store.
+export function array(src, kind, path) {
+  const key = kind + ":" + path;
+  if (!src.arrays.has(key)) {
+    const p = zarr.open.v3(src[kind].resolve(path), { kind: "array" });
+    src.arrays.set(key, p);
+    p.catch(() => src.arrays.delete(key));
+  }
+  return src.arrays.get(key);
+}
+
+// The metadata document of the node at `path`, or null when there is none (404, or 403 as S3-style
+// hosts answer for a missing key).  Same size and depth limits as the root.
+export async function node(url, path) {
+  const src = await source(url);
+  const key = "/" + path.replace(/^\/+|\/+$/g, "") + "/zarr.json";
+  if (url.endsWith(".json")) {
+    const raw = await src.store.get(key);
+    return raw === undefined ? null : parseBytes(raw, url + key);
+  }
+  const full = (url.endsWith("/") ? url.slice(0, -1) : url) + key;
+  const resp = await tracedFetch(new Request(full), url);
+  if (resp.status === 404 || resp.status === 403) return null;
+  if (!resp.ok) throw new TesseraError("http", `HTTP ${resp.status} for ${full}`);
+  return parseJSON(await cappedText(resp, full, LIMITS.metadataBytes), url + key);
+}

@@ -1,0 +1,117 @@
+"""A pixel from a cold shard: the bridge's old read path and its new one, side by side in one run.
+
+    python benchmarks/pixel.py [--px 384] [--rtt 40]
+
+Builds the site and the demo stores (2023, 2024 and the multi-year index), then opens the explorer twice
+in one headless Chromium: `baseline` with window.tesseraBridgeOptions = {sharedRanges: false} (plain
+zarrita reads: every source reads its own shard indexes, the reference index sends a HEAD before each),
+and `new` (app/js/ranges.js: one range cache for every source, suffix reads turned into plain ranges).
+Each pixel lies in a shard neither page has touched; the two pages click it in turn.  For each click:
+the time from tesseraApi.select to the first frame drawn with the pixel's vector in the spectrum plot,
+and the requests and bytes of its embeddings and scales reads (year store and multi-year index).  The
+first half of the shards is clicked on plain localhost, the second half with Chromium's network
+emulation (--rtt ms round trip, 50 Mbit/s).  Prints medians and the new/baseline ratios.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
+
+from browser_util import CHROMIUM, CHROMIUM_ARGS, static_server, wait_state  # noqa: E402
+
+CLICK = """async ([lon, lat, tag]) => {  // select, then wait for the frames that show the pixel's vectors
+  const shown = (name) => { const d = Bokeh.documents[0].get_model_by_name(name).data;
+                            const l = d instanceof Map ? d.get('label') : d.label; return l.some((x) => x.includes(tag)); };
+  const frame = (name, t0) => new Promise((resolve) => { const tick = () => shown(name)
+      ? requestAnimationFrame(() => resolve(performance.now() - t0)) : requestAnimationFrame(tick); tick(); });
+  window.tesseraJS.resetStats();
+  const t0 = performance.now();
+  const done = window.tesseraApi.select(lon, lat);
+  const [ms, years] = await Promise.all([frame('spectrum-source', t0), frame('years-source', t0)]);
+  await done;
+  const log = window.tesseraJS.stats.log.filter((e) => /\\/(embeddings|scales)\\//.test(e.url));
+  return [ms, log.length, log.reduce((s, e) => s + e.bytes, 0), log.filter((e) => e.method === 'HEAD').length, years];
+}"""
+
+
+def cold_pixels(data: Path) -> list[tuple[str, int, int, float, float]]:
+    """One valid pixel (in both years) per shard of every zone: (zone, row, col, lon, lat)."""
+    import numpy as np
+    import zarr
+    from app.model import StoreModel
+    from app.reader import ZarrSource
+    model = asyncio.run(StoreModel(ZarrSource(str(data / "2024.zarr"))).open())
+    out = []
+    for name, zone in sorted(model.zones.items()):
+        ok = np.isfinite(zarr.open_group(data / "2024.zarr" / name, mode="r")["scales"][:])
+        ok &= np.isfinite(zarr.open_group(data / "2023.zarr" / name, mode="r")["scales"][:])
+        for sr in range(0, ok.shape[0], 256):
+            for sc in range(0, ok.shape[1], 256):
+                hits = np.argwhere(ok[sr:sr + 256, sc:sc + 256])
+                if len(hits):
+                    r, c = (int(x) for x in hits[len(hits) // 2] + [sr, sc])
+                    out.append((name, r, c, *zone.centre_lonlat(r, c)))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--px", type=int, default=384)
+    ap.add_argument("--rtt", type=float, default=40.0)
+    a = ap.parse_args()
+    from playwright.sync_api import sync_playwright
+    with tempfile.TemporaryDirectory() as d:
+        site = Path(d) / "site"
+        run = lambda *x: subprocess.run([sys.executable, "-m", "builder", *x], cwd=REPO, check=True, capture_output=True)
+        run("site", "--out", str(site), "-q")
+        run("demo", "--out", str(site / "data"), "--tiles", f"{d}/tiles", "--record", f"{d}/rec", "--px", str(a.px),
+            "--scheduler", "threads", "-q")
+        pixels = cold_pixels(site / "data")
+        half = len(pixels) // 2
+        results = {(path, net): [] for path in ("baseline", "new") for net in ("localhost", "emulated")}
+        with static_server(site) as base, sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            pages = {}
+            for path in ("baseline", "new"):
+                ctx = browser.new_context()
+                if path == "baseline":
+                    ctx.add_init_script("window.tesseraBridgeOptions = { sharedRanges: false };")
+                page = ctx.new_page()
+                page.goto(base + "index.html")
+                assert wait_state(page) == "ready", path
+                page.evaluate("async () => await window.tesseraApi.redraw()")
+                pages[path] = (page, ctx.new_cdp_session(page))
+            for i, (zone, r, c, lon, lat) in enumerate(pixels):
+                net = "localhost" if i < half else "emulated"
+                for path, (page, cdp) in pages.items():
+                    if i == half:
+                        cdp.send("Network.enable")
+                        cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": a.rtt,
+                                 "downloadThroughput": 50e6 / 8, "uploadThroughput": 50e6 / 8})
+                    results[(path, net)].append(page.evaluate(CLICK, [lon, lat, f"{zone} r{r} c{c}"]))
+            browser.close()
+    print(f"a pixel from a cold shard ({half} + {len(pixels) - half} shards, demo --px {a.px}; medians; "
+          "requests and bytes of the embeddings and scales reads, year store + multi-year index):")
+    for net in ("localhost", f"emulated"):
+        label = net if net == "localhost" else f"{a.rtt:.0f} ms RTT, 50 Mbit/s"
+        med = {path: [statistics.median(x[k] for x in results[(path, net)]) for k in range(5)] for path in ("baseline", "new")}
+        for path in ("baseline", "new"):
+            ms, n, b, heads, yms = med[path]
+            print(f"  {label:>24} {path:>8}: click to plotted vector {ms:6.0f} ms, to the years plot {yms:6.0f} ms, "
+                  f"{n:4.1f} requests ({heads:.0f} HEAD), {b / 1e3:6.1f} kB")
+        (mb, nb, bb, _, yb), (mn, nn, bn, _, yn) = med["baseline"], med["new"]
+        print(f"  {label:>24}    ratio: latency {mn / mb:.2f}x (years plot {yn / yb:.2f}x), requests {nn / nb:.2f}x, "
+              f"bytes {bn / bb:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""The Python side of the browser bridge, on CPython: one list of error kinds shared with the JavaScript,
+and the Source protocol (boxes as tuples of slices, a read hint) on the CPython source."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from conftest import run_async
+
+REPO = Path(__file__).resolve().parent.parent
+JS = REPO / "app" / "js"
+
+
+def test_error_kinds_are_one_list_read_by_both_sides():
+    from app.errors import KINDS, SourceError
+    doc = json.loads((JS / "errors.json").read_text())
+    assert KINDS == doc and all(isinstance(t, str) and t for t in doc.values())
+    # The JavaScript imports that same file, and raises no kind outside it.
+    assert 'from "./errors.json"' in (JS / "fetching.js").read_text()
+    js_kinds = {k for p in JS.glob("*.js") for k in re.findall(r'TesseraError\(\s*"(\w+)"', p.read_text())}
+    assert js_kinds and js_kinds <= set(doc), js_kinds - set(doc)
+    py_kinds = {k for p in (REPO / "app").rglob("*.py") for k in re.findall(r'SourceError\(\s*"(\w+)"', p.read_text())}
+    assert py_kinds and py_kinds <= set(doc), py_kinds - set(doc)
+    assert SourceError("range", "x").title == doc["range"]
+    assert SourceError("no such kind", "x").kind == "error"  # never a kind the other side does not know
+
+
+def test_the_js_modules_stay_small():
+    for p in JS.glob("*.js"):
+        assert len(p.read_text().splitlines()) <= 300, p.name
+
+
+def test_cpython_source_reads_boxes_of_slices_with_a_hint(store):
+    from app.reader import PIXEL, REGION, ZarrSource
+    z = zarr.open_array(store / "utm30" / "embeddings", mode="r")
+    want = np.asarray(z[10:13, 20:21, :])
+    src = ZarrSource(str(store))
+    for hint in (PIXEL, REGION):
+        got = run_async(src.read("utm30/embeddings", (slice(10, 13), slice(20, 21), slice(None)), hint))
+        np.testing.assert_array_equal(got, want)
+    # (start, stop) pairs and None are still accepted (app/tools/region.py), as is whole=True
+    got = run_async(src.read("utm30/embeddings", [(10, 13), (20, 21), None], whole=True))
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="read hint"):
+        run_async(src.read("utm30/embeddings", (slice(0, 1), slice(0, 1), slice(None)), "shard"))
