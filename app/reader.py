@@ -19,14 +19,13 @@ PIXEL, REGION = "pixel", "region"  # read hints: fewest bytes (single inner chun
 
 
 def as_slices(box) -> Box:
-    """A box as a tuple of slices; (start, stop) pairs and None (all) are accepted from older callers."""
+    """A box as a tuple of slices, from slices, (start, stop) pairs or None (all): the core's layout rules
+    (builder/layout.py pixel_sel) give pairs, being stdlib + numpy only."""
     return tuple(s if isinstance(s, slice) else slice(None) if s is None else slice(int(s[0]), int(s[1]))
                  for s in box)
 
 
-def _hint(hint: str, whole: bool | None) -> str:
-    if whole is not None:  # the older flag (app/tools/region.py): whole=True reads whole shards
-        return REGION if whole else PIXEL
+def _hint(hint: str) -> str:
     if hint not in (PIXEL, REGION):
         raise ValueError(f"read hint must be {PIXEL!r} or {REGION!r}, not {hint!r}")
     return hint
@@ -44,7 +43,7 @@ class Source:
         without consolidated metadata)."""
         raise NotImplementedError
 
-    async def read(self, path: str, box: Box, hint: str = PIXEL, *, whole: bool | None = None) -> np.ndarray:
+    async def read(self, path: str, box: Box, hint: str = PIXEL) -> np.ndarray:
         """Box `box` (a tuple of slices, one per dimension) of the array at `path`.
 
         hint=PIXEL reads the fewest bytes (a click); REGION reads whole shards (previews, tools)."""
@@ -78,10 +77,10 @@ class JSSource(Source):
     async def node(self, path: str) -> dict | None:
         return json.loads(str(await bridge("readNode", self.url, path)))
 
-    async def read(self, path: str, box: Box, hint: str = PIXEL, *, whole: bool | None = None) -> np.ndarray:
+    async def read(self, path: str, box: Box, hint: str = PIXEL) -> np.ndarray:
         from pyodide.ffi import to_js
         sel = [None if s.start is None and s.stop is None else [s.start, s.stop] for s in as_slices(box)]
-        out = await bridge("read", self.url, path, to_js(sel), _hint(hint, whole))
+        out = await bridge("read", self.url, path, to_js(sel), _hint(hint))
         dtype = _DTYPES[str(out.dtype)]
         shape = tuple(int(x) for x in out.shape.to_py())
         return np.frombuffer(out.data.to_py(), dtype=dtype).reshape(shape).copy()
@@ -110,8 +109,8 @@ class ZarrSource(Source):
         except FileNotFoundError:
             return None
 
-    async def read(self, path: str, box: Box, hint: str = PIXEL, *, whole: bool | None = None) -> np.ndarray:
+    async def read(self, path: str, box: Box, hint: str = PIXEL) -> np.ndarray:
         import zarr
-        _hint(hint, whole)  # zarr-python reads what it reads; the hint is checked all the same
+        _hint(hint)  # zarr-python reads what it reads; the hint is checked all the same
         arr = zarr.open_array(self.url.rstrip("/") + "/" + path, mode="r", storage_options=self.storage_options)
         return np.asarray(arr[as_slices(box)])

@@ -43,8 +43,8 @@ def test_cpython_source_reads_boxes_of_slices_with_a_hint(store):
     for hint in (PIXEL, REGION):
         got = run_async(src.read("utm30/embeddings", (slice(10, 13), slice(20, 21), slice(None)), hint))
         np.testing.assert_array_equal(got, want)
-    # (start, stop) pairs and None are still accepted (app/tools/region.py), as is whole=True
-    got = run_async(src.read("utm30/embeddings", [(10, 13), (20, 21), None], whole=True))
+    # (start, stop) pairs and None, as the core's layout rules give them, read the same
+    got = run_async(src.read("utm30/embeddings", [(10, 13), (20, 21), None], REGION))
     np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="read hint"):
         run_async(src.read("utm30/embeddings", (slice(0, 1), slice(0, 1), slice(None)), "shard"))

@@ -485,7 +485,7 @@ def test_explorer_recognises_the_index_by_its_registration(two_years, tmp_path):
         async def meta(self):
             return self.doc
 
-        async def read(self, path, box, hint="pixel", *, whole=None):  # the Source protocol (app/reader.py)
+        async def read(self, path, box, hint="pixel"):  # the Source protocol (app/reader.py)
             return g[path][as_slices(box)]
 
     m = run_async(StoreModel(IndexSource(root)).open())

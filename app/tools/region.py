@@ -14,6 +14,7 @@ import numpy as np
 
 from app import render
 from app.model import StoreModel, Zone
+from app.reader import REGION
 from app import model as app_model  # MAX_REGION, looked up at call time
 from builder import convention as conv
 
@@ -99,10 +100,10 @@ async def read_window(model: StoreModel, zone: Zone, window, year_index: int | N
         emb, scl = await asyncio.gather(model.region(zone, "embeddings", a0, a1, b0, b1),
                                         model.region(zone, "scales", a0, a1, b0, b1))
     else:
-        lead = [(year_index, year_index + 1)]
+        t, rows, cols = slice(year_index, year_index + 1), slice(a0, a1), slice(b0, b1)
         emb, scl = await asyncio.gather(
-            model.source.read(f"{zone.name}/embeddings", [*lead, (a0, a1), (b0, b1), None], whole=True),
-            model.source.read(f"{zone.name}/scales", [*lead, (a0, a1), (b0, b1)], whole=True))
+            model.source.read(f"{zone.name}/embeddings", (t, rows, cols, slice(None)), REGION),
+            model.source.read(f"{zone.name}/scales", (t, rows, cols), REGION))
     shape = (a1 - a0, b1 - b0)
     out[a0 - r0:a1 - r0, b0 - c0:b1 - c0] = conv.dequantise(emb.reshape(*shape, -1).astype(np.int8),
                                                             scl.reshape(shape))
