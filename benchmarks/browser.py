@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, static_server, wait_state  # noqa: E402
+from browser_util import CHROMIUM, CHROMIUM_ARGS, build_test_site, static_server, wait_state  # noqa: E402
 
 
 def main() -> None:
@@ -31,7 +31,6 @@ def main() -> None:
     ap.add_argument("--px", type=int, default=384)
     ap.add_argument("--queries", type=int, default=30)
     a = ap.parse_args()
-    import subprocess
 
     import numpy as np
     import zarr
@@ -39,10 +38,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as d:
         site = Path(d) / "site"
-        run = lambda *x: subprocess.run([sys.executable, "-m", "builder", *x], cwd=REPO, check=True, capture_output=True)
-        run("site", "--out", str(site), "-q")
-        run("demo", "--out", str(site / "data"), "--tiles", f"{d}/tiles", "--record", f"{d}/rec", "--px", str(a.px),
-            "--scheduler", "threads", "-q")
+        build_test_site(site, Path(d), a.px)
         store = site / "data" / "2024.zarr"
         scales = zarr.open_group(store / "utm31", mode="r")["scales"][:]
         shards = {(r // 256, c // 256) for r, c in np.argwhere(~np.isnan(scales))}

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, static_server, wait_state  # noqa: E402
+from browser_util import CHROMIUM, CHROMIUM_ARGS, build_test_site, static_server, wait_state  # noqa: E402
 
 CLICK = """async ([lon, lat, tag]) => {  // select, then wait for the frames that show the pixel's vectors
   const shown = (name) => { const d = Bokeh.documents[0].get_model_by_name(name).data;
@@ -71,10 +70,7 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
     with tempfile.TemporaryDirectory() as d:
         site = Path(d) / "site"
-        run = lambda *x: subprocess.run([sys.executable, "-m", "builder", *x], cwd=REPO, check=True, capture_output=True)
-        run("site", "--out", str(site), "-q")
-        run("demo", "--out", str(site / "data"), "--tiles", f"{d}/tiles", "--record", f"{d}/rec", "--px", str(a.px),
-            "--scheduler", "threads", "-q")
+        build_test_site(site, Path(d), a.px)
         pixels = cold_pixels(site / "data")
         half = len(pixels) // 2
         results = {(path, net): [] for path in ("baseline", "new") for net in ("localhost", "emulated")}
