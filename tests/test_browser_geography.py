@@ -123,19 +123,28 @@ def test_coastlines_and_borders_are_drawn_around_great_britain(page, server):
     page.screenshot(path=str(ARTIFACTS / "geography-great-britain.png"))
 
 
-def test_go_to_by_lonlat_and_by_country_name_moves_the_map(page, server):
+def test_go_to_by_lonlat_moves_the_map(page, server):
     open_with_geography(page, server + "index.html")
     box = page.get_by_placeholder(GOTO)
     box.fill("18.42, -33.93")  # Cape Town, typed into the real box
     box.press("Enter")
     wait_view_contains(page, 18.42, -33.93, 60_000)
     wait_text(page, "Went to")
+
+
+# One entry per page: a second entry typed at machine speed right after the first was sometimes lost
+# on a loaded machine (once in CI; 1 run in 5 here with both cores busy). The box's text reaches Python
+# through Panel's debounced browser-to-Python sync; the exact cause was not pinned down.
+def test_go_to_by_country_name_moves_the_map(page, server):
+    open_with_geography(page, server + "index.html")
+    box = page.get_by_placeholder(GOTO)
     box.fill("united kingdom")
     box.press("Enter")
     wait_view_contains(page, -1.5, 53.0, 4e6)
     x0, x1, y0, y1 = ranges(page)
     (gx0, gx1), (gy0, gy1) = lonlat_to_merc([-5.5, 1.7], [50.0, 58.6])  # all of Great Britain is in view
     assert x0 < gx0 and gx1 < x1 and y0 < gy0 and gy1 < y1
+    wait_text(page, "Went to")
     res = page.evaluate("async () => { const r = await window.tesseraApi.goto('Italy'); return [r.kind, r.message]; }")
     assert res[0] == "box" and "Italy" in res[1]
     wait_view_contains(page, 12.5, 42.0, 3e6)
