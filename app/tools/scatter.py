@@ -65,12 +65,13 @@ class Projection:
         return ((np.asarray(vectors, np.float64) - self.mean) @ self.components.T).astype(np.float32)
 
     def highlight(self, indices) -> reg.Layer:
-        """The map layer of the pixels of points `indices`: 1 there, NaN elsewhere."""
+        """The map layer of the pixels of points `indices`: 1 there, 0 on the region's other pixels with data
+        (drawn or not), NaN where there is no data; only the 1s are coloured."""
         idx = np.asarray(indices, np.intp)
-        values = np.full(self.region.valid.shape, np.nan, np.float32)
+        values = np.where(self.region.valid, np.float32(0), np.float32(np.nan))
         values[self.rows[idx], self.cols[idx]] = 1.0
         rgba = np.zeros(values.shape + (4,), np.uint8)
-        rgba[np.isfinite(values)] = HIGHLIGHT
+        rgba[values == 1] = HIGHLIGHT
         return reg.Layer("scatter", self.region.zone, self.region.window, values, rgba)
 
     def in_box(self, x0: float, x1: float, y0: float, y1: float) -> list[int]:
