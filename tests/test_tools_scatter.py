@@ -172,3 +172,27 @@ def test_brushed_points_export_as_geotiff_and_png_and_read_back(store):
     assert img.shape == (h, w, 4)
     np.testing.assert_array_equal(img[..., 3] > 0, want == 1)
     assert tuple(img[rows[3], cols[3]]) == (255, 0, 255, 255)
+
+
+def test_tapping_a_point_selects_its_pixel_on_the_map(store):
+    import pytest
+
+    async def run():
+        state = await opened(store)
+        state.centre_view(*centre_of_data(store, "utm31"), 2500)
+        sc = state.tools.scatter
+        assert await sc.tap([0], 0.0, 0.0) is None and state.selected is None  # nothing projected yet
+        p = await sc.compute(max_points=500, seed=3)
+        r0, _, c0, _ = p.region.window
+        # a tap hitting points 7 and 9 at point 9's place: point 9's pixel is selected, ringed in the scatter
+        k = await sc.tap([7, 9, 10_000], float(p.xy[9, 0]), float(p.xy[9, 1]))
+        await state.settle()
+        assert k == 9
+        want = pixel_lonlat(store, "utm31", r0 + int(p.rows[9]), c0 + int(p.cols[9]))
+        assert (state.selected.zone, state.selected.row, state.selected.col) == \
+            ("utm31", r0 + int(p.rows[9]), c0 + int(p.cols[9]))
+        assert (state.selected.lon, state.selected.lat) == pytest.approx(want, abs=1e-6)
+        np.testing.assert_array_equal(state.selected.vector, zone_vectors(store, "utm31")[r0 + p.rows[9], c0 + p.cols[9]])
+        assert sc.hover_at(*want)["index"] == 9
+        assert await sc.tap([], 0.0, 0.0) is None
+    run_async(run())
