@@ -146,7 +146,7 @@ def test_brushed_points_export_as_geotiff_and_png_and_read_back(store):
             await layers.layer(state, "scatter")
         lon, lat = centre_of_data(store, "utm31")
         state.centre_view(lon, lat, 2500)
-        p = await state.tools.scatter.compute(max_points=100_000)  # every valid pixel, in row-major order
+        await state.tools.scatter.compute(max_points=100_000)  # every valid pixel, in row-major order
         state.tools.scatter.select([3, 40, 41, 500])
         return state, lon, lat, await layers.layer(state, "scatter")
     state, lon, lat, lay = run_async(run())
