@@ -18,7 +18,7 @@ pytestmark = pytest.mark.browser
 
 def highlighted(page) -> set[tuple[int, int]]:
     zone, (r0, r1, c0, c1), vals = layer(page, "scatter")
-    return {(r0 + int(r), c0 + int(c)) for r, c in np.argwhere(np.isfinite(vals))}
+    return {(r0 + int(r), c0 + int(c)) for r, c in np.argwhere(vals == 1)}  # 0: not brushed, NaN: no data
 
 
 def selected_in_bokeh(page) -> int:
