@@ -103,13 +103,14 @@ def test_scatter_projection_brush_and_hover(page, server, site):
     assert hover["index"] == k
 
     # tapping a point (mouse click on the scatter): that point alone is brushed, its pixel becomes the map's
-    # selected pixel (marker and info) and the point is ringed. A point with no other within 8 screen px:
+    # selected pixel (marker and info) and the point is ringed. A point with no other within 4 screen px (markers
+    # are 3 px wide, so the tap hits it alone):
     sx0, sy0 = map_click_point(page, 0.0, 0.0, "scatter")
     sx1, sy1 = map_click_point(page, 1.0, 1.0, "scatter")
     screen = np.stack([sx0 + got[:, 0] * (sx1 - sx0), sy0 + got[:, 1] * (sy1 - sy0)], axis=1)
     d = np.linalg.norm(screen[:, None] - screen[None], axis=-1)
     np.fill_diagonal(d, np.inf)
-    lone = [i for i in np.argsort(np.abs(got[:, 0]) + np.abs(got[:, 1])) if d[i].min() > 8]
+    lone = [i for i in np.argsort(np.abs(got[:, 0]) + np.abs(got[:, 1])) if d[i].min() > 4]
     assert lone, "no isolated point to tap"
     t = int(lone[0])
     page.mouse.click(*map_click_point(page, float(got[t, 0]), float(got[t, 1]), "scatter"))
