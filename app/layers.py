@@ -7,7 +7,9 @@ and PNG by `tesseraApi.exportGeoTIFF(name)`, `exportPNG(name)` and the page's bu
   * "similarity": the last similarity map, float32 cosines on its zone window, NaN where no data
     (PNG: the map's colours, transparent below the threshold);
   * "base": the embedding preview (the zone's rgb array) over the view's window of one zone;
-  * "class", "cluster", "change": the analysis tools' maps (app/tools/).
+  * "class", "cluster", "change": the analysis tools' maps (app/tools/);
+  * "scatter": the pixels of the points brushed in the embedding scatter, uint8: 1 brushed, 0 the region's
+    other pixels with data, 255 no data (PNG: the map's magenta on transparent).
 """
 from __future__ import annotations
 
@@ -52,12 +54,13 @@ async def base_layer(state) -> RasterLayer:
 
 
 def tool_layer(name: str):
-    """A provider for an analysis tool's map (app/tools/): class and cluster maps as uint8 indices with 255
-    for no data and the tool's colours as palette; change as float32 with NaN for no data."""
+    """A provider for an analysis tool's map (app/tools/): class, cluster and scatter maps as uint8 values with
+    255 for no data, the PNG in the map's colours; change as float32 with NaN for no data."""
     async def provide(state) -> RasterLayer:
         layer = state.tools.layer(name)
         if layer is None:
-            raise ExportError(f"no {name} map yet: run the {name} tool first")
+            raise ExportError(f"no {name} map yet: " + ("brush points in the scatter first" if name == "scatter"
+                                                          else f"run the {name} tool first"))
         if name == "change":
             return RasterLayer(name, layer.values.astype(np.float32), layer.zone, layer.window, float("nan"),
                                colours=lambda v: layer.rgba)
@@ -67,7 +70,7 @@ def tool_layer(name: str):
 
 
 PROVIDERS = {"similarity": similarity_layer, "base": base_layer, "class": tool_layer("class"),
-             "cluster": tool_layer("cluster"), "change": tool_layer("change")}
+             "cluster": tool_layer("cluster"), "change": tool_layer("change"), "scatter": tool_layer("scatter")}
 
 
 async def layer(state, name: str) -> RasterLayer:

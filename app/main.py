@@ -23,6 +23,7 @@ from app.export import to_csv, to_npy
 from app.reader import SourceError, bridge
 from app.session import MAP_H, MAP_W, Explorer, year_options
 from app.state import UrlState
+from app.tools import share
 from app.tools.labels import BrowserStorage
 from app.tools.ui import ToolsUI
 
@@ -83,6 +84,7 @@ class ExplorerUI(pn.viewable.Viewer):
                                               "tiles_opacity", "embedding_opacity"])
         state.param.watch(self._write_url, ["year", "view", "selected", "pins", "similarity_on", "threshold", "sim"])
         state.tools.labels.param.watch(lambda *e: self._write_url(), ["points", "classes"])  # batched events
+        share.watch(state.tools, self._write_url)  # the tool layer shown and its settings
 
     def _map_figure(self):
         x0, x1, y0, y1 = self.state.view  # the view the state holds when the UI is built
@@ -284,6 +286,7 @@ async def start(target: str) -> Explorer | None:
     if url.sim is not None and state.selected is not None and state.selected.valid:
         state.similarity_on = True
     await state.tools.labels.restore(url.labels)  # from the URL hash, else localStorage
+    await share.restore(state, url.tool)  # the link's tool layer, re-run on its view (after the labels it may use)
     await state.settle()
     state.geography = state.spawn(ui.load_geography())  # after the first draw: cold start does not wait for it
     origins, bad = messages.allowed_origins(str(js.location.origin), url.origins, url.embed_origins)

@@ -12,7 +12,7 @@ import math
 import param
 
 from app import basemap, geo, layers, places, render, tiles, views
-from app.tools import Tools, region, similarity
+from app.tools import Tools, region, share, similarity
 from app.model import Pixel, StoreModel
 from app.reader import JSSource, SourceError
 from app.state import UrlState
@@ -267,13 +267,13 @@ class Explorer(param.Parameterized):
         if self.model is None:
             return self.url_state
         v = self.render_view()
-        w, s, e, n = v.lonlat_box()
-        return UrlState(store=self.url_state.store, year=self.model.year, lon=(w + e) / 2, lat=(s + n) / 2,
+        lon, lat = v.centre_lonlat()  # what centre_view takes back
+        return UrlState(store=self.url_state.store, year=self.model.year, lon=lon, lat=lat,
                         span=v.metres_per_pixel() * v.width,
                         sel=(self.selected.lon, self.selected.lat) if self.selected else None,
                         pins=[(p.lon, p.lat) for p in self.pins],
                         sim=self.threshold if self.similarity_on else None, embed=self.url_state.embed,
-                        labels=self.tools.labels.compact())
+                        labels=self.tools.labels.compact(), tool=share.encode(self.tools))
 
 
 def year_options(catalog: list[dict]) -> dict:

@@ -2,6 +2,7 @@
 
     index.html?store=URL&embed=1#year=2024&lon=0.05&lat=50.85&span=3000&sel=0.051,50.849&pins=lon,lat;lon,lat&sim=0.8
         &labels=[["class",...]] (a small label set, JSON: see app/tools/labels.py `saved`)
+        &tool=cluster,k:5,seed:0,win:... (the tool layer shown and its settings: app/tools/share.py)
 
 `store` may sit in the query (what an embedding page sets) or in the hash
 (what the app writes); the hash wins.  Pins are lon/lat (6 decimals, about
@@ -27,6 +28,7 @@ class UrlState:
     multiyear: str | None = None  # URL of a multi-year index (from catalog.json or ?years=URL)
     catalog: str = "data/catalog.json"  # ?catalog=URL: the year stores to offer when no store is given
     labels: str | None = None  # a small label set (app/tools/labels.py compact JSON)
+    tool: str | None = None  # the tool layer shown, re-run on load (app/tools/share.py)
     basemap: str | None = None  # ?basemap=TEMPLATE: an XYZ tile URL template (app/tiles.py), off until turned on
     origins: str | None = None  # ?origins=A,B: host page origins whose postMessage commands are obeyed (app/messages.py)
     embed_origins: list | None = None  # the catalog's "embed_origins" (same meaning), set by app/main.py
@@ -37,12 +39,12 @@ class UrlState:
             q.append(("store", self.store))
         if self.year is not None:
             q.append(("year", str(self.year)))
-        for k in ("lon", "lat"):
+        for k in ("lon", "lat"):  # 1 cm and 1 mm: a reload samples the same pixels (tools re-run on one window)
             v = getattr(self, k)
             if v is not None:
-                q.append((k, f"{v:.6f}"))
+                q.append((k, f"{v:.7f}"))
         if self.span is not None:
-            q.append(("span", f"{self.span:.0f}"))
+            q.append(("span", f"{self.span:.3f}"))
         if self.sel:
             q.append(("sel", f"{self.sel[0]:.6f},{self.sel[1]:.6f}"))
         if self.pins:
@@ -51,6 +53,8 @@ class UrlState:
             q.append(("sim", f"{self.sim:.2f}"))
         if self.labels:
             q.append(("labels", self.labels))
+        if self.tool:
+            q.append(("tool", self.tool))
         return "#" + urlencode(q, safe="/:,;", quote_via=quote)
 
     @classmethod
@@ -64,6 +68,7 @@ class UrlState:
         s.basemap = query.get("basemap")
         s.origins = query.get("origins")
         s.labels = h.get("labels")
+        s.tool = h.get("tool")
         try:
             if "year" in h or "year" in query:
                 s.year = int(h.get("year") or query.get("year"))

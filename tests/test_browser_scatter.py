@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from pyproj import Transformer
 
-from browser_util import all_text, map_click_point, model_data, wait_state
+from browser_util import all_text, map_click_point, model_data, wait_state, wait_text
 from test_browser_tools import HOSTILE, call, layer, shot
 from tools_util import pixel_lonlat, zone_vectors
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.browser
 
 def highlighted(page) -> set[tuple[int, int]]:
     zone, (r0, r1, c0, c1), vals = layer(page, "scatter")
-    return {(r0 + int(r), c0 + int(c)) for r, c in np.argwhere(np.isfinite(vals))}
+    return {(r0 + int(r), c0 + int(c)) for r, c in np.argwhere(vals == 1)}  # 0: not brushed, NaN: no data
 
 
 def selected_in_bokeh(page) -> int:
@@ -101,6 +101,34 @@ def test_scatter_projection_brush_and_hover(page, server, site):
     assert cur["y"][0] == pytest.approx(float(got[k, 1]), abs=1e-6 * scale)
     hover = call(page, "scatterAt", lon, lat)
     assert hover["index"] == k
+
+    # tapping a point (mouse click on the scatter): that point alone is brushed, its pixel becomes the map's
+    # selected pixel (marker and info) and the point is ringed. A point with no other within 4 screen px (markers
+    # are 3 px wide, so the tap hits it alone):
+    sx0, sy0 = map_click_point(page, 0.0, 0.0, "scatter")
+    sx1, sy1 = map_click_point(page, 1.0, 1.0, "scatter")
+    screen = np.stack([sx0 + got[:, 0] * (sx1 - sx0), sy0 + got[:, 1] * (sy1 - sy0)], axis=1)
+    d = np.linalg.norm(screen[:, None] - screen[None], axis=-1)
+    np.fill_diagonal(d, np.inf)
+    lone = [i for i in np.argsort(np.abs(got[:, 0]) + np.abs(got[:, 1])) if d[i].min() > 4]
+    assert lone, "no isolated point to tap"
+    t = int(lone[0])
+    page.mouse.click(*map_click_point(page, float(got[t, 0]), float(got[t, 1]), "scatter"))
+    page.wait_for_function("(t) => { const s = JSON.parse(window.tesseraApi.scatterPoints()).selected;"
+                           " return s.length === 1 && s[0] === t; }", arg=t, timeout=60_000)
+    tlon, tlat = pixel_lonlat(store, "utm30", pts["rows"][t], pts["cols"][t])
+    tx, ty = Transformer.from_crs(4326, 3857, always_xy=True).transform(tlon, tlat)
+    page.wait_for_function("(x) => { const d = Bokeh.documents[0].get_model_by_name('selected-source').data;"
+                           " const xs = d instanceof Map ? d.get('x') : d.x; return xs.length === 1 &&"
+                           " Math.abs(xs[0] - x) < 0.5; }", arg=tx, timeout=60_000)  # the map's marker
+    assert model_data(page, "selected-source")["y"][0] == pytest.approx(ty, abs=0.5)
+    wait_text(page, f"row {pts['rows'][t]}, col {pts['cols'][t]}, year")  # the info pane: that pixel
+    assert highlighted(page) == {(pts["rows"][t], pts["cols"][t])}
+    assert call(page, "value", "scatter", tlon, tlat) == 1.0
+    page.wait_for_function("(x) => { const d = Bokeh.documents[0].get_model_by_name('scatter-cursor').data;"
+                           " const xs = d instanceof Map ? d.get('x') : d.x; return xs.length === 1 &&"
+                           " Math.abs(xs[0] - x) < 1e-6 * Math.max(1, Math.abs(x)); }", arg=float(got[t, 0]),
+                           timeout=60_000)  # ringed in the scatter
     call(page, "view", lon, lat, 3000)  # close enough to see single highlighted 10 m pixels in the picture
     shot(page, "scatter")
 
@@ -117,3 +145,15 @@ def test_scatter_projection_brush_and_hover(page, server, site):
     labels = json.loads(page.evaluate("window.tesseraApi.labels()"))
     assert [p[0] for p in labels["points"]] == [HOSTILE] * 3
     assert HOSTILE in all_text(page) and page.evaluate("window.__pwned") is None
+
+    # the URL records the brushed scatter; a reload re-projects the same view and brushes the same points
+    call(page, "view", clon, clat, 30000)  # the view the scatter was computed on
+    page.wait_for_function("location.hash.includes('tool=scatter,max_points:3000,seed:2,sel:0-4,win:')",
+                           timeout=60_000)
+    page.reload()
+    assert wait_state(page) == "ready"
+    page.wait_for_function("window.tesseraApi.scatterPoints() !== null", timeout=60_000)
+    again = json.loads(page.evaluate("window.tesseraApi.scatterPoints()"))
+    assert (again["rows"], again["cols"], again["selected"]) == (pts["rows"], pts["cols"], [0, 1, 2, 3, 4])
+    assert highlighted(page) == {(pts["rows"][i], pts["cols"][i]) for i in range(5)}
+    assert page.evaluate("window.tesseraApi.exportGeoTIFF('scatter').then((b) => b.length)") > 100

@@ -70,13 +70,17 @@ def test_sample_brush_hover_and_label(store):
         assert 20 < len(inside) < 200
         layer = sc.select(p.in_box(*box))
         assert sc.selected == inside.tolist() and state.tools.shown == "scatter"
-        assert int(np.isfinite(layer.values).sum()) == len(inside)
+        assert int((layer.values == 1).sum()) == len(inside)
+        valid_here = np.isfinite(zv[r0:r1, c0:c1, 0])
+        np.testing.assert_array_equal(np.isfinite(layer.values), valid_here)  # 0 on the other pixels with data
         for i in inside:
             lon, lat = pixel_lonlat(store, "utm31", r0 + int(p.rows[i]), c0 + int(p.cols[i]))
             assert layer.value_at(lon, lat) == 1.0
             assert state.tools.layer("scatter").value_at(lon, lat) == 1.0
         outside = next(i for i in range(400) if i not in set(inside))
-        assert layer.value_at(*pixel_lonlat(store, "utm31", r0 + int(p.rows[outside]), c0 + int(p.cols[outside]))) is None
+        assert layer.value_at(*pixel_lonlat(store, "utm31", r0 + int(p.rows[outside]), c0 + int(p.cols[outside]))) == 0.0
+        nr, nc = np.argwhere(~valid_here)[0]
+        assert layer.value_at(*pixel_lonlat(store, "utm31", r0 + int(nr), c0 + int(nc))) is None
 
         # hovering a map pixel: a drawn point -> its index; an undrawn valid pixel -> its projection; no data -> None
         k = int(inside[0])
@@ -123,4 +127,72 @@ def test_scatter_commands_refuse_bad_input_in_one_line(store):
         with pytest.raises(ValueError, match="^scatterSelect takes"):
             cmds["scatterSelect"]([1, 2])
         assert await cmds["scatterSelect"]({"indices": [5, 7, 7, 10_000]}) == {"selected": 2, "highlighted": 2}
+    run_async(run())
+
+
+def test_brushed_points_export_as_geotiff_and_png_and_read_back(store):
+    import io
+
+    import pytest
+    import zarr
+    from PIL import Image
+
+    from app import layers
+    from test_exports import read_tif, utm_epsg
+
+    async def run():
+        state = await opened(store)
+        with pytest.raises(layers.ExportError, match="^no scatter map yet: brush points in the scatter first$"):
+            await layers.layer(state, "scatter")
+        lon, lat = centre_of_data(store, "utm31")
+        state.centre_view(lon, lat, 2500)
+        await state.tools.scatter.compute(max_points=100_000)  # every valid pixel, in row-major order
+        state.tools.scatter.select([3, 40, 41, 500])
+        return state, lon, lat, await layers.layer(state, "scatter")
+    state, lon, lat, lay = run_async(run())
+    arr, tags, geo, page = read_tif(lay.geotiff())
+    epsg = geo["ProjectedCSTypeGeoKey"]
+    assert int(getattr(epsg, "value", epsg)) == utm_epsg(lon, lat)
+    t = zarr.open_group(store / "utm31", mode="r").attrs["spatial:transform"]
+    assert tuple(tags[33550][:2]) == (10.0, 10.0)
+    r0, c0 = int((t[5] - tags[33922][4]) / 10), int((tags[33922][3] - t[2]) / 10)
+    h, w = arr.shape
+    valid = np.isfinite(zone_vectors(store, "utm31")[r0:r0 + h, c0:c0 + w, 0])
+    rows, cols = np.nonzero(valid)
+    want = np.where(valid, 0, 255).astype(np.uint8)
+    want[rows[[3, 40, 41, 500]], cols[[3, 40, 41, 500]]] = 1
+    assert arr.dtype == np.uint8 and tags[42113].strip("\x00") == "255"
+    np.testing.assert_array_equal(arr, want)
+    assert (arr == 1).sum() == 4 and (arr == 255).any() and (arr == 0).sum() > 1000
+    # the value reader agrees at the brushed pixels (lon/lat by pyproj from the store's grid)
+    for k in (3, 500):
+        plon, plat = pixel_lonlat(store, "utm31", r0 + int(rows[k]), c0 + int(cols[k]))
+        assert state.tools.layer("scatter").value_at(plon, plat) == 1.0
+    img = np.asarray(Image.open(io.BytesIO(lay.png())))
+    assert img.shape == (h, w, 4)
+    np.testing.assert_array_equal(img[..., 3] > 0, want == 1)
+    assert tuple(img[rows[3], cols[3]]) == (255, 0, 255, 255)
+
+
+def test_tapping_a_point_selects_its_pixel_on_the_map(store):
+    import pytest
+
+    async def run():
+        state = await opened(store)
+        state.centre_view(*centre_of_data(store, "utm31"), 2500)
+        sc = state.tools.scatter
+        assert await sc.tap([0], 0.0, 0.0) is None and state.selected is None  # nothing projected yet
+        p = await sc.compute(max_points=500, seed=3)
+        r0, _, c0, _ = p.region.window
+        # a tap hitting points 7 and 9 at point 9's place: point 9's pixel is selected, ringed in the scatter
+        k = await sc.tap([7, 9, 10_000], float(p.xy[9, 0]), float(p.xy[9, 1]))
+        await state.settle()
+        assert k == 9
+        want = pixel_lonlat(store, "utm31", r0 + int(p.rows[9]), c0 + int(p.cols[9]))
+        assert (state.selected.zone, state.selected.row, state.selected.col) == \
+            ("utm31", r0 + int(p.rows[9]), c0 + int(p.cols[9]))
+        assert (state.selected.lon, state.selected.lat) == pytest.approx(want, abs=1e-6)
+        np.testing.assert_array_equal(state.selected.vector, zone_vectors(store, "utm31")[r0 + p.rows[9], c0 + p.cols[9]])
+        assert sc.hover_at(*want)["index"] == 9
+        assert await sc.tap([], 0.0, 0.0) is None
     run_async(run())

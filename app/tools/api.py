@@ -118,11 +118,12 @@ def commands(state, ui) -> dict:
         async def go():
             hl = t.scatter.select(idx)
             return {"selected": len(t.scatter.selected),
-                    "highlighted": 0 if hl is None else int(np.isfinite(hl.values).sum())}
+                    "highlighted": 0 if hl is None else int((hl.values == 1).sum())}
         return run(go)
 
     def value(layer, lon, lat):
-        """A layer's value under lon/lat: similarity, class (index into names), cluster, change; null where none."""
+        """A layer's value under lon/lat: similarity, class (index into names), cluster, change, scatter (1 brushed,
+        0 not); null where none."""
         if layer == "similarity":
             return state.sim_at(float(lon), float(lat))
         got = t.layer(str(layer))

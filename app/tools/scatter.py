@@ -2,8 +2,9 @@
 
 At most `max_points` pixels are drawn (a seeded sample when the view has more: Bokeh stays responsive
 and the fit is quick); the PCA is fitted on those points, and the page says so. Brushing points
-selects them: their pixels become the "scatter" map layer and can be labelled as a class. A map
-pixel (hovered or tapped) is projected with the same fit and marked in the scatter.
+selects them: their pixels become the "scatter" map layer and can be labelled as a class; tapping a
+point also selects its pixel on the map. A map pixel (hovered or tapped) is projected with the same fit
+and marked in the scatter.
 
 UMAP is not offered: umap-learn needs numba (and pynndescent, also numba), which has no
 Pyodide/wasm build (none in the Pyodide 0.27.7 lock, none on PyPI); see the README.
@@ -65,12 +66,13 @@ class Projection:
         return ((np.asarray(vectors, np.float64) - self.mean) @ self.components.T).astype(np.float32)
 
     def highlight(self, indices) -> reg.Layer:
-        """The map layer of the pixels of points `indices`: 1 there, NaN elsewhere."""
+        """The map layer of the pixels of points `indices`: 1 there, 0 on the region's other pixels with data
+        (drawn or not), NaN where there is no data; only the 1s are coloured."""
         idx = np.asarray(indices, np.intp)
-        values = np.full(self.region.valid.shape, np.nan, np.float32)
+        values = np.where(self.region.valid, np.float32(0), np.float32(np.nan))
         values[self.rows[idx], self.cols[idx]] = 1.0
         rgba = np.zeros(values.shape + (4,), np.uint8)
-        rgba[np.isfinite(values)] = HIGHLIGHT
+        rgba[values == 1] = HIGHLIGHT
         return reg.Layer("scatter", self.region.zone, self.region.window, values, rgba)
 
     def in_box(self, x0: float, x1: float, y0: float, y1: float) -> list[int]:
@@ -147,6 +149,19 @@ class Scatter(param.Parameterized):
         if idx != self.selected or (idx and self.highlight is None):
             self.param.update(selected=idx, highlight=p.highlight(idx) if idx else None)
         return self.highlight
+
+    async def tap(self, indices, x: float, y: float) -> int | None:
+        """A tap on the scatter at (x, y) hit the points `indices`: the nearest one's pixel becomes the map's
+        selected pixel (its marker, info and spectrum; the scatter rings the point). Returns that point."""
+        p = self.result
+        idx = [int(i) for i in indices if 0 <= int(i) < len(p.rows)] if p is not None else []
+        if not idx:
+            return None
+        k = min(idx, key=lambda i: float((p.xy[i, 0] - x) ** 2 + (p.xy[i, 1] - y) ** 2))
+        r = p.region
+        lon, lat = r.zone.centre_lonlat(int(p.rows[k]) + r.window[0], int(p.cols[k]) + r.window[2])
+        await self.app.select(float(lon), float(lat))
+        return k
 
     def hover_at(self, lon: float, lat: float) -> dict | None:
         self.hover = self.result.at(lon, lat) if self.result is not None else None

@@ -1,15 +1,16 @@
 """The scatter's figure and its links to the map (Bokeh), bound to the state in app/tools/scatter.py.
 
 Brushing (box or lasso select) changes the points' Selection model, which reaches Python as a model
-change; the selected points become the "scatter" map layer. The mouse over the map (debounced in JS)
-and a tapped pixel are written to small sources the same way, and their projection is marked in the
-scatter.
+change; the selected points become the "scatter" map layer. A tap on a point (Bokeh's TapTool) selects
+it the same way and writes the tapped points and place to a small source, so Python also selects that
+point's pixel on the map. The mouse over the map (debounced in JS) and a tapped map pixel are written to
+small sources the same way, and their projection is marked (ringed) in the scatter.
 """
 from __future__ import annotations
 
 import panel as pn
 from bokeh.events import MouseMove
-from bokeh.models import ColumnDataSource, CustomJS
+from bokeh.models import ColumnDataSource, CustomJS, TapTool
 from bokeh.plotting import figure
 
 from app import geo, views
@@ -19,6 +20,10 @@ HOVER_JS = """
 clearTimeout(window.__tesseraHoverTimer);
 const x = cb_obj.x, y = cb_obj.y;
 window.__tesseraHoverTimer = setTimeout(() => { src.data = {x: [x], y: [y]}; }, 40);
+"""
+# A tap that hit points (TapTool runs its callback after selecting them): the hit points and where the tap was.
+TAP_JS = """
+src.data = {i: Array.from(cb_data.source.selected.indices), x: [cb_data.geometries.x], y: [cb_data.geometries.y]};
 """
 
 
@@ -51,9 +56,11 @@ class ScatterUI:
         self.mouse = ColumnDataSource(dict(x=[], y=[]), name="hover-source")
         self.fig = figure(width=380, height=380, name="scatter", tools="box_select,lasso_select,pan,wheel_zoom,reset,save",
                           active_drag="box_select", title="Embedding scatter")
-        self.fig.scatter("x", "y", source=self.points, size=3, fill_color="#4c72b0", line_color=None, alpha=0.6,
-                         selection_fill_color="#ff00ff", selection_alpha=1.0, nonselection_fill_alpha=0.25,
-                         name="scatter-points")
+        dots = self.fig.scatter("x", "y", source=self.points, size=3, fill_color="#4c72b0", line_color=None,
+                                alpha=0.6, selection_fill_color="#ff00ff", selection_alpha=1.0,
+                                nonselection_fill_alpha=0.25, name="scatter-points")
+        self.tapped = ColumnDataSource(dict(i=[], x=[], y=[]), name="scatter-tap")
+        self.fig.add_tools(TapTool(renderers=[dots], callback=CustomJS(args=dict(src=self.tapped), code=TAP_JS)))
         self.fig.scatter("x", "y", source=self.cursor, size=14, marker="circle", fill_color=None, line_color="black",
                          line_width=2, name="scatter-hover")
         self.note = pn.pane.HTML(note_html(None), name="scatter-note", width=380)
@@ -63,6 +70,7 @@ class ScatterUI:
         self.points.selected.on_change("indices", self._on_brush)
         map_fig.js_on_event(MouseMove, CustomJS(args=dict(src=self.mouse), code=HOVER_JS))
         self.mouse.on_change("data", self._on_mouse)
+        self.tapped.on_change("data", self._on_tap)
         sc.param.watch(self._draw_points, "result")
         sc.param.watch(self._draw_selection, "selected")
         sc.param.watch(lambda e: setattr(self.cursor, "data", cursor_data(e.new)), "hover")
@@ -71,6 +79,10 @@ class ScatterUI:
     # ------------------------------------------------------------ browser -> state --
     def _on_brush(self, attr, old, new) -> None:
         self.state.tools.scatter.select(list(new))
+
+    def _on_tap(self, attr, old, new) -> None:
+        if new.get("i") and new.get("x"):
+            self.state.spawn(self.state.tools.scatter.tap(list(new["i"]), float(new["x"][0]), float(new["y"][0])))
 
     def _on_mouse(self, attr, old, new) -> None:
         if new.get("x") and self.state.tools.scatter.result is not None:

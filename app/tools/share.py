@@ -1,0 +1,164 @@
+"""The shown tool layer in the URL hash, so a reload or a shared link re-runs it on the same view.
+
+    #...&tool=cluster,k:5,seed:0,win:120_888_40_808
+    tool=class,method:k-NN,k:5,seed:0,threshold:0.5,win:...   (trained on the labels, which the URL also holds)
+    tool=change,y0:2023,y1:2024,threshold:0.1,win:...
+    tool=scatter,max_points:20000,seed:0,sel:3-7;10;12,win:...  (the brushed points, as index ranges)
+
+`win` is the zone window (r0_r1_c0_c1) the tool ran on: after re-running, a different window (the view
+moved) is said in the status line, and a scatter's brushed points are then not restored (its points
+are another sample). Anything unknown, out of range or malformed is ignored with one line in the
+status (escaped), never a traceback.
+"""
+from __future__ import annotations
+
+import math
+import traceback
+
+from app import views
+
+
+def integer(text: str) -> int:
+    x = int(text)
+    if abs(x) >= 2 ** 31:  # seeds go to numpy/scikit-learn, which take 32-bit ones
+        raise ValueError
+    return x
+
+
+def number(text: str) -> float:
+    x = float(text)
+    if not math.isfinite(x):
+        raise ValueError
+    return x
+
+
+# tool layer -> (the Tools attribute holding its state, its settings in the URL and their types); param's
+# bounds and choices on each state refuse the rest
+SETTINGS = {
+    "class": ("classify", {"method": str, "k": integer, "seed": integer, "threshold": number}),
+    "cluster": ("cluster", {"k": integer, "seed": integer}),
+    "change": ("change", {"y0": integer, "y1": integer, "threshold": number}),
+    "scatter": ("scatter", {"max_points": integer, "seed": integer}),
+}
+MAX_TEXT = 2000  # longest tool= value read; a longer brush is left out of the URL
+SHOWN = 60  # characters of a refused value quoted back
+
+
+def encode(tools) -> str | None:
+    """The `tool=` value for the tool layer shown now, or None (no tool layer, or not computed)."""
+    name = tools.shown
+    layer = tools.layer(name) if name in SETTINGS else None
+    if layer is None:
+        return None
+    attr, fields = SETTINGS[name]
+    tool = getattr(tools, attr)
+    parts = [name] + [f"{k}:{getattr(tool, k)}" for k in fields]
+    if name == "scatter":
+        parts.append(f"sel:{ranges(tool.selected)}")
+    parts.append("win:" + "_".join(str(int(x)) for x in layer.window))
+    text = ",".join(parts)
+    return text if len(text) <= MAX_TEXT else None
+
+
+def ranges(indices) -> str:
+    """Sorted indices as ranges: [3, 4, 5, 7] -> '3-5;7'."""
+    out, idx = [], sorted(indices)
+    i = 0
+    while i < len(idx):
+        j = i
+        while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
+            j += 1
+        out.append(str(idx[i]) if i == j else f"{idx[i]}-{idx[j]}")
+        i = j + 1
+    return ";".join(out)
+
+
+def parse_ranges(text: str, limit: int) -> list[int]:
+    out: list[int] = []
+    for part in filter(None, text.split(";")):
+        a, _, b = part.partition("-")
+        lo, hi = int(a), int(b or a)
+        if not 0 <= lo <= hi < limit or len(out) + hi - lo >= limit:
+            raise ValueError(f"brushed points {part[:SHOWN]!r} out of range")
+        out.extend(range(lo, hi + 1))
+    return out
+
+
+def parse(text: str) -> tuple[str, dict, tuple | None, str | None]:
+    """(tool layer, settings, window or None, brushed ranges or None); ValueError naming what is wrong."""
+    if len(text) > MAX_TEXT:
+        raise ValueError(f"tool= is longer than {MAX_TEXT} characters")
+    name, *parts = text.split(",")
+    if name not in SETTINGS:
+        raise ValueError(f"unknown tool {name[:SHOWN]!r} (tools: {', '.join(SETTINGS)})")
+    fields, settings, window, sel = SETTINGS[name][1], {}, None, None
+    for part in parts:
+        key, sep, value = part.partition(":")
+        try:
+            if key == "win":
+                window = tuple(integer(x) for x in value.split("_"))
+                if len(window) != 4:
+                    raise ValueError
+            elif key == "sel" and name == "scatter":
+                sel = value
+            elif key in fields and sep:
+                settings[key] = fields[key](value)
+            else:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"{name}: bad setting {part[:SHOWN]!r}") from None
+    return name, settings, window, sel
+
+
+async def restore(state, text: str | None):
+    """Re-run the tool layer `text` (a tool= value) on the current view; returns its layer or None."""
+    if not text:
+        return None
+    tools = state.tools
+    try:
+        name, settings, window, sel = parse(text)
+        tool = getattr(tools, SETTINGS[name][0])
+        tool.param.update(**settings)  # param refuses values out of bounds or not among the choices
+    except (ValueError, TypeError) as e:
+        state.status = views.html("<b>Tool layer in the URL ignored:</b> {}", str(e).splitlines()[0][:200])
+        return None
+    try:
+        layer = await run(state, name, tool, window, sel)
+    except Exception as e:  # a link must never stop the page: one line here, the traceback in the console
+        traceback.print_exception(e)
+        state.status = views.html("<b>Tool layer in the URL failed:</b> {}",
+                                  (str(e).splitlines() or [type(e).__name__])[0][:200])
+        return None
+    if layer is not None and window is not None and tuple(layer.window) != window:
+        state.status += views.html(" (The link's {} layer was on window {}; this view gives another.)", name,
+                                   "_".join(map(str, window)))
+    return layer
+
+
+async def run(state, name, tool, window, sel):
+    if name == "class":
+        return await tool.classify()
+    if name == "cluster":
+        return await tool.cluster()
+    if name == "change":
+        return await tool.compute()
+    layer = None
+    if await tool.compute() is not None and sel is not None:
+        if window is not None and tuple(tool.result.region.window) != window:
+            state.status = views.html("Scatter re-run, but on another window than the link's: brushed points not "
+                                      "restored.")
+            return None
+        try:
+            layer = tool.select(parse_ranges(sel, len(tool.result.rows)))
+        except ValueError as e:
+            state.status = views.html("<b>Brushed points in the URL ignored:</b> {}", e)
+            return None
+    return layer
+
+
+def watch(tools, callback) -> None:
+    """Call `callback()` whenever what `encode` writes may have changed (the page rewrites its URL)."""
+    tools.param.watch(lambda *e: callback(), ["shown"])
+    for attr, _ in SETTINGS.values():
+        tool = getattr(tools, attr)
+        tool.param.watch(lambda *e: callback(), ["result"] + (["selected"] if attr == "scatter" else []))

@@ -1,0 +1,146 @@
+"""The tool layer in the URL hash on CPython: a fresh explorer opened from a state's URL re-runs the same tool
+with the same settings on the same window (same values), and hostile or broken tool= values are ignored
+with one escaped line."""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pytest
+
+from app.state import UrlState
+from app.tools import region, share
+from conftest import run_async
+from test_session import year_copy
+from tools_util import centre_of_data, opened, pixel_lonlat, training_pixels
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+
+async def reopened(state, store, catalog=None):
+    """A new explorer from `state`'s URL hash, as app/main.py starts one: view, labels, then the tool layer."""
+    back = UrlState.from_url("", state.url().to_hash())
+    again = await opened(store, state.model.year, catalog=catalog)
+    again.centre_view(back.lon, back.lat, back.span)
+    again.tools.change.offer()
+    await again.tools.labels.restore(back.labels)
+    return again, back, await share.restore(again, back.tool)
+
+
+def same_layer(a, b) -> None:
+    assert (a.zone.name, tuple(a.window)) == (b.zone.name, tuple(b.window))
+    np.testing.assert_array_equal(a.values, b.values)
+    np.testing.assert_array_equal(a.rgba, b.rgba)
+
+
+def test_view_round_trip_keeps_the_tools_window(store):
+    async def run():
+        state = await opened(store)
+        again = await opened(store)
+        rng = np.random.default_rng(4)
+        lon, lat = centre_of_data(store, "utm31")
+        for i in range(300):  # views of arbitrary centre and span: the URL brings back the same box to 1 cm ...
+            state.centre_view(lon + rng.uniform(-0.02, 0.02), lat + rng.uniform(-0.02, 0.02), rng.uniform(800, 9000))
+            back = UrlState.from_url("", state.url().to_hash())
+            again.centre_view(back.lon, back.lat, back.span)
+            np.testing.assert_allclose(again.view, state.view, rtol=0, atol=0.01)
+            if i % 30 == 0:  # ... so the tools sample the same zone window (a 10 m pixel's edge is rarely that close)
+                assert region.view_window(again.model, again.render_view()) == \
+                    region.view_window(state.model, state.render_view())
+    run_async(run())
+
+
+def test_cluster_and_scatter_come_back_from_the_url(store):
+    async def run():
+        state = await opened(store)
+        state.centre_view(*centre_of_data(store, "utm31"), 2500)
+        first = await state.tools.cluster.cluster(4, 3)
+        h = state.url().to_hash()
+        r0, r1, c0, c1 = first.window
+        assert f"tool=cluster,k:4,seed:3,win:{r0}_{r1}_{c0}_{c1}" in h
+        again, back, layer = await reopened(state, store)
+        assert again.tools.shown == "cluster" and (again.tools.cluster.k, again.tools.cluster.seed) == (4, 3)
+        same_layer(layer, first)
+        assert again.tools.cluster.inertia == pytest.approx(state.tools.cluster.inertia, rel=1e-6)
+        assert "another" not in again.status
+
+        sc = state.tools.scatter
+        p = await sc.compute(max_points=700, seed=9)
+        brushed = [0, 1, 2, 3, 10, 40, 41, 699]
+        sc.select(brushed)
+        assert state.tools.shown == "scatter"
+        h = state.url().to_hash()
+        assert "tool=scatter,max_points:700,seed:9,sel:0-3;10;40-41;699,win:" in h
+        again, back, layer = await reopened(state, store)
+        assert again.tools.shown == "scatter" and again.tools.scatter.selected == brushed
+        same_layer(layer, sc.highlight)
+        # the highlighted pixels are the brushed points' pixels (lon/lat by pyproj from the store's grid)
+        for i in brushed:
+            lon, lat = pixel_lonlat(store, "utm31", p.region.window[0] + int(p.rows[i]),
+                                    p.region.window[2] + int(p.cols[i]))
+            assert again.tools.layer("scatter").value_at(lon, lat) == 1.0
+        # brushed in a view that moved since: the points are another sample, so the brush is not restored
+        moved = UrlState.from_url("", h)
+        other = await opened(store)
+        other.centre_view(moved.lon + 0.01, moved.lat, moved.span)
+        assert await share.restore(other, moved.tool) is None
+        assert "brushed points not restored" in other.status and other.tools.scatter.result is not None
+    run_async(run())
+
+
+def test_class_map_and_change_come_back_from_the_url(store, world, tmp_path):
+    s23 = year_copy(store, tmp_path / "2023.zarr", 2023)
+    catalog = [{"year": 2023, "url": str(s23), "label": "2023"}, {"year": 2024, "url": str(store), "label": "2024"}]
+
+    async def run():
+        state = await opened(store, catalog=catalog)
+        state.centre_view(*centre_of_data(store, "utm30"), 2500)
+        for r, c, k in training_pixels(store, "utm30", world, 2024, per_class=5):
+            await state.tools.labels.add(*pixel_lonlat(store, "utm30", r, c), cls=f"class {k}")
+        first = await state.tools.classify.classify("logistic regression", seed=2, threshold=0.4)
+        assert "tool=class,method:logistic%20regression,k:5,seed:2,threshold:0.4,win:" in state.url().to_hash()
+        again, _, layer = await reopened(state, store, catalog)
+        c = again.tools.classify
+        assert (again.tools.shown, c.method, c.seed, c.threshold) == ("class", "logistic regression", 2, 0.4)
+        same_layer(layer, first)
+
+        ch = state.tools.change
+        ch.offer()
+        first = await ch.compute(2023, 2024)
+        ch.threshold = 0.25
+        assert "tool=change,y0:2023,y1:2024,threshold:0.25,win:" in state.url().to_hash()
+        again, _, layer = await reopened(state, store, catalog)
+        assert again.tools.shown == "change" and again.tools.change.threshold == 0.25
+        same_layer(layer, ch.result)
+    run_async(run())
+
+
+HOSTILE_TOOLS = [
+    (HOSTILE, f"unknown tool '{HOSTILE}'"),
+    ("cluster,k:999", "Tool layer in the URL ignored"),
+    ("cluster,k:abc", "cluster: bad setting 'k:abc'"),
+    ("cluster,seed:-1", "Tool layer in the URL ignored"),
+    ("cluster,seed:99999999999", "bad setting 'seed:99999999999'"),
+    (f"class,method:{HOSTILE}", "Tool layer in the URL ignored"),
+    ("change,threshold:nan", "bad setting 'threshold:nan'"),
+    ("cluster,k:5,win:1_2", "bad setting 'win:1_2'"),
+    (f"cluster,{HOSTILE}:1", f"bad setting '{HOSTILE}:1'"),
+    ("scatter,sel:0-99999999", "out of range"),
+    ("scatter,sel:5-2", "out of range"),
+    ("cluster," + "k:5," * 600, "longer than 2000"),
+]
+
+
+def test_hostile_tool_values_are_ignored_in_one_escaped_line(store):
+    async def run():
+        state = await opened(store)
+        state.centre_view(*centre_of_data(store, "utm31"), 2500)
+        for text, why in HOSTILE_TOOLS:
+            url = UrlState.from_url("", UrlState(year=2024, tool=text).to_hash())
+            assert url.tool == text  # the hash carries it verbatim (quoted)
+            assert await share.restore(state, url.tool) is None
+            assert why in html.unescape(state.status) and "\n" not in state.status
+            assert HOSTILE not in state.status and (HOSTILE not in text or "&lt;img" in state.status)  # escaped
+            assert "Traceback" not in state.status and state.tools.shown in ("none", "scatter")
+            assert state.tools.layer("scatter") is None
+    run_async(run())
