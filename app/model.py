@@ -74,8 +74,9 @@ class StoreModel:
 
     @staticmethod
     def _describe(doc: dict) -> StoreInfo:
+        import jsonschema  # the real library on both sides (builder/schemacheck.py); a boot wheel of the site
         try:
-            return describe(doc)
+            return describe(doc, jsonschema=jsonschema)
         except StoreError as e:
             if e.kind == "version":
                 raise SourceError("version", f"this store has tessera:dataset_version={e.version!r}; the explorer "

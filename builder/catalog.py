@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
+
 from builder.describe import TESSERA, StoreError, describe
 from builder.errors import BuildError
 
@@ -19,7 +21,7 @@ def write_catalog(data_dir: Path) -> Path:
     stores = []
     for s in found:
         try:
-            info = describe(json.loads((s / "zarr.json").read_text()), str(s))
+            info = describe(json.loads((s / "zarr.json").read_text()), str(s), jsonschema=jsonschema)
         except (StoreError, ValueError) as e:
             raise BuildError(str(e).removeprefix(f"{s}: "), str(s)) from None
         if info.kind != TESSERA:

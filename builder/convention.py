@@ -2,10 +2,10 @@
 
 Every name, registration, required property, array specification and attribute writer of the
 convention lives here; its geometry (zone names, EPSG, the pixel formula, global levels) in
-builder/geometry.py, its (de)quantisation in builder/quant.py, the browser's schema check in
-builder/schemacheck.py, this project's extensions (tessera-stack:, tessera-ovr:) in
-builder/extensions.py.  This module re-exports the first three, so `conv.dequantise`,
-`conv.proj_code`, `conv.quick_check` are the convention's.  The builder writes stores from these
+builder/geometry.py, its (de)quantisation in builder/quant.py, how its schemas are applied (with
+jsonschema, on both sides) in builder/schemacheck.py, this project's extensions (tessera-stack:,
+tessera-ovr:) in builder/extensions.py.  This module re-exports the first three, so `conv.dequantise`,
+`conv.proj_code`, `conv.schema_problems` are the convention's.  The builder writes stores from these
 definitions, the validator (`builder.validate`) checks stores against them, and the browser app
 (`app/`) imports them inside Pyodide: stdlib + numpy only.
 
@@ -21,7 +21,7 @@ from builder.geometry import (GLOBAL_BBOX, PIXEL_SIZE, SOUTH_FALSE_NORTHING, cen
                               global_level_transform, global_rowcol, northing_coords, parse_proj_code,
                               parse_zone_group_name, pixel_corner, proj_code, zone_from_epsg, zone_group_name)
 from builder.quant import dequantise, quantise, valid_mask  # noqa: F401
-from builder.schemacheck import quick_check, registered  # noqa: F401
+from builder.schemacheck import registered, schema_problems  # noqa: F401
 
 DATASET_VERSION = "v1"
 SHARD = 256  # recommended shard edge (pixels)
@@ -67,9 +67,8 @@ GLOBAL_GROUP = "global_rgb"
 GLOBAL_RES0 = 0.0001  # degrees, the convention's level-0 resolution
 
 # --------------------------------------------------------------------------
-# Group attribute schemas (JSON Schema draft 2020-12).  The validator runs
-# them through `jsonschema`; the browser uses `quick_check` (builder/schemacheck.py,
-# which says why) on the very same dicts.
+# Group attribute schemas (JSON Schema draft 2020-12).  The validator and the
+# explorer both run them through `jsonschema` (builder/schemacheck.py).
 # --------------------------------------------------------------------------
 _CONVENTIONS_LIST = {
     "type": "array",

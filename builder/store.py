@@ -15,11 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import google_crc32c
+import jsonschema
 import numcodecs
 import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec
 
 from builder import convention as conv
+from builder.describe import TESSERA, StoreError, describe
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
 
@@ -41,8 +43,8 @@ class Layout:
         return BloscCodec(cname=self.cname, clevel=self.clevel, shuffle=shuffle)
 
 
-def read_attrs(path: Path) -> dict | None:
-    """Attributes of the group at `path` (a directory), or None when there is no group there."""
+def read_root(path: Path) -> dict | None:
+    """The root zarr.json of the group at `path` (a directory), or None when there is no group there."""
     meta = Path(path) / "zarr.json"
     if not meta.exists():
         return None
@@ -50,16 +52,17 @@ def read_attrs(path: Path) -> dict | None:
         doc = json.loads(meta.read_text())
     except ValueError:
         raise BuildError("zarr.json is not valid JSON", str(meta)) from None
-    if doc.get("zarr_format") != 3 or doc.get("node_type") != "group":
+    if not isinstance(doc, dict) or doc.get("zarr_format") != 3 or doc.get("node_type") != "group":
         raise BuildError("not a Zarr v3 group", str(meta))
-    return doc.get("attributes", {})
+    return doc
 
 
 def open_year(path: Path, year: int) -> zarr.Group:
-    """Open or create the root group of a year store, refusing any other dataset."""
+    """Open or create the root group of a year store, refusing any other dataset (the root read by
+    builder/describe.py, so a bad root is the same one line as everywhere else)."""
     path = Path(path)
-    attrs = read_attrs(path)
-    if attrs is None:
+    doc = read_root(path)
+    if doc is None:
         if path.exists() and any(path.iterdir()):
             raise BuildError("target exists and is not a Zarr store; refusing to write into it", str(path))
         try:
@@ -72,11 +75,17 @@ def open_year(path: Path, year: int) -> zarr.Group:
         return zarr.open_group(zarr.storage.LocalStore(path), mode="w", zarr_format=3, attributes=conv.root_attrs(year))
     if not os.access(path, os.W_OK):
         raise BuildError("target is not writable", str(path))
-    if attrs.get("tessera:dataset_version") != conv.DATASET_VERSION:
-        raise BuildError(f"store has tessera:dataset_version={attrs.get('tessera:dataset_version')!r}; "
-                         f"this builder writes {conv.DATASET_VERSION!r} and will not mix them", str(path))
-    if attrs.get("tessera:year") != year:
-        raise BuildError(f"store is for year {attrs.get('tessera:year')}, not {year}", str(path))
+    try:
+        info = describe(doc, str(path), jsonschema=jsonschema)
+    except StoreError as e:
+        if e.kind == "version":
+            raise BuildError(f"store has tessera:dataset_version={e.version!r}; this builder writes "
+                             f"{conv.DATASET_VERSION!r} and will not mix them", str(path)) from None
+        raise BuildError(str(e)) from None  # names the store already
+    if info.kind != TESSERA:
+        raise BuildError(f"not a tessera: v1 year store but a {info.kind} root; refusing to write into it", str(path))
+    if info.year != year:
+        raise BuildError(f"store is for year {info.year}, not {year}", str(path))
     return zarr.open_group(zarr.storage.LocalStore(path), mode="r+", zarr_format=3, use_consolidated=False)
 
 

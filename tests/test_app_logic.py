@@ -186,7 +186,10 @@ class _DocSource(ZarrSource):
 
 @pytest.mark.parametrize("edit,want", [
     (lambda d: d.update(attributes="x"), "not a tessera store: "),
-    (lambda d: d["attributes"].pop("tessera:year"), "not a tessera store: store root: missing required attribute"),
+    (lambda d: d["attributes"].pop("tessera:year"),
+     "not a tessera store: store root: attributes: 'tessera:year' is a required property"),
+    (lambda d: d["attributes"].update({"tessera:year": 1899}),
+     "not a tessera store: store root: tessera:year: 1899 is less than the minimum of 1900"),
     (lambda d: d["consolidated_metadata"]["metadata"]["utm30"]["attributes"].update({"spatial:shape": "wide"}),
      "not a tessera store: "),
     (lambda d: d["consolidated_metadata"]["metadata"]["utm30"]["attributes"].pop("proj:code"),

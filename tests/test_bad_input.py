@@ -180,6 +180,23 @@ def test_store_of_another_dataset_version_or_model(setup):
     expect_error(bad, out, "refusing to mix in '2.0'", "--model-version", "2.0")
 
 
+def test_store_whose_root_breaks_the_schema_or_is_another_layout(setup):
+    """The builder reads an existing root with describe(): the same one line as the explorer and readers."""
+    bad, out = setup
+    meta = out / "2024.zarr" / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["attributes"]["tessera:year"] = "2024"
+    meta.write_text(json.dumps(doc))
+    msg = expect_error(bad, out, f"error: {out / '2024.zarr'}: tessera:year: '2024' is not of type 'integer'")
+    assert msg.count(str(out / "2024.zarr")) == 1
+    doc["attributes"] = {"zarr_conventions": [{"name": "geoemb:", "uuid": "0123"}]}
+    meta.write_text(json.dumps(doc))
+    expect_error(bad, out, "'schema_url' is a required property")
+    doc["attributes"] = {"zarr_conventions": [{"name": "geoemb:", "uuid": "61c12cc5-0e28-4056-999a-480cf3fb7e4c"}]}
+    meta.write_text(json.dumps(doc))  # a geoemb: root (its uuid, /work/shared/geoemb-layout.md)
+    expect_error(bad, out, "not a tessera: v1 year store but a geoemb: root")
+
+
 def test_store_for_another_year(setup):
     bad, out = setup
     shutil.copytree(tile_dir(bad, NAME).parent, bad / EMBEDDINGS_DIR / "2023")

@@ -106,6 +106,13 @@ def test_hostile_text_in_an_error_box_is_shown_literally(page, server, site):
     assert text.startswith("Not a tessera store") and payload("proj") in text
     assert "not a tessera store:" in text and len(text.strip().splitlines()) == 2  # title + one line
     no_script_ran(page)
+    # The root's schema, checked by the real jsonschema in the browser: its message quotes the value.
+    s = copy_store(site, 2024, "year.zarr")
+    plant(s, lambda attrs, key: attrs.update({"tessera:year": payload("year")}) if key == "" else None)
+    text = error_box(page, server + "index.html?store=data/hostile/year.zarr")
+    assert f"not a tessera store: store root: tessera:year: '{payload('year')}' is not of type 'integer'" in text
+    assert len(text.strip().splitlines()) == 2
+    no_script_ran(page)
 
 
 def test_deeply_nested_metadata_is_an_error_not_a_hung_page(page, server, site):
@@ -133,7 +140,7 @@ def test_metadata_that_is_not_a_tessera_store_is_one_line(page, server, site, ca
     if case == "plain-zarr":
         write_json(site / "data" / "hostile" / "plain-zarr.zarr" / "zarr.json",
                    {"zarr_format": 3, "node_type": "group", "attributes": {}})
-        want = "not a tessera store: store root: missing required attribute"
+        want = "not a tessera store: store root: attributes: 'zarr_conventions' is a required property"
     elif case == "bad-shape":
         s = copy_store(site, 2024, "bad-shape.zarr")
         plant(s, lambda attrs, key: attrs.update({"spatial:shape": "wide"}) if key == "utm30" else None)

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parent.parent
 CORE = {f"builder.{m.removesuffix('.py')}" for m in BROWSER_CORE}
 FORBIDDEN_IN_CORE = {"zarr", "dask", "distributed", "fsspec", "panel", "bokeh", "param", "numcodecs", "pyproj", "xarray"}
 # What the site ships for the explorer (Pyodide's lock packages and the pure wheels of builder/site.py).
-BROWSER_PACKAGES = {"numpy", "panel", "bokeh", "param", "js", "pyodide", "pyodide_js", "PIL", "tifffile"}
+BROWSER_PACKAGES = {"numpy", "panel", "bokeh", "param", "js", "pyodide", "pyodide_js", "PIL", "tifffile", "jsonschema"}
 # Shipped by the site but loaded on first use (builder/site.py LAZY_PACKAGES; app/tools/lazy.py).
 LAZY = {"sklearn"}
 # app/reader.py's ZarrSource is the CPython implementation of the Source seam (zarr-python); it imports

@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import jsonschema
 import pytest
 import zarr
 
@@ -33,7 +34,7 @@ def array_docs(zone: Path) -> dict[str, dict]:
 
 
 def test_a_year_store_written_by_the_builder(store):
-    info = describe(root_doc(store), str(store))
+    info = describe(root_doc(store), str(store), jsonschema=jsonschema)
     assert (info.kind, info.layout, info.years, info.year) == (TESSERA, lay.V1, (2024,), 2024)
     assert info.consolidated and sorted(info.zones) == zone_dirs(store)
     for name, z in info.zones.items():
@@ -63,10 +64,10 @@ def test_the_same_store_consolidated_by_zarr_python(store, tmp_path):
     doc = root_doc(copy)
     doc.pop("consolidated_metadata")
     (copy / "zarr.json").write_text(json.dumps(doc))
-    unconsolidated = describe(doc)
+    unconsolidated = describe(doc, jsonschema=jsonschema)
     assert unconsolidated.zones == {} and not unconsolidated.consolidated and unconsolidated.years == (2024,)
     zarr.consolidate_metadata(str(copy))
-    ours, theirs = describe(root_doc(store)), describe(root_doc(copy))
+    ours, theirs = describe(root_doc(store), jsonschema=jsonschema), describe(root_doc(copy), jsonschema=jsonschema)
     g = zarr.open_group(str(copy), mode="r", use_consolidated=True)
     assert sorted(theirs.zones) == sorted(k for k in g.group_keys() if k.startswith("utm")) == sorted(ours.zones) \
         == zone_dirs(store)
@@ -78,7 +79,7 @@ def test_the_same_store_consolidated_by_zarr_python(store, tmp_path):
 
 
 def test_a_geoemb_store_written_by_zarr_python(geoemb_store):
-    info = describe(root_doc(geoemb_store))
+    info = describe(root_doc(geoemb_store), jsonschema=jsonschema)
     assert (info.kind, info.layout, info.years, info.year) == (GEOEMB, lay.GEOEMB, (), None)
     g = zarr.open_group(str(geoemb_store), mode="r")
     assert sorted(info.zones) == sorted(k for k in g.group_keys() if k.startswith("utm")) == zone_dirs(geoemb_store)
@@ -93,7 +94,7 @@ def test_a_multi_year_index_root():
     doc = {"zarr_format": 3, "node_type": "group", "attributes": {
         "zarr_conventions": [dict(c) for c in ext.STACK_ROOT_CONVENTIONS], "tessera:dataset_version": "v1",
         "tessera-stack:years": [2023, 2024]}}
-    info = describe(doc)
+    info = describe(doc, jsonschema=jsonschema)
     assert (info.kind, info.layout, info.years, info.year) == (STACK, lay.V1, (2023, 2024), None)
 
 
@@ -101,26 +102,45 @@ def test_a_root_of_no_known_layout_is_one_line(tmp_path):
     g = zarr.open_group(str(tmp_path / "other.zarr"), mode="w", zarr_format=3)
     g.attrs["zarr_conventions"] = [{"uuid": "0123", "name": "other:"}]
     with pytest.raises(StoreError) as e:
-        describe(root_doc(tmp_path / "other.zarr"), "other.zarr")
+        describe(root_doc(tmp_path / "other.zarr"), "other.zarr", jsonschema=jsonschema)
     msg = str(e.value)
     assert e.value.kind == "invalid" and "\n" not in msg
     assert "neither a tessera: v1 nor a geoemb: store (its zarr_conventions: other: (0123))" in msg
     for bad, want in (([1], "not a JSON object"), ({"attributes": "x"}, "attributes are not a JSON object")):
         with pytest.raises(StoreError, match=want):
-            describe(bad)
+            describe(bad, jsonschema=jsonschema)
 
 
 def test_another_dataset_version_and_an_invalid_v1_root(store):
     doc = root_doc(store)
     doc["attributes"]["tessera:dataset_version"] = "v2"
     with pytest.raises(StoreError) as e:
-        describe(doc, "s.zarr")
+        describe(doc, "s.zarr", jsonschema=jsonschema)
     assert (e.value.kind, e.value.version) == ("version", "v2") and str(e.value).startswith("s.zarr: ")
     doc = root_doc(store)
     del doc["attributes"]["tessera:year"]
     with pytest.raises(StoreError) as e:
-        describe(doc)
-    assert e.value.kind == "invalid" and str(e.value) == "store root: missing required attribute 'tessera:year'"
+        describe(doc, jsonschema=jsonschema)
+    assert e.value.kind == "invalid" and str(e.value) == "store root: attributes: 'tessera:year' is a required property"
+    doc = root_doc(store)
+    doc["attributes"]["tessera:year"] = "2024"
+    with pytest.raises(StoreError) as e:
+        describe(doc, "s.zarr", jsonschema=jsonschema)
+    assert e.value.kind == "invalid" and str(e.value) == "s.zarr: tessera:year: '2024' is not of type 'integer'"
+
+
+def test_a_root_breaking_the_schema_many_times_is_still_one_short_line(store):
+    """A hostile root: 100,000 malformed convention entries and a 1 MB value; the error names 3 problems."""
+    doc = root_doc(store)
+    doc["attributes"]["zarr_conventions"] = [{"name": 7}] * 100_000
+    doc["attributes"]["tessera:year"] = "x" * 1_000_000
+    with pytest.raises(StoreError) as e:
+        describe(doc, jsonschema=jsonschema)
+    msg = str(e.value)
+    assert e.value.kind == "invalid" and "\n" not in msg and len(msg) < 2000, len(msg)
+    assert msg.startswith("store root: tessera:year: 'xxx") and msg.count("zarr_conventions/") == 2
+    # 100,000 entries x (3 missing keys + name not a string) + the year = 400,001 problems, 3 shown
+    assert "; and 399998 more; neither a tessera: v1 nor a geoemb: store" in msg and msg.endswith("and 99995 more)")
 
 
 def test_claims_tessera_root_tells_a_root_from_a_zone_group(store, geoemb_store):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+import jsonschema
 import numpy as np
 from pyproj import Transformer
 
@@ -41,7 +42,7 @@ def detect(attrs: dict, url: str) -> Layout:
 def read_root(attrs: dict, url: str) -> StoreInfo:
     """describe() of a store root the reader opens (a year store or a geoemb: store); ValueError otherwise."""
     try:
-        info = describe({"attributes": attrs}, where=url)
+        info = describe({"attributes": attrs}, where=url, jsonschema=jsonschema)
     except StoreError as e:
         if e.kind == "version":
             raise ValueError(f"{url}: tessera:dataset_version {e.version!r}; this reader reads "

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import fsspec
+import jsonschema
 import zarr
 
 from builder import convention as conv
@@ -167,7 +168,7 @@ def open_store(url, **storage_options) -> EmbeddingStore:
         for meta in local:
             doc = json.loads(meta.read_text())
             try:
-                info = describe(doc, str(meta.parent))
+                info = describe(doc, str(meta.parent), jsonschema=jsonschema)
             except StoreError:  # not a store: not one of ours to list
                 continue
             if info.kind == TESSERA:

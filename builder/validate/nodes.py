@@ -11,12 +11,7 @@ from builder.validate.documents import COORD_CHUNKS_MAX, COORD_VALUES_MAX, MISSI
 
 
 def schema_problems(attrs: dict, schema: dict, where: str) -> list[str]:
-    v = jsonschema.Draft202012Validator(schema)
-    out = []
-    for err in sorted(v.iter_errors(attrs), key=lambda e: [str(p) for p in e.path]):
-        key = "/".join(str(p) for p in err.path) or "attributes"
-        out.append(f"{where}: {key}: {err.message}")
-    return out
+    return conv.schema_problems(jsonschema, attrs, schema, where)  # the explorer's check too
 
 
 def registration_problems(attrs: dict, required, where: str) -> list[str]:

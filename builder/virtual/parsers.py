@@ -31,6 +31,7 @@ import os
 from pathlib import PurePosixPath
 
 import fsspec
+import jsonschema
 import numpy as np
 from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
 from virtualizarr.manifests.utils import create_v3_array_metadata
@@ -151,7 +152,7 @@ def _open_store(url: str):
     fs, root = fsspec.core.url_to_fs(url)
     doc = _read_json(fs, f"{root}/zarr.json")
     try:
-        info = describe(doc, url)
+        info = describe(doc, url, jsonschema=jsonschema)
     except StoreError:
         info = None
     if info is None or info.kind != TESSERA:
@@ -166,7 +167,7 @@ def _open_store(url: str):
                     an = a.rstrip("/").rsplit("/", 1)[-1]
                     if fs.exists(f"{root}/{name}/{an}/zarr.json"):
                         nodes[f"{name}/{an}"] = _read_json(fs, f"{root}/{name}/{an}/zarr.json")
-        info = describe({**doc, "consolidated_metadata": {"metadata": nodes}}, url)
+        info = describe({**doc, "consolidated_metadata": {"metadata": nodes}}, url, jsonschema=jsonschema)
     return fs, root, info
 
 
