@@ -40,10 +40,15 @@ async function chooseStore(js, q, h) {
 function levels(rootMeta) {
   const nodes = (rootMeta.consolidated_metadata || {}).metadata || {};
   const layout = ((nodes.global_rgb || {}).attributes || {}).multiscales?.layout || [];
-  return layout.filter((it) => nodes[`global_rgb/${it.asset}/rgb`] && Array.isArray(it["spatial:transform"]))
-    .map((it) => ({ index: Number(it.asset), res: it["spatial:transform"][0],
-                    height: nodes[`global_rgb/${it.asset}/rgb`].shape[0], width: nodes[`global_rgb/${it.asset}/rgb`].shape[1] }))
-    .sort((a, b) => a.res - b.res);
+  const out = [];
+  for (const it of layout) {
+    const arr = nodes[`global_rgb/${it.asset}/rgb`], t = it["spatial:transform"];
+    const [height, width] = (arr && Array.isArray(arr.shape) && arr.shape) || [];
+    const lvl = { index: Number(it.asset), res: Array.isArray(t) ? t[0] : NaN, height, width };
+    const count = (v) => Number.isSafeInteger(v) && v > 0;
+    if (Number.isSafeInteger(lvl.index) && lvl.res > 0 && lvl.res < 360 && count(height) && count(width)) out.push(lvl);
+  }
+  return out.sort((a, b) => a.res - b.res); // store metadata is data: anything odd is left out
 }
 
 // Rows and columns of `lvl` covering a lon/lat box, clamped to the level.
@@ -216,6 +221,7 @@ export async function startPreview(js, root, geographyUrl, onPaint) {
     lvl = lv[lv.length - 1];
     win = { r0: 0, r1: lvl.height, c0: 0, c1: lvl.width };
   }
+  if (size(win) > MAX_WINDOW_PX) return null; // no level small enough
   const got = unwrap(await js.read(url, `global_rgb/${lvl.index}/rgb`, [[win.r0, win.r1], [win.c0, win.c1], null], "region"));
   p.img = { data: got.data, level: lvl, r0: win.r0, c0: win.c0, h: got.shape[0], w: got.shape[1] };
   if (!p.view) p.fit(...dataBox(p.img));
