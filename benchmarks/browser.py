@@ -36,6 +36,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=2, help="cold boots of each page for the first-paint figures")
     ap.add_argument("--network", default=None, help="MBIT,RTT_MS: emulate a link for those boots (e.g. 50,40)")
+    ap.add_argument("--boot-only", action="store_true", help="print the first-paint figures only")
     a = ap.parse_args()
 
     import numpy as np
@@ -63,6 +64,9 @@ def main() -> None:
         with static_server(site) as base, sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             boots = boot_figures(browser, base, a.rounds, a.network)
+            if a.boot_only:
+                print(boots)
+                return
             ctx = browser.new_context()
             ctx.add_init_script(LONG_TASKS_JS)
             page = ctx.new_page()

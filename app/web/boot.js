@@ -7,6 +7,7 @@ import { startPreview } from "./preview.js";
 window.tesseraJS = tessera;
 const timings = (window.tesseraTimings = { start: performance.now() });
 const el = (id) => document.getElementById(id);
+const PREVIEW_WAIT_MS = 1500;
 
 function progress(step, pct, detail = "") {
   el("loading-step").textContent = step;
@@ -47,11 +48,16 @@ async function main() {
   const boot = (window.tesseraBoot = await (await fetch("boot.json")).json()); // lazy_wheels: loaded on first use
   // The map first: not awaited; a store without a preview (or any failure here) just shows none,
   // Python reports real problems with the store itself.
-  startPreview(tessera, el("preview"), boot.geography, () => {
+  const preview = startPreview(tessera, el("preview"), boot.geography, () => {
     timings.map = performance.now();
     document.body.dataset.state = "map";
   }).catch((err) => console.warn("no preview:", err && err.message));
   progress("Loading Python (Pyodide " + boot.pyodide + ")…", 5);
+  // Pyodide's two largest files download meanwhile (into the HTTP cache: pyodide/ is cacheable), but
+  // its start-up and the Bokeh/Panel scripts, which hold the main thread for seconds, wait for the
+  // preview's first paint (at most PREVIEW_WAIT_MS): they would otherwise delay it by as much.
+  for (const f of ["pyodide.asm.wasm", "python_stdlib.zip"]) fetch("pyodide/" + f).catch(() => {});
+  await Promise.race([preview, new Promise((ok) => setTimeout(ok, PREVIEW_WAIT_MS))]);
   const { loadPyodide } = await import("./pyodide/pyodide.mjs");
   // Bokeh and Panel JS load in order, while Pyodide boots.
   const scripts = (async () => {
