@@ -56,7 +56,11 @@ async function main() {
   // Pyodide's two largest files download meanwhile (into the HTTP cache: pyodide/ is cacheable), but
   // its start-up and the Bokeh/Panel scripts, which hold the main thread for seconds, wait for the
   // preview's first paint (at most PREVIEW_WAIT_MS): they would otherwise delay it by as much.
-  for (const f of ["pyodide.asm.wasm", "python_stdlib.zip"]) fetch("pyodide/" + f).catch(() => {});
+  // (Each body is drained: an unread body stalls its download, and Pyodide's own request for the same
+  // URL would wait on the HTTP cache entry.)
+  for (const f of ["pyodide.asm.wasm", "python_stdlib.zip"]) {
+    fetch("pyodide/" + f).then((r) => r.body && r.body.pipeTo(new WritableStream())).catch(() => {});
+  }
   await Promise.race([preview, new Promise((ok) => setTimeout(ok, PREVIEW_WAIT_MS))]);
   const { loadPyodide } = await import("./pyodide/pyodide.mjs");
   // Bokeh and Panel JS load in order, while Pyodide boots.
