@@ -27,8 +27,6 @@ from app.tools import share
 from app.tools.labels import BrowserStorage
 from app.tools.ui import ToolsUI
 
-GEOGRAPHY_URL = "vendor/world-atlas/countries-50m.json"  # world-atlas 2.0.2 (Natural Earth 1:50m), copied by builder/site.py
-
 
 class ExplorerUI(pn.viewable.Viewer):
     """The map, the plots and the side bar, as views of one `Explorer` state."""
@@ -170,7 +168,7 @@ class ExplorerUI(pn.viewable.Viewer):
             lay["tiles"].visible = s.show_tiles
             lay["tiles"].alpha = s.tiles_opacity
 
-    async def load_geography(self, url: str = GEOGRAPHY_URL) -> None:
+    async def load_geography(self, url: str) -> None:
         """Coastlines, borders and place names (world-atlas, decoded and projected in JS), after the first draw."""
         try:
             g = await bridge("loadGeography", url)
@@ -246,6 +244,14 @@ def _mark(name: str) -> None:
     setattr(js.tesseraTimings, name, js.performance.now())
 
 
+def _preview_handover() -> tuple[float, float, float] | None:
+    """(lon, lat, span) of the view the user moved the JS preview to, or None (not moved, or no preview)."""
+    import js
+    p = getattr(js, "tesseraPreview", None)
+    v = p.handover() if p is not None else None
+    return None if v is None else (float(v.lon), float(v.lat), float(v.span))
+
+
 async def start(target: str) -> Explorer | None:
     import js
     from panel.io.pyodide import write
@@ -268,7 +274,10 @@ async def start(target: str) -> Explorer | None:
     _mark("store_opened")
     if url.multiyear:
         await state.open_years_index(_absolute(url.multiyear))
-    if url.lon is not None and url.lat is not None:
+    moved = _preview_handover()
+    if moved is not None:  # where the user moved the JS preview while Python loaded (app/web/preview.js)
+        state.centre_view(*moved)
+    elif url.lon is not None and url.lat is not None:
         state.centre_view(url.lon, url.lat, url.span or 20_000)
     else:
         state.fit_zones()
@@ -288,10 +297,13 @@ async def start(target: str) -> Explorer | None:
     await state.tools.labels.restore(url.labels)  # from the URL hash, else localStorage
     await share.restore(state, url.tool)  # the link's tool layer, re-run on its view (after the labels it may use)
     await state.settle()
-    state.geography = state.spawn(ui.load_geography())  # after the first draw: cold start does not wait for it
+    state.geography = state.spawn(ui.load_geography(str(js.tesseraBoot.geography)))  # after the first draw (boot.json names it)
     origins, bad = messages.allowed_origins(str(js.location.origin), url.origins, url.embed_origins)
     if bad:
         state.status = views.html("<b>Ignored embedding origins</b> (not scheme://host[:port]): {}", ", ".join(bad))
     api.expose(state, origins, ui.tools_ui)
+    if getattr(js, "tesseraPreview", None) is not None:
+        js.tesseraPreview.close()  # the Panel map, drawn below it, is now interactive
+    _mark("interactive")
     js.document.body.dataset.state = "ready"
     return state

@@ -24,6 +24,9 @@ REPO = Path(__file__).resolve().parent.parent
 # checks that this is exactly what app/ reaches, so the browser ships no offline code).
 BROWSER_CORE = ("convention.py", "geometry.py", "quant.py", "schemacheck.py", "extensions.py", "grid.py", "layout.py",
                 "describe.py", "geotags.py")
+# Coastlines and borders (world-atlas 2.0.2, Natural Earth 1:50m): copied by _js, named in boot.json for the
+# preview (app/web/preview.js) and the Panel map (app/main.py), which share one decoded copy.
+GEOGRAPHY = "vendor/world-atlas/countries-50m.json"
 
 
 def _app_wheel(out: Path) -> str:
@@ -65,7 +68,7 @@ def _js(node: Path, out: Path) -> None:
     _run([str(esbuild), str(entry), "--bundle", "--format=esm", "--minify",
           "--log-level=error", f"--outfile={vend / 'tessera.mjs'}"], cwd=node.parent)
     (vend / "world-atlas").mkdir(exist_ok=True)  # coastlines and borders (Natural Earth), fetched after start-up
-    for name in ("countries-50m.json", "LICENSE"):
+    for name in (Path(GEOGRAPHY).name, "LICENSE"):
         shutil.copy(node / "world-atlas" / name, vend / "world-atlas" / name)
 
 
@@ -103,6 +106,7 @@ def _web(out: Path, lock_pkgs: list[str], wheels: list[str], lazy: dict[str, str
             shutil.copy(p, out / p.name)
     boot = {"pyodide": PYODIDE_VERSION, "lock_packages": lock_pkgs, "wheels": [f"wheels/{w}" for w in wheels],
             "lazy_wheels": {k: f"wheels/{w}" for k, w in lazy.items()}, "panel_cdn_root": "vendor/panel/",
+            "geography": GEOGRAPHY,
             "scripts": [f"vendor/bokeh/{n}" for n in BOKEH_JS] + [f"vendor/panel/{PURE_WHEELS['panel']}/dist/panel.min.js"]}
     (out / "boot.json").write_text(json.dumps(boot, indent=1))
 

@@ -83,7 +83,8 @@ def wait_text(page, text: str, timeout_ms: int = 60_000) -> None:
 
 
 def wait_state(page, timeout_ms: int = 120_000) -> str:
-    page.wait_for_function("document.body.dataset.state", timeout=timeout_ms)
+    """The page's state once it has booted: "ready" or "error" (not "map", the preview shown while Python loads)."""
+    page.wait_for_function("document.body.dataset.state && document.body.dataset.state !== 'map'", timeout=timeout_ms)
     return page.evaluate("document.body.dataset.state")
 
 

@@ -56,7 +56,17 @@ export const read = call(async (url, path, sel, hint) => {
   return { data: out.data, shape: out.shape, dtype: arr.dtype };
 });
 
-export const loadGeography = call(geography);
+// Decoded once per URL: the preview (app/web/preview.js) draws the coastlines while Python loads,
+// and the Panel map then gets the same arrays without a second fetch or decode.
+const geographies = new Map();
+export const loadGeography = call((url) => {
+  if (!geographies.has(url)) {
+    const p = geography(url);
+    geographies.set(url, p);
+    p.catch(() => geographies.delete(url));
+  }
+  return geographies.get(url);
+});
 
 // Forget every cached byte and learnt file size (benchmarks: a cold shard again, same page).
 export function forgetBytes() {

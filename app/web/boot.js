@@ -1,10 +1,13 @@
-// Boot sequence: Pyodide, then the packages, then the Python app, with a
-// progress indicator; any failure is shown in the page, never a blank page.
+// Boot sequence: the store's global preview first (JavaScript, app/web/preview.js: state "map"),
+// while Pyodide, then the packages, then the Python app load, with a progress indicator (state
+// "ready" once the Panel map is interactive); any failure is shown in the page (state "error").
 import * as tessera from "./vendor/tessera.mjs";
+import { startPreview } from "./preview.js";
 
 window.tesseraJS = tessera;
 const timings = (window.tesseraTimings = { start: performance.now() });
 const el = (id) => document.getElementById(id);
+const PREVIEW_WAIT_MS = 1500;
 
 function progress(step, pct, detail = "") {
   el("loading-step").textContent = step;
@@ -14,6 +17,7 @@ function progress(step, pct, detail = "") {
 
 export function showError(title, message) {
   el("loading").hidden = true;
+  if (window.tesseraPreview) window.tesseraPreview.close();
   const box = el("error");
   box.hidden = false;
   box.innerHTML = "";
@@ -42,7 +46,22 @@ async function main() {
   const params = new URLSearchParams(location.search);
   if (params.get("embed") === "1") document.body.classList.add("embed");
   const boot = (window.tesseraBoot = await (await fetch("boot.json")).json()); // lazy_wheels: loaded on first use
+  // The map first: not awaited; a store without a preview (or any failure here) just shows none,
+  // Python reports real problems with the store itself.
+  const preview = startPreview(tessera, el("preview"), boot.geography, () => {
+    timings.map = performance.now();
+    document.body.dataset.state = "map";
+  }).catch((err) => console.warn("no preview:", err && err.message));
   progress("Loading Python (Pyodide " + boot.pyodide + ")…", 5);
+  // Pyodide's two largest files download meanwhile (into the HTTP cache: pyodide/ is cacheable), but
+  // its start-up and the Bokeh/Panel scripts, which hold the main thread for seconds, wait for the
+  // preview's first paint (at most PREVIEW_WAIT_MS): they would otherwise delay it by as much.
+  // (Each body is drained: an unread body stalls its download, and Pyodide's own request for the same
+  // URL would wait on the HTTP cache entry.)
+  for (const f of ["pyodide.asm.wasm", "python_stdlib.zip"]) {
+    fetch("pyodide/" + f).then((r) => r.body && r.body.pipeTo(new WritableStream())).catch(() => {});
+  }
+  await Promise.race([preview, new Promise((ok) => setTimeout(ok, PREVIEW_WAIT_MS))]);
   const { loadPyodide } = await import("./pyodide/pyodide.mjs");
   // Bokeh and Panel JS load in order, while Pyodide boots.
   const scripts = (async () => {
@@ -65,7 +84,7 @@ await app.main.start("app-root")
 `);
   timings.app = performance.now();
   el("loading").hidden = true;
-  document.body.dataset.state = document.body.dataset.state || "ready";
+  if (document.body.dataset.state !== "error") document.body.dataset.state = "ready"; // app/main.py sets it first
   window.pyodide = pyodide;
 }
 

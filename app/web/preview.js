@@ -1,0 +1,255 @@
+// The map first: while Pyodide and Panel load (seconds), the store's global_rgb preview is drawn
+// here, in JavaScript, on a canvas where the Panel map will appear; it pans (drag) and zooms (wheel).
+// Python takes the view over when it builds its map (`handover()`, app/main.py) and closes the
+// preview once that map is drawn.  Reads go through the bridge (window.tesseraJS), so the store
+// Python opens next is already open (one source cache) and its coastlines already decoded.
+//
+// The view is Web Mercator like the Bokeh map's: a centre (metres) and metres per canvas pixel.
+// Pixels are sampled nearest from one level window (a coarse level for a world view), a screen
+// column and a screen row at a time: in Mercator, longitude depends on x only, latitude on y only.
+const R = 6378137.0;
+const D = Math.PI / 180;
+const lonToX = (lon) => lon * D * R;
+const latToY = (lat) => R * Math.log(Math.tan(Math.PI / 4 + (Math.max(-85.0511, Math.min(85.0511, lat)) * D) / 2));
+const xToLon = (x) => x / R / D;
+const yToLat = (y) => Math.atan(Math.sinh(y / R)) / D;
+
+// The Bokeh map's size (app/session.py MAP_W, MAP_H; tests/test_browser_preview.py checks they agree).
+export const WIDTH = 760, HEIGHT = 520;
+const MAX_WINDOW_PX = 2048 * 2048; // at most this many level pixels are read (16 MB of RGBA)
+const DEFAULT_SPAN_M = 20_000; // app/main.py: a lon/lat in the URL without span
+
+const unwrap = (r) => {
+  if (!r.ok) throw new Error(r.error.message);
+  return r.value;
+};
+
+// The store Python will open (app/main.py load_catalog): ?store= or #store=, else the catalog's
+// store of #year= (or ?year=), else its last one.  Anything unexpected: no preview (Python reports it).
+async function chooseStore(js, q, h) {
+  const store = h.get("store") || q.get("store");
+  if (store) return new URL(store, location.href).href.replace(/\/+$/, "");
+  const catalog = new URL(q.get("catalog") || "data/catalog.json", location.href).href;
+  const stores = JSON.parse(unwrap(await js.fetchJSON(catalog))).stores;
+  const year = Number(h.get("year") || q.get("year"));
+  const pick = stores.find((s) => s.year === year) || stores[stores.length - 1];
+  return new URL(pick.url, catalog).href.replace(/\/+$/, "");
+}
+
+// global_rgb levels from the consolidated metadata (builder/describe.py levels), finest first.
+function levels(rootMeta) {
+  const nodes = (rootMeta.consolidated_metadata || {}).metadata || {};
+  const layout = ((nodes.global_rgb || {}).attributes || {}).multiscales?.layout || [];
+  const out = [];
+  for (const it of layout) {
+    const arr = nodes[`global_rgb/${it.asset}/rgb`], t = it["spatial:transform"];
+    const [height, width] = (arr && Array.isArray(arr.shape) && arr.shape) || [];
+    const lvl = { index: Number(it.asset), res: Array.isArray(t) ? t[0] : NaN, height, width };
+    const count = (v) => Number.isSafeInteger(v) && v > 0;
+    if (Number.isSafeInteger(lvl.index) && lvl.res > 0 && lvl.res < 360 && count(height) && count(width)) out.push(lvl);
+  }
+  return out.sort((a, b) => a.res - b.res); // store metadata is data: anything odd is left out
+}
+
+// Rows and columns of `lvl` covering a lon/lat box, clamped to the level.
+function windowOf(lvl, w, s, e, n) {
+  const clamp = (v, hi) => Math.max(0, Math.min(hi, v));
+  return { r0: clamp(Math.floor((90 - n) / lvl.res), lvl.height), r1: clamp(Math.ceil((90 - s) / lvl.res), lvl.height),
+           c0: clamp(Math.floor((w + 180) / lvl.res), lvl.width), c1: clamp(Math.ceil((e + 180) / lvl.res), lvl.width) };
+}
+const size = (win) => (win.r1 - win.r0) * (win.c1 - win.c0);
+
+class Preview {
+  constructor(root) {
+    this.root = root;
+    this.base = root.querySelector("canvas.base");
+    this.over = root.querySelector("canvas.coast");
+    this.view = null; // {cx, cy, mpp}
+    this.moved = false;
+    this.frozen = false;
+    this.closed = false;
+    this.img = null; // {data, level, r0, c0, h, w}
+    this.coast = null;
+    this.pending = false;
+  }
+
+  lonlatBox() {
+    const { cx, cy, mpp } = this.view;
+    return [xToLon(cx - (WIDTH / 2) * mpp), yToLat(cy - (HEIGHT / 2) * mpp), xToLon(cx + (WIDTH / 2) * mpp), yToLat(cy + (HEIGHT / 2) * mpp)];
+  }
+
+  centred(lon, lat, span) {
+    this.view = { cx: lonToX(lon), cy: latToY(lat), mpp: span / Math.cos(lat * D) / WIDTH };
+  }
+
+  fit(w, s, e, n) { // as app/session.py fit_box: the box with a 10 % margin
+    const x0 = lonToX(w), x1 = lonToX(e), y0 = latToY(s), y1 = latToY(n);
+    const half = (Math.max(x1 - x0, ((y1 - y0) * WIDTH) / HEIGHT) / 2) * 1.1;
+    this.view = { cx: (x0 + x1) / 2, cy: (y0 + y1) / 2, mpp: (2 * half) / WIDTH };
+  }
+
+  schedule() {
+    if (this.pending || this.closed) return;
+    this.pending = true;
+    requestAnimationFrame(() => {
+      this.pending = false;
+      this.draw();
+    });
+  }
+
+  draw() {
+    const { cx, cy, mpp } = this.view;
+    const ctx = this.base.getContext("2d");
+    const out = ctx.createImageData(WIDTH, HEIGHT);
+    const im = this.img;
+    if (im) {
+      const cols = new Int32Array(WIDTH), rows = new Int32Array(HEIGHT);
+      for (let i = 0; i < WIDTH; i++) {
+        const c = Math.floor((xToLon(cx + (i + 0.5 - WIDTH / 2) * mpp) + 180) / im.level.res) - im.c0;
+        cols[i] = c >= 0 && c < im.w ? c : -1;
+      }
+      for (let j = 0; j < HEIGHT; j++) {
+        const r = Math.floor((90 - yToLat(cy + (HEIGHT / 2 - j - 0.5) * mpp)) / im.level.res) - im.r0;
+        rows[j] = r >= 0 && r < im.h ? r : -1;
+      }
+      const src = im.data, dst = out.data;
+      for (let j = 0; j < HEIGHT; j++) {
+        if (rows[j] < 0) continue;
+        const line = rows[j] * im.w;
+        for (let i = 0; i < WIDTH; i++) {
+          if (cols[i] < 0) continue;
+          const a = (line + cols[i]) * 4, b = (j * WIDTH + i) * 4;
+          dst[b] = src[a]; dst[b + 1] = src[a + 1]; dst[b + 2] = src[a + 2]; dst[b + 3] = src[a + 3];
+        }
+      }
+    }
+    ctx.putImageData(out, 0, 0);
+    this.drawCoast();
+  }
+
+  drawCoast() { // on a canvas of its own, so the base canvas holds the store's pixels only
+    const ctx = this.over.getContext("2d");
+    ctx.clearRect(0, 0, WIDTH, HEIGHT);
+    if (!this.coast) return;
+    const { cx, cy, mpp } = this.view;
+    const xs = this.coast.coast_x, ys = this.coast.coast_y;
+    ctx.beginPath();
+    let pen = false;
+    for (let k = 0; k < xs.length; k++) {
+      if (Number.isNaN(xs[k])) { pen = false; continue; }
+      const px = WIDTH / 2 + (xs[k] - cx) / mpp, py = HEIGHT / 2 - (ys[k] - cy) / mpp;
+      if (pen) ctx.lineTo(px, py); else ctx.moveTo(px, py);
+      pen = true;
+    }
+    ctx.strokeStyle = "#1d3557";
+    ctx.lineWidth = 1.2;
+    ctx.stroke();
+  }
+
+  listen() {
+    let drag = null;
+    const c = this.over;
+    c.addEventListener("pointerdown", (e) => {
+      if (this.frozen) return;
+      drag = { x: e.clientX, y: e.clientY };
+      c.setPointerCapture(e.pointerId);
+    });
+    c.addEventListener("pointermove", (e) => {
+      if (!drag || this.frozen) return;
+      this.view.cx -= (e.clientX - drag.x) * this.view.mpp;
+      this.view.cy += (e.clientY - drag.y) * this.view.mpp;
+      drag = { x: e.clientX, y: e.clientY };
+      this.moved = true;
+      this.schedule();
+    });
+    const end = () => { drag = null; };
+    c.addEventListener("pointerup", end);
+    c.addEventListener("pointercancel", end);
+    c.addEventListener("wheel", (e) => {
+      e.preventDefault();
+      if (this.frozen) return;
+      const r = c.getBoundingClientRect();
+      const px = e.clientX - r.left - WIDTH / 2, py = e.clientY - r.top - HEIGHT / 2;
+      const v = this.view;
+      const x = v.cx + px * v.mpp, y = v.cy - py * v.mpp; // the point under the cursor stays put
+      v.mpp = Math.max(0.5, Math.min((2 * Math.PI * R) / WIDTH, v.mpp * Math.exp(e.deltaY * 0.002)));
+      v.cx = x - px * v.mpp;
+      v.cy = y + py * v.mpp;
+      this.moved = true;
+      this.schedule();
+    }, { passive: false });
+  }
+
+  // For Python: the view the user moved to ({lon, lat, span} as the URL hash holds them: the
+  // centre and the ground width there, app/session.py centred_box), or null when not moved.
+  // The preview stops following input: Python's map opens at this view.
+  handover() {
+    this.frozen = true;
+    this.over.style.cursor = "progress";
+    return this.moved ? this.where() : null;
+  }
+
+  where() {
+    const lat = yToLat(this.view.cy);
+    return { lon: xToLon(this.view.cx), lat, span: WIDTH * this.view.mpp * Math.cos(lat * D) };
+  }
+
+  close() {
+    this.closed = true;
+    this.root.hidden = true;
+  }
+}
+
+// Open the store, read one level window, paint it; then coastlines (world-atlas, as the Panel map
+// will show them).  Resolves to the Preview, or null when the store has no global_rgb.
+export async function startPreview(js, root, geographyUrl, onPaint) {
+  const p = (window.tesseraPreview = new Preview(root)); // at once: Python's handover() always finds it
+  const q = new URLSearchParams(location.search), h = new URLSearchParams(location.hash.slice(1));
+  const url = await chooseStore(js, q, h);
+  const lv = levels(JSON.parse(unwrap(await js.openSource(url))));
+  if (!lv.length) return null;
+  let lvl, win;
+  const lon = parseFloat(h.get("lon")), lat = parseFloat(h.get("lat"));
+  if (Number.isFinite(lon) && Number.isFinite(lat)) { // the view the URL names, at about screen resolution
+    p.centred(lon, lat, parseFloat(h.get("span")) || DEFAULT_SPAN_M);
+    const [w, s, e, n] = p.lonlatBox();
+    const dw = e - w, dh = n - s;
+    const i = Math.max(0, lv.findLastIndex((l) => l.res <= dw / WIDTH));
+    lvl = lv.slice(i).find((l) => size(windowOf(l, w - dw, s - dh, e + dw, n + dh)) <= MAX_WINDOW_PX) || lv[lv.length - 1];
+    win = windowOf(lvl, w - dw, s - dh, e + dw, n + dh);
+  } else { // the whole coarsest level, framed on where it has data
+    lvl = lv[lv.length - 1];
+    win = { r0: 0, r1: lvl.height, c0: 0, c1: lvl.width };
+  }
+  if (size(win) > MAX_WINDOW_PX) return null; // no level small enough
+  const got = unwrap(await js.read(url, `global_rgb/${lvl.index}/rgb`, [[win.r0, win.r1], [win.c0, win.c1], null], "region"));
+  p.img = { data: got.data, level: lvl, r0: win.r0, c0: win.c0, h: got.shape[0], w: got.shape[1] };
+  if (!p.view) p.fit(...dataBox(p.img));
+  p.store = url;
+  if (p.closed || p.frozen || document.body.dataset.state) return p; // Python (or an error) got there first
+  root.hidden = false;
+  p.draw();
+  p.listen();
+  onPaint();
+  js.loadGeography(geographyUrl).then((g) => {
+    if (g.ok) {
+      p.coast = g.value;
+      p.schedule();
+    }
+  });
+  return p;
+}
+
+// The lon/lat box of the window's pixels with data (alpha > 0); the world when there are none.
+function dataBox(im) {
+  let r0 = Infinity, r1 = -1, c0 = Infinity, c1 = -1;
+  for (let r = 0; r < im.h; r++) {
+    for (let c = 0; c < im.w; c++) {
+      if (im.data[(r * im.w + c) * 4 + 3] === 0) continue;
+      r0 = Math.min(r0, r); r1 = Math.max(r1, r); c0 = Math.min(c0, c); c1 = Math.max(c1, c);
+    }
+  }
+  if (r1 < 0) return [-180, -60, 180, 75];
+  const res = im.level.res;
+  return [-180 + (im.c0 + c0) * res, 90 - (im.r0 + r1 + 1) * res, -180 + (im.c0 + c1 + 1) * res, 90 - (im.r0 + r0) * res];
+}
