@@ -6,7 +6,14 @@ URLs are relative to the catalog's own URL; `label` (optional) is what the year 
 """
 from __future__ import annotations
 
-from app.reader import SourceError
+import json
+
+from typing import TYPE_CHECKING
+
+from app.reader import SourceError, bridge
+
+if TYPE_CHECKING:
+    from app.state import UrlState
 
 
 def parse_catalog(doc) -> tuple[list[dict], str | None]:
@@ -27,3 +34,32 @@ def parse_catalog(doc) -> tuple[list[dict], str | None]:
     if multiyear is not None and not isinstance(multiyear, str):
         raise bad("multiyear is not a URL")
     return stores, multiyear
+
+
+async def load_catalog(state: UrlState) -> list[dict]:
+    """Stores to offer: the one named in the URL, or the catalog (data/catalog.json next to the app, or ?catalog=URL).
+
+    Store and index URLs in a catalog are relative to the catalog's own URL."""
+    if state.store:
+        return [{"year": state.year or 0, "url": absolute(state.store)}]
+    import js
+    try:
+        doc = json.loads(str(await bridge("fetchJSON", state.catalog)))  # size and depth checked in JS
+    except SourceError as e:
+        if e.kind == "notfound":
+            raise SourceError("notfound", f"no store given (?store=URL) and no catalog at {state.catalog}") from None
+        raise SourceError(e.kind, f"{state.catalog}: {e}") from None
+    base = str(js.URL.new(state.catalog, js.location.href).href)
+    stores, multiyear = parse_catalog(doc)
+    state.embed_origins = doc.get("embed_origins")  # host pages allowed to send commands (app/messages.py)
+    tiles_url = doc.get("tiles_url")  # a deployment's web tile template; ?basemap= wins
+    if isinstance(tiles_url, str) and state.basemap is None:
+        state.basemap = tiles_url
+    if multiyear and not state.multiyear:  # ?years=URL wins over the catalog's index
+        state.multiyear = str(js.URL.new(multiyear, base).href)
+    return [dict(s, url=str(js.URL.new(s["url"], base).href).rstrip("/")) for s in stores]
+
+
+def absolute(url: str) -> str:
+    import js
+    return str(js.URL.new(url, js.location.href).href).rstrip("/")

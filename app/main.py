@@ -6,7 +6,6 @@ by watchers from the pure views in app/views.py; one watcher writes the URL.
 from __future__ import annotations
 
 import io
-import json
 
 import numpy as np
 
@@ -18,7 +17,7 @@ from bokeh.plotting import figure
 from app import api, geo, messages, places, views
 from app.downloads import ExportButtons
 from app.figures import change_figure, lines_figure
-from app.catalog import parse_catalog
+from app.catalog import absolute, load_catalog
 from app.export import to_csv, to_npy
 from app.reader import SourceError, bridge
 from app.session import MAP_H, MAP_W, Explorer, year_options
@@ -210,35 +209,6 @@ class ExplorerUI(pn.viewable.Viewer):
 
 
 # ---------------------------------------------------------------- boot --
-async def load_catalog(state: UrlState) -> list[dict]:
-    """Stores to offer: the one named in the URL, or the catalog (data/catalog.json next to the app, or ?catalog=URL).
-
-    Store and index URLs in a catalog are relative to the catalog's own URL."""
-    if state.store:
-        return [{"year": state.year or 0, "url": _absolute(state.store)}]
-    import js
-    try:
-        doc = json.loads(str(await bridge("fetchJSON", state.catalog)))  # size and depth checked in JS
-    except SourceError as e:
-        if e.kind == "notfound":
-            raise SourceError("notfound", f"no store given (?store=URL) and no catalog at {state.catalog}") from None
-        raise SourceError(e.kind, f"{state.catalog}: {e}") from None
-    base = str(js.URL.new(state.catalog, js.location.href).href)
-    stores, multiyear = parse_catalog(doc)
-    state.embed_origins = doc.get("embed_origins")  # host pages allowed to send commands (app/messages.py)
-    tiles_url = doc.get("tiles_url")  # a deployment's web tile template; ?basemap= wins
-    if isinstance(tiles_url, str) and state.basemap is None:
-        state.basemap = tiles_url
-    if multiyear and not state.multiyear:  # ?years=URL wins over the catalog's index
-        state.multiyear = str(js.URL.new(multiyear, base).href)
-    return [dict(s, url=str(js.URL.new(s["url"], base).href).rstrip("/")) for s in stores]
-
-
-def _absolute(url: str) -> str:
-    import js
-    return str(js.URL.new(url, js.location.href).href).rstrip("/")
-
-
 def _mark(name: str) -> None:
     import js
     setattr(js.tesseraTimings, name, js.performance.now())
@@ -273,7 +243,7 @@ async def start(target: str) -> Explorer | None:
         return None
     _mark("store_opened")
     if url.multiyear:
-        await state.open_years_index(_absolute(url.multiyear))
+        await state.open_years_index(absolute(url.multiyear))
     moved = _preview_handover()
     if moved is not None:  # where the user moved the JS preview while Python loaded (app/web/preview.js)
         state.centre_view(*moved)

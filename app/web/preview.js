@@ -24,7 +24,7 @@ const unwrap = (r) => {
   return r.value;
 };
 
-// The store Python will open (app/main.py load_catalog): ?store= or #store=, else the catalog's
+// The store Python will open (app/catalog.py load_catalog): ?store= or #store=, else the catalog's
 // store of #year= (or ?year=), else its last one.  Anything unexpected: no preview (Python reports it).
 async function chooseStore(js, q, h) {
   const store = h.get("store") || q.get("store");
