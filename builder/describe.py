@@ -138,7 +138,7 @@ def _check_tessera(attrs: dict, stack: bool, where: str, jsonschema) -> None:
         return
     version = attrs.get("tessera:dataset_version")
     if version is not None and version != conv.DATASET_VERSION:
-        raise StoreError("version", f"{where}: tessera:dataset_version {version!r}; this project reads "
+        raise StoreError("version", f"{where}: tessera:dataset_version {version!r:.80}; this project reads "
                                     f"{conv.DATASET_VERSION!r} stores only", version)
     known = lay.root_kind(attrs) is not None
     more = f"; and {len(problems) - PROBLEMS_SHOWN} more" if len(problems) > PROBLEMS_SHOWN else ""

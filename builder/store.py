@@ -79,7 +79,7 @@ def open_year(path: Path, year: int) -> zarr.Group:
         info = describe(doc, str(path), jsonschema=jsonschema)
     except StoreError as e:
         if e.kind == "version":
-            raise BuildError(f"store has tessera:dataset_version={e.version!r}; this builder writes "
+            raise BuildError(f"store has tessera:dataset_version={e.version!r:.80}; this builder writes "
                              f"{conv.DATASET_VERSION!r} and will not mix them", str(path)) from None
         raise BuildError(str(e)) from None  # names the store already
     if info.kind != TESSERA:

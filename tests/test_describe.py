@@ -143,6 +143,16 @@ def test_a_root_breaking_the_schema_many_times_is_still_one_short_line(store):
     assert "; and 399998 more; neither a tessera: v1 nor a geoemb: store" in msg and msg.endswith("and 99995 more)")
 
 
+def test_a_root_of_another_huge_dataset_version_is_one_short_line(store):
+    doc = root_doc(store)
+    doc["attributes"]["tessera:dataset_version"] = "v9-" + "y" * 1_000_000
+    with pytest.raises(StoreError) as e:
+        describe(doc, jsonschema=jsonschema)
+    msg = str(e.value)
+    assert e.value.kind == "version" and "\n" not in msg and len(msg) < 300, len(msg)
+    assert msg.startswith("store root: tessera:dataset_version 'v9-yyy") and msg.endswith("stores only")
+
+
 def test_claims_tessera_root_tells_a_root_from_a_zone_group(store, geoemb_store):
     assert claims_tessera_root(root_doc(store))
     assert not claims_tessera_root(json.loads((store / zone_dirs(store)[0] / "zarr.json").read_text()))

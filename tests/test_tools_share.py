@@ -79,6 +79,16 @@ def test_cluster_and_scatter_come_back_from_the_url(store):
             lon, lat = pixel_lonlat(store, "utm31", p.region.window[0] + int(p.rows[i]),
                                     p.region.window[2] + int(p.cols[i]))
             assert again.tools.layer("scatter").value_at(lon, lat) == 1.0
+        # a brush too long for the URL is left out, the scatter and its settings stay
+        big = await sc.compute(max_points=3000, seed=9)
+        assert len(big.rows) > 1200  # every other index of these is over 2000 characters as ranges
+        sc.select(list(range(0, len(big.rows), 2)))
+        h_long = state.url().to_hash()
+        assert "tool=scatter,max_points:3000,seed:9,win:" in h_long and "sel:" not in h_long
+        again, back, layer = await reopened(state, store)  # the same points, none brushed, so no map layer yet
+        assert layer is None and again.tools.scatter.selected == [] and "ignored" not in again.status
+        np.testing.assert_array_equal(again.tools.scatter.result.rows, big.rows)
+        np.testing.assert_array_equal(again.tools.scatter.result.cols, big.cols)
         # brushed in a view that moved since: the points are another sample, so the brush is not restored
         moved = UrlState.from_url("", h)
         other = await opened(store)

@@ -53,11 +53,12 @@ def encode(tools) -> str | None:
     attr, fields = SETTINGS[name]
     tool = getattr(tools, attr)
     parts = [name] + [f"{k}:{getattr(tool, k)}" for k in fields]
-    if name == "scatter":
-        parts.append(f"sel:{ranges(tool.selected)}")
-    parts.append("win:" + "_".join(str(int(x)) for x in layer.window))
-    text = ",".join(parts)
-    return text if len(text) <= MAX_TEXT else None
+    win = "win:" + "_".join(str(int(x)) for x in layer.window)
+    if name == "scatter":  # a brush too long for a URL is left out; the tool and its settings stay
+        text = ",".join(parts + [f"sel:{ranges(tool.selected)}", win])
+        if len(text) <= MAX_TEXT:
+            return text
+    return ",".join(parts + [win])
 
 
 def ranges(indices) -> str:
