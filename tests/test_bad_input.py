@@ -168,32 +168,32 @@ def test_year_given_twice(setup):
     assert tree_digest(out) == before
 
 
-def test_store_of_another_dataset_version_or_model(setup):
-    bad, out = setup
+def write_root_attrs(out, **attrs) -> None:
+    """Set attributes of the built 2024 store's root zarr.json (`only=`: replace them all)."""
     meta = out / "2024.zarr" / "zarr.json"
     doc = json.loads(meta.read_text())
-    doc["attributes"]["tessera:dataset_version"] = "v2"
+    doc["attributes"] = attrs.pop("only") if "only" in attrs else {**doc["attributes"], **attrs}
     meta.write_text(json.dumps(doc))
+
+
+def test_store_of_another_dataset_version_or_model(setup):
+    bad, out = setup
+    write_root_attrs(out, **{"tessera:dataset_version": "v2"})
     expect_error(bad, out, "tessera:dataset_version='v2'")
-    doc["attributes"]["tessera:dataset_version"] = "v1"
-    meta.write_text(json.dumps(doc))
+    write_root_attrs(out, **{"tessera:dataset_version": "v1"})
     expect_error(bad, out, "refusing to mix in '2.0'", "--model-version", "2.0")
 
 
 def test_store_whose_root_breaks_the_schema_or_is_another_layout(setup):
     """The builder reads an existing root with describe(): the same one line as the explorer and readers."""
     bad, out = setup
-    meta = out / "2024.zarr" / "zarr.json"
-    doc = json.loads(meta.read_text())
-    doc["attributes"]["tessera:year"] = "2024"
-    meta.write_text(json.dumps(doc))
+    write_root_attrs(out, **{"tessera:year": "2024"})
     msg = expect_error(bad, out, f"error: {out / '2024.zarr'}: tessera:year: '2024' is not of type 'integer'")
     assert msg.count(str(out / "2024.zarr")) == 1
-    doc["attributes"] = {"zarr_conventions": [{"name": "geoemb:", "uuid": "0123"}]}
-    meta.write_text(json.dumps(doc))
+    write_root_attrs(out, only={"zarr_conventions": [{"name": "geoemb:", "uuid": "0123"}]})
     expect_error(bad, out, "'schema_url' is a required property")
-    doc["attributes"] = {"zarr_conventions": [{"name": "geoemb:", "uuid": "61c12cc5-0e28-4056-999a-480cf3fb7e4c"}]}
-    meta.write_text(json.dumps(doc))  # a geoemb: root (its uuid, /work/shared/geoemb-layout.md)
+    # a geoemb: root (its uuid, /work/shared/geoemb-layout.md)
+    write_root_attrs(out, only={"zarr_conventions": [{"name": "geoemb:", "uuid": "61c12cc5-0e28-4056-999a-480cf3fb7e4c"}]})
     expect_error(bad, out, "not a tessera: v1 year store but a geoemb: root")
 
 
