@@ -131,8 +131,18 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _join_bbox(argv: list[str]) -> list[str]:
+    """`--bbox -0.1,50.8,0.2,51.0` as `--bbox=...`: argparse takes a value starting with '-' for an option."""
+    out = list(argv)
+    for i in range(len(out) - 1):
+        if out[i] == "--bbox" and out[i + 1][:2] in {f"-{c}" for c in ".0123456789"}:
+            out[i:i + 2] = [f"--bbox={out[i + 1]}"]
+            break
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parser().parse_args(_join_bbox(sys.argv[1:] if argv is None else argv))
     try:
         return args.fn(args)
     except BuildError as e:

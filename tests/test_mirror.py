@@ -186,7 +186,9 @@ def reference(tmp_path_factory, mirror_root) -> Path:
 
 
 def build_from(base: str, out: Path, cache: Path, *extra: str, check=True, bbox=BBOX):
-    return run_cli("build", "--from", base, f"--bbox={bbox}", "--year", str(YEAR), "--out", str(out),
+    """The real CLI; `--bbox W,S,E,N` as two arguments, so a negative west edge must get through argparse
+    (the resume test uses the `--bbox=...` form)."""
+    return run_cli("build", "--from", base, "--bbox", bbox, "--year", str(YEAR), "--out", str(out),
                    "--cache", str(cache), "--scheduler", "threads", "-q", *extra, check=check, env=ENV)
 
 
@@ -215,7 +217,7 @@ def assert_same_values(a: Path, b: Path, skip: tuple[str, ...] = ()) -> None:
 # ----------------------------------------------------------------- tests --
 @pytest.fixture(scope="module")
 def mirror(mirror_root):
-    """One server for the module: the cache is per mirror URL, so the port must stay the same."""
+    """One server for the module (tests that share a cache see the same URL)."""
     with serve(mirror_root) as m:
         yield m
 
@@ -410,12 +412,26 @@ def registry_root(tmp_path_factory, mirror_root) -> Path:
 
 
 def test_a_mirror_with_only_a_registry_builds_the_same_store(registry_root, reference, tmp_path):
-    out = tmp_path / "out"
+    """Then the same mirror moved to another port reuses the cache (keyed by the URL's path, not its host),
+    except a cached file whose bytes no longer match the registry's sha256 (same size): only that is fetched."""
+    out, cache = tmp_path / "out", tmp_path / "cache"
     with serve(registry_root) as r:
-        build_from(r.base, out, tmp_path / "cache")
+        build_from(r.base, out, cache)
         assert sorted(r.tile_requests()) == sorted(tile_files(IN_BBOX))
         assert {"/v1/manifest.parquet", "/v1/registry.parquet"} <= set(r.requests)
+        first = r.base
     assert_same_values(out / f"{YEAR}.zarr", reference)
+
+    rel = f"{EMBEDDINGS_DIR}/{YEAR}/{IN_BBOX[2]}/{IN_BBOX[2]}_scales.npy"
+    (cached,) = [p for p in cache.rglob(Path(rel).name) if "views" not in p.parts]
+    data = bytearray(cached.read_bytes())
+    data[-1] ^= 0xFF
+    cached.write_bytes(bytes(data))
+    with serve(registry_root) as r2:
+        assert r2.base != first
+        build_from(r2.base, tmp_path / "out2", cache)
+        assert r2.tile_requests() == [f"/v1/{rel}"]
+    assert_same_values(tmp_path / "out2" / f"{YEAR}.zarr", reference)
 
 
 def test_a_file_that_differs_from_the_registry_hash_is_refused(registry_root, tmp_path):

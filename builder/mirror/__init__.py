@@ -48,9 +48,10 @@ from builder.tiles import EMBEDDINGS_DIR, LANDMASKS_DIR
 
 # ------------------------------------------------------------------ view --
 def cache_dir_for(cache: Path, base: str) -> Path:
-    """One cache subdirectory per mirror root URL."""
-    u = urllib.parse.urlsplit(base)
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{u.netloc}{u.path}").strip("_") or "mirror"
+    """One cache subdirectory per mirror root path (e.g. `v1`), whatever the host and port: a mirror that
+    moved, or another mirror of the same version, reuses it.  A cached file is reused only when it matches
+    the manifest (size, .npy header, sha256 when listed; fetch.fetch_file), otherwise fetched again."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", urllib.parse.urlsplit(base).path).strip("_") or "mirror"
     return cache / slug
 
 

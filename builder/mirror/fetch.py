@@ -158,7 +158,7 @@ def _remove_stale_partials(dest: Path) -> None:
 def fetch_file(r: Remote, cache: Path, retries: int = RETRIES) -> bool:
     """Make cache/r.rel a checked copy of r.url; returns True when it was downloaded (False: cached)."""
     dest = cache / r.rel
-    if dest.exists() and _check_file(dest, r) is None:
+    if dest.exists() and _check_file(dest, r) is None and (not r.sha256 or _sha256(dest) == r.sha256.lower()):
         return False
     dest.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_partials(dest)
