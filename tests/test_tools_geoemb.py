@@ -1,5 +1,5 @@
-"""The analysis tools on an official-layout geoemb: store (CPython, zarr-python Source): classification,
-k-means, change between the years of its time axis and a class-map GeoTIFF, each against scikit-learn /
+"""The analysis tools on an official-layout geoemb: store (CPython, zarr-python Source): labels, classification,
+k-means, change between the years of its time axis, the PCA scatter and a class-map GeoTIFF, each against scikit-learn /
 numpy on direct zarr-python reads of the store written by tests/geoemb_writer.py (not the builder)."""
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def vectors(path, zone: str, t: int) -> np.ndarray:
     return v
 
 
-def test_classify_cluster_change_and_export_on_a_geoemb_store(geoemb_store):
+def test_labels_classify_cluster_change_scatter_and_export_on_a_geoemb_store(geoemb_store):
     import tifffile
     from sklearn.cluster import KMeans
     from sklearn.neighbors import KNeighborsClassifier
@@ -72,6 +72,14 @@ def test_classify_cluster_change_and_export_on_a_geoemb_store(geoemb_store):
         with np.errstate(invalid="ignore"):
             cos = (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
         np.testing.assert_allclose(ch.values, 1 - cos, rtol=0, atol=1e-5, equal_nan=True)
+        # scatter: PCA of every valid pixel of the region vs scikit-learn (a component's sign is arbitrary)
+        from sklearn.decomposition import PCA
+        sp = await state.tools.scatter.compute(max_points=100_000)
+        assert sp.region.window == layer.window and len(sp.rows) == valid.sum()
+        X = sub[sp.rows, sp.cols].astype(np.float64)
+        xy = PCA(n_components=2).fit_transform(X)
+        xy *= np.sign((sp.xy * xy).sum(axis=0))
+        np.testing.assert_allclose(sp.xy, xy, rtol=0, atol=1e-4 * np.abs(xy).max())
         # the class map as a GeoTIFF on the zone's grid
         tif = (await layers.layer(state, "class")).geotiff()
         with tifffile.TiffFile(io.BytesIO(tif)) as f:
