@@ -66,6 +66,43 @@ def geoemb_scales(t: dict) -> np.ndarray:
     return s
 
 
+def geoemb_root(out: Path):
+    """An empty geoemb: root group (the note's root attributes)."""
+    root = zarr.open_group(zarr.storage.LocalStore(out), mode="w", zarr_format=3)
+    root.attrs.update({
+        "zarr_conventions": [CONVENTION], "geoemb:type": "pixel", "geoemb:dimensions": 128,
+        "geoemb:model": "https://example.org/tessera/v1.0", "geoemb:data_type": "int8", "geoemb:gsd": GSD,
+        "geoemb:spatial_layout": "utm_zones", "geoemb:build_version": "tests/geoemb_writer",
+        "geoemb:quantization": {"method": "per_pixel_scale", "original_dtype": "float32", "quantized_dtype": "int8",
+                                "scale": {"type": "array", "array_name": "scales", "nodata": "+inf"}}})
+    return root
+
+
+def geoemb_zone(root, zone: int, x0: float, y1: float, H: int, W: int, years: list[int], *, shard: int = 256,
+                chunk: int = 32):
+    """Zone group `utmNN` (top-left corner x0, y1 in EPSG:326NN) with its coordinate arrays; returns the
+    (embeddings, scales) arrays, nothing written (every pixel reads as +inf: no data)."""
+    blosc = BloscCodec(cname="zstd", clevel=3)
+    T = len(years)
+    g = root.create_group(f"utm{zone:02d}")
+    g.attrs.update({"proj:code": f"EPSG:{32600 + zone}", "spatial:dimensions": ["y", "x"],
+                    "spatial:transform": [GSD, 0.0, x0, 0.0, -GSD, y1],
+                    "spatial:bbox": [x0, y1 - H * GSD, x0 + W * GSD, y1],
+                    "spatial:shape": [H, W], "spatial:registration": "pixel"})
+    emb = g.create_array("embeddings", shape=(T, 128, H, W), dtype="int8", fill_value=0,
+                         shards=(1, 128, shard, shard), chunks=(1, 128, chunk, chunk), compressors=[blosc],
+                         dimension_names=["time", "band", "y", "x"], config={"write_empty_chunks": False})
+    scl = g.create_array("scales", shape=(T, H, W), dtype="float32", fill_value=np.inf,
+                         shards=(1, shard, shard), chunks=(1, chunk, chunk), compressors=[blosc],
+                         dimension_names=["time", "y", "x"], config={"write_empty_chunks": False})
+    for name, values in (("x", x0 + (np.arange(W) + 0.5) * GSD), ("y", y1 - (np.arange(H) + 0.5) * GSD),
+                         ("time", np.array(years, dtype=np.int32)), ("band", np.arange(128, dtype=np.int32))):
+        a = g.create_array(name, shape=values.shape, dtype=values.dtype, chunks=values.shape, compressors=[blosc],
+                           dimension_names=[name])
+        a[:] = values
+    return emb, scl
+
+
 def write_geoemb(tiles_root: Path, years: list[int], out: Path, *, shard: int = 256, chunk: int = 32,
                  consolidated: bool = True) -> Path:
     tiles = {y: read_tiles(tiles_root, y) for y in years}
@@ -76,36 +113,14 @@ def write_geoemb(tiles_root: Path, years: list[int], out: Path, *, shard: int = 
             zone, n0 = northern(t)
             h, w = t["q"].shape[:2]
             zones.setdefault(zone, []).append((t["e0"], n0 - h * GSD, t["e0"] + w * GSD, n0))
-    root = zarr.open_group(zarr.storage.LocalStore(out), mode="w", zarr_format=3)
-    root.attrs.update({
-        "zarr_conventions": [CONVENTION], "geoemb:type": "pixel", "geoemb:dimensions": 128,
-        "geoemb:model": "https://example.org/tessera/v1.0", "geoemb:data_type": "int8", "geoemb:gsd": GSD,
-        "geoemb:spatial_layout": "utm_zones", "geoemb:build_version": "tests/geoemb_writer",
-        "geoemb:quantization": {"method": "per_pixel_scale", "original_dtype": "float32", "quantized_dtype": "int8",
-                                "scale": {"type": "array", "array_name": "scales", "nodata": "+inf"}}})
-    blosc = BloscCodec(cname="zstd", clevel=3)
-    T = len(years)
+    root = geoemb_root(out)
     for zone, boxes in sorted(zones.items()):
         x0 = math.floor(min(b[0] for b in boxes) / step) * step
         y1 = math.ceil(max(b[3] for b in boxes) / step) * step
         x1 = math.ceil(max(b[2] for b in boxes) / step) * step
         y0 = math.floor(min(b[1] for b in boxes) / step) * step
         H, W = round((y1 - y0) / GSD), round((x1 - x0) / GSD)
-        g = root.create_group(f"utm{zone:02d}")
-        g.attrs.update({"proj:code": f"EPSG:{32600 + zone}", "spatial:dimensions": ["y", "x"],
-                        "spatial:transform": [GSD, 0.0, x0, 0.0, -GSD, y1], "spatial:bbox": [x0, y0, x1, y1],
-                        "spatial:shape": [H, W], "spatial:registration": "pixel"})
-        emb = g.create_array("embeddings", shape=(T, 128, H, W), dtype="int8", fill_value=0,
-                             shards=(1, 128, shard, shard), chunks=(1, 128, chunk, chunk), compressors=[blosc],
-                             dimension_names=["time", "band", "y", "x"], config={"write_empty_chunks": False})
-        scl = g.create_array("scales", shape=(T, H, W), dtype="float32", fill_value=np.inf,
-                             shards=(1, shard, shard), chunks=(1, chunk, chunk), compressors=[blosc],
-                             dimension_names=["time", "y", "x"], config={"write_empty_chunks": False})
-        for name, values in (("x", x0 + (np.arange(W) + 0.5) * GSD), ("y", y1 - (np.arange(H) + 0.5) * GSD),
-                             ("time", np.array(years, dtype=np.int32)), ("band", np.arange(128, dtype=np.int32))):
-            a = g.create_array(name, shape=values.shape, dtype=values.dtype, chunks=values.shape, compressors=[blosc],
-                               dimension_names=[name])
-            a[:] = values
+        emb, scl = geoemb_zone(root, zone, x0, y1, H, W, years, shard=shard, chunk=chunk)
         for ti, y in enumerate(years):
             e_full = np.zeros((128, H, W), dtype=np.int8)
             s_full = np.full((H, W), np.inf, dtype=np.float32)

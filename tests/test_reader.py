@@ -23,7 +23,7 @@ from pyproj import CRS, Transformer
 
 from builder.reader import open_store
 from conftest import PX, run_cli
-from geoemb_writer import YEARS, read_tiles, tile_points, write_geoemb
+from geoemb_writer import YEARS, geoemb_root, geoemb_zone, read_tiles, tile_points, write_geoemb
 
 INNER = {"tessera:v1": 4, "geoemb:": 32}  # inner chunk edges the stores under test were written with
 
@@ -387,6 +387,30 @@ def test_read_region_over_two_zones_asks_for_a_zone(served, tiles2):
     assert ds.attrs["proj:code"] == "EPSG:32631" and np.isfinite(ds.embeddings.values).any()
     with pytest.raises(ValueError, match=r"covers no zone"):
         s.read_region((10.0, 10.0, 10.1, 10.1), 2024)
+
+
+def test_read_region_of_a_large_area_streams_in_bounded_memory(tmp_path):
+    """A 2048 x 2048 px geoemb: window (2 GiB of float32) computed a block at a time: the peak of traced
+    allocations (numpy's included) stays a small fraction of the whole."""
+    import tracemalloc
+    path = tmp_path / "big.zarr"
+    x0, y1, n = 600_000.0, 5_650_000.0, 2048
+    emb, scl = geoemb_zone(geoemb_root(path), 30, x0, y1, n, n, [2024])
+    emb[0, :, 1000:1040, 300:332] = 3  # one patch of data; the rest is unwritten (+inf: no data)
+    scl[0, 1000:1040, 300:332] = 0.5
+    zarr.consolidate_metadata(zarr.storage.LocalStore(path))
+    to_ll = Transformer.from_crs(32630, 4326, always_xy=True)
+    w, s_, e, n_ = to_ll.transform_bounds(x0 + 50, y1 - n * 10 + 50, x0 + n * 10 - 50, y1 - 50)
+    ds = open_store(str(path)).read_region((w, s_, e, n_), 2024)
+    assert ds.sizes["y"] == ds.sizes["x"] == n and ds.embeddings.nbytes == n * n * 128 * 4
+    tracemalloc.start()
+    try:
+        total = float(ds.embeddings.sum().compute(scheduler="threads", num_workers=2))  # any machine: 2 blocks in flight
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert total == 40 * 32 * 128 * 1.5
+    assert peak < ds.embeddings.nbytes / 8, f"peak {peak / 2**20:.0f} MiB"
 
 
 # ---------------------------------------------------------------- xarray --
