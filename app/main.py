@@ -22,7 +22,7 @@ from app.export import to_csv, to_npy
 from app.reader import SourceError, bridge
 from app.session import MAP_H, MAP_W, Explorer, year_options
 from app.state import UrlState
-from app.tools import share
+from app.tools import share, similarity
 from app.tools.labels import BrowserStorage
 from app.tools.ui import ToolsUI
 
@@ -79,7 +79,8 @@ class ExplorerUI(pn.viewable.Viewer):
         state.param.watch(self._show_view, ["view"])
         state.param.watch(self._draw_layers, ["show_coast", "show_borders", "geo_opacity", "show_tiles",
                                               "tiles_opacity", "embedding_opacity"])
-        state.param.watch(self._write_url, ["year", "view", "selected", "pins", "similarity_on", "threshold", "sim"])
+        state.param.watch(self._write_url, ["year", "view", "selected", "pins", "similarity_on", "threshold", "sim_from",
+                                              "sim_mode", "sim"])
         state.tools.labels.param.watch(lambda *e: self._write_url(), ["points", "classes"])  # batched events
         share.watch(state.tools, self._write_url)  # the tool layer shown and its settings
 
@@ -251,8 +252,6 @@ async def start(target: str) -> Explorer | None:
         state.centre_view(url.lon, url.lat, url.span or 20_000)
     else:
         state.fit_zones()
-    if url.sim is not None:
-        state.threshold = url.sim
     state.tools.labels.storage = BrowserStorage()  # labels persist in localStorage
     state.tools.change.offer()
     ui = ExplorerUI(state)
@@ -262,8 +261,7 @@ async def start(target: str) -> Explorer | None:
     state.pins = [p for p in pins if p is not None and p.valid]
     if url.sel:
         await state.select(*url.sel)
-    if url.sim is not None and state.selected is not None and state.selected.valid:
-        state.similarity_on = True
+    await similarity.restore(state, url)  # the link's threshold, source and mode; on again if it was
     await state.tools.labels.restore(url.labels)  # from the URL hash, else localStorage
     await share.restore(state, url.tool)  # the link's tool layer, re-run on its view (after the labels it may use)
     await state.settle()

@@ -272,7 +272,9 @@ class Explorer(param.Parameterized):
                         span=v.metres_per_pixel() * v.width,
                         sel=(self.selected.lon, self.selected.lat) if self.selected else None,
                         pins=[(p.lon, p.lat) for p in self.pins],
-                        sim=self.threshold if self.similarity_on else None, embed=self.url_state.embed,
+                        sim=self.threshold if self.similarity_on else None,
+                        sim_from=self.sim_from if self.similarity_on else None,
+                        sim_mode=self.sim_mode if self.similarity_on else None, embed=self.url_state.embed,
                         labels=self.tools.labels.compact(), tool=share.encode(self.tools))
 
 

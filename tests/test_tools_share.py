@@ -4,15 +4,16 @@ with one escaped line."""
 from __future__ import annotations
 
 import html
+from urllib.parse import quote
 
 import numpy as np
 import pytest
 
 from app.state import UrlState
-from app.tools import region, share
+from app.tools import region, share, similarity
 from conftest import run_async
 from test_session import year_copy
-from tools_util import centre_of_data, opened, pixel_lonlat, training_pixels
+from tools_util import centre_of_data, opened, pixel_lonlat, training_pixels, zone_vectors
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 
@@ -153,4 +154,49 @@ def test_hostile_tool_values_are_ignored_in_one_escaped_line(store):
             assert HOSTILE not in state.status and (HOSTILE not in text or "&lt;img" in state.status)  # escaped
             assert "Traceback" not in state.status and state.tools.shown in ("none", "scatter")
             assert state.tools.layer("scatter") is None
+    run_async(run())
+
+
+def cosines(sub, t):
+    return sub @ t / (np.linalg.norm(sub, axis=-1) * np.linalg.norm(t))
+
+
+def test_similarity_source_and_mode_come_back_from_the_url(store):
+    async def run():
+        state = await opened(store)
+        state.centre_view(*centre_of_data(store, "utm30"), 3000)
+        v = zone_vectors(store, "utm30")
+        rc = [tuple(map(int, x)) for x in np.argwhere(np.isfinite(v[..., 0]))[[10, 500, 900]]]
+        for r, c in rc:
+            await state.select(*pixel_lonlat(store, "utm30", r, c))
+            state.pin()
+        await state.select(*centre_of_data(store, "utm31"))  # a selection elsewhere: the link is on the pins
+        state.param.update(sim_from="pins", sim_mode="max", threshold=0.6, similarity_on=True)
+        await state.settle()
+        h = state.url().to_hash()
+        assert "sim=0.60&sim_from=pins&sim_mode=max" in h
+        back = UrlState.from_url("", h)
+        again = await opened(store)  # as app/main.py starts: view, pins, selection, then the similarity
+        again.centre_view(back.lon, back.lat, back.span)
+        again.pins = [await again.model.pixel_at(*p) for p in back.pins]
+        await again.select(*back.sel)
+        await similarity.restore(again, back)
+        await again.settle()
+        assert (again.similarity_on, again.sim_from, again.sim_mode, again.threshold) == (True, "pins", "max", 0.6)
+        zone, (r0, r1, c0, c1), sim = again.sim
+        assert (zone.name, (r0, r1, c0, c1)) == (state.sim[0].name, tuple(state.sim[1]))
+        sub = v[r0:r1, c0:c1].astype(np.float64)  # the max of the pins' cosines, from zarr-python + numpy
+        want = np.stack([cosines(sub, v[r, c].astype(np.float64)) for r, c in rc]).max(0)
+        np.testing.assert_allclose(sim, want, rtol=0, atol=1e-5, equal_nan=True)
+
+        for key, text, why in (("sim_from", HOSTILE, "sim_from '<img"), ("sim_mode", "median", "sim_mode 'median'"),
+                               ("sim", "5", "threshold 5.0"), ("sim", "nan", "threshold nan")):
+            other = await opened(store)
+            other.pins = list(again.pins)
+            url = UrlState.from_url("", UrlState(year=2024, sim=0.5).to_hash() + f"&{key}=" + quote(text))
+            await similarity.restore(other, url)
+            await other.settle()
+            assert "Similarity settings in the URL ignored" in other.status and why in html.unescape(other.status)
+            assert "\n" not in other.status and HOSTILE not in other.status and not other.similarity_on
+            assert (other.sim_from, other.sim_mode, other.threshold) == ("selection", "mean", 0.8)
     run_async(run())
