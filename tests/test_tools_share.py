@@ -58,7 +58,7 @@ def test_cluster_and_scatter_come_back_from_the_url(store):
         first = await state.tools.cluster.cluster(4, 3)
         h = state.url().to_hash()
         r0, r1, c0, c1 = first.window
-        assert f"tool=cluster,k:4,seed:3,win:{r0}_{r1}_{c0}_{c1}" in h
+        assert f"tool=cluster,k:4,seed:3,win:{r0}_{r1}_{c0}_{c1},zone:utm31" in h
         again, back, layer = await reopened(state, store)
         assert again.tools.shown == "cluster" and (again.tools.cluster.k, again.tools.cluster.seed) == (4, 3)
         same_layer(layer, first)
@@ -68,7 +68,7 @@ def test_cluster_and_scatter_come_back_from_the_url(store):
         sc = state.tools.scatter
         p = await sc.compute(max_points=700, seed=9)
         brushed = [0, 1, 2, 3, 10, 40, 41, 699]
-        sc.select(brushed)
+        brush = sc.select(brushed)
         assert state.tools.shown == "scatter"
         h = state.url().to_hash()
         assert "tool=scatter,max_points:700,seed:9,sel:0-3;10;40-41;699,win:" in h
@@ -90,12 +90,13 @@ def test_cluster_and_scatter_come_back_from_the_url(store):
         assert layer is None and again.tools.scatter.selected == [] and "ignored" not in again.status
         np.testing.assert_array_equal(again.tools.scatter.result.rows, big.rows)
         np.testing.assert_array_equal(again.tools.scatter.result.cols, big.cols)
-        # brushed in a view that moved since: the points are another sample, so the brush is not restored
+        # opened on another view: the scatter re-runs on the link's window, so the same sample and brush
         moved = UrlState.from_url("", h)
         other = await opened(store)
         other.centre_view(moved.lon + 0.01, moved.lat, moved.span)
-        assert await share.restore(other, moved.tool) is None
-        assert "brushed points not restored" in other.status and other.tools.scatter.result is not None
+        assert region.view_window(other.model, other.render_view())[1] != tuple(brush.window)
+        same_layer(await share.restore(other, moved.tool), brush)
+        assert other.tools.scatter.selected == brushed
     run_async(run())
 
 
@@ -126,6 +127,28 @@ def test_class_map_and_change_come_back_from_the_url(store, world, tmp_path):
     run_async(run())
 
 
+def test_a_links_tool_layer_runs_on_the_links_window_not_the_view(store):
+    async def run():
+        state = await opened(store)
+        state.centre_view(*centre_of_data(store, "utm31"), 2500)
+        first = await state.tools.cluster.cluster(3, 7)
+        link = UrlState.from_url("", state.url().to_hash())
+        other = await opened(store)  # the link opened on another view (the map moved after the tool ran)
+        other.centre_view(link.lon + 0.01, link.lat - 0.005, link.span)
+        assert region.view_window(other.model, other.render_view())[1] != tuple(first.window)
+        layer = await share.restore(other, link.tool)
+        assert (layer.zone.name, tuple(layer.window)) == ("utm31", tuple(first.window)) and other.tool_window is None
+        r0, r1, c0, c1 = first.window  # k-means by scikit-learn on the window read by zarr-python
+        from sklearn.cluster import KMeans
+        v = zone_vectors(store, "utm31")[r0:r1, c0:c1]
+        ok = np.isfinite(v[..., 0])
+        want = np.full(ok.shape, np.nan, np.float32)
+        want[ok] = KMeans(n_clusters=3, random_state=7, n_init=3).fit(v[ok]).predict(v[ok])
+        np.testing.assert_array_equal(layer.values, want)
+        assert "capped" not in other.status and "utm31 rows" in other.status
+    run_async(run())
+
+
 HOSTILE_TOOLS = [
     (HOSTILE, f"unknown tool '{HOSTILE}'"),
     ("cluster,k:999", "Tool layer in the URL ignored"),
@@ -135,6 +158,11 @@ HOSTILE_TOOLS = [
     (f"class,method:{HOSTILE}", "Tool layer in the URL ignored"),
     ("change,threshold:nan", "bad setting 'threshold:nan'"),
     ("cluster,k:5,win:1_2", "bad setting 'win:1_2'"),
+    ("cluster,win:0_10_0_10,zone:" + HOSTILE, f"no zone '{HOSTILE}' in this store"),
+    ("cluster,win:5_2_0_10,zone:utm31", "window 5_2_0_10 is not inside utm31's grid"),
+    ("cluster,win:-1_10_0_10,zone:utm31", "is not inside utm31's grid"),
+    ("cluster,win:0_10_0_999999,zone:utm31", "is not inside utm31's grid"),
+    ("scatter,win:0_129_0_10", "window 0_129_0_10 is larger than the region cap (128 px per side)"),  # cap lowered
     (f"cluster,{HOSTILE}:1", f"bad setting '{HOSTILE}:1'"),
     ("scatter,sel:0-99999999", "out of range"),
     ("scatter,sel:5-2", "out of range"),
@@ -142,7 +170,9 @@ HOSTILE_TOOLS = [
 ]
 
 
-def test_hostile_tool_values_are_ignored_in_one_escaped_line(store):
+def test_hostile_tool_values_are_ignored_in_one_escaped_line(store, monkeypatch):
+    monkeypatch.setattr("app.model.MAX_REGION", 128)  # the demo's zones are smaller than the real cap
+
     async def run():
         state = await opened(store)
         state.centre_view(*centre_of_data(store, "utm31"), 2500)
