@@ -215,11 +215,16 @@ def _mark(name: str) -> None:
     setattr(js.tesseraTimings, name, js.performance.now())
 
 
-def _preview_handover() -> tuple[float, float, float] | None:
-    """(lon, lat, span) of the view the user moved the JS preview to, or None (not moved, or no preview)."""
+def _preview(method: str):
+    """Call the JS preview's `method` (app/web/preview.js: handover, close); None when there is no preview."""
     import js
     p = getattr(js, "tesseraPreview", None)
-    v = p.handover() if p is not None else None
+    return None if p is None else getattr(p, method)()
+
+
+def _preview_handover() -> tuple[float, float, float] | None:
+    """(lon, lat, span) of the view the user moved the JS preview to, or None (not moved, or no preview)."""
+    v = _preview("handover")
     return None if v is None else (float(v.lon), float(v.lat), float(v.span))
 
 
@@ -270,8 +275,7 @@ async def start(target: str) -> Explorer | None:
     if bad:
         state.status = views.html("<b>Ignored embedding origins</b> (not scheme://host[:port]): {}", ", ".join(bad))
     api.expose(state, origins, ui.tools_ui)
-    if getattr(js, "tesseraPreview", None) is not None:
-        js.tesseraPreview.close()  # the Panel map, drawn below it, is now interactive
+    _preview("close")  # the Panel map, drawn below it, is now interactive
     _mark("interactive")
     js.document.body.dataset.state = "ready"
     return state

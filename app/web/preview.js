@@ -7,12 +7,11 @@
 // The view is Web Mercator like the Bokeh map's: a centre (metres) and metres per canvas pixel.
 // Pixels are sampled nearest from one level window (a coarse level for a world view), a screen
 // column and a screen row at a time: in Mercator, longitude depends on x only, latitude on y only.
-const R = 6378137.0;
+// The projection is the bridge's (app/js/mercator.js, window.tesseraJS.mercator): one copy, the coastlines'.
+import { mercator } from "./vendor/tessera.mjs";
+
+const { R, lonToX, latToY, xToLon, yToLat } = mercator;
 const D = Math.PI / 180;
-const lonToX = (lon) => lon * D * R;
-const latToY = (lat) => R * Math.log(Math.tan(Math.PI / 4 + (Math.max(-85.0511, Math.min(85.0511, lat)) * D) / 2));
-const xToLon = (x) => x / R / D;
-const yToLat = (y) => Math.atan(Math.sinh(y / R)) / D;
 
 // The Bokeh map's size (app/session.py MAP_W, MAP_H; tests/test_browser_preview.py checks they agree).
 export const WIDTH = 760, HEIGHT = 520;
