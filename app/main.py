@@ -223,7 +223,8 @@ def _preview(method: str):
 
 
 def _preview_handover() -> tuple[float, float, float] | None:
-    """(lon, lat, span) of the view the user moved the JS preview to, or None (not moved, or no preview)."""
+    """(lon, lat, span) of the JS preview's view when the user moved it or it framed the data itself (no view in
+    the hash), else None (the hash's view, or no preview: Python places the map)."""
     v = _preview("handover")
     return None if v is None else (float(v.lon), float(v.lat), float(v.span))
 
@@ -251,7 +252,7 @@ async def start(target: str) -> Explorer | None:
     if url.multiyear:
         await state.open_years_index(absolute(url.multiyear))
     moved = _preview_handover()
-    if moved is not None:  # where the user moved the JS preview while Python loaded (app/web/preview.js)
+    if moved is not None:  # the JS preview's view: moved by the user, or its framing of the data (app/web/preview.js)
         state.centre_view(*moved)
     elif url.lon is not None and url.lat is not None:
         state.centre_view(url.lon, url.lat, url.span or 20_000)

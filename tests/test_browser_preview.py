@@ -27,6 +27,11 @@ PREVIEW = """() => {
 }"""
 
 
+RANGES = """() => { const d = Bokeh.documents[0];
+    const x = d.get_model_by_name('map-x'), y = d.get_model_by_name('map-y'), f = d.get_model_by_name('map');
+    return [x.start, x.end, y.start, y.end, f.width, f.height]; }"""
+
+
 def snapshot(page) -> dict:
     import base64
     snap = page.evaluate(PREVIEW)
@@ -108,9 +113,7 @@ def test_preview_paints_the_store_before_python_and_hands_a_panned_view_over(pag
     assert_painted_from_store(store, moved, 1000)  # redrawn for the new view from the same level
 
     assert wait_state(page) == "ready"
-    ranges = page.evaluate("""() => { const d = Bokeh.documents[0];
-        const x = d.get_model_by_name('map-x'), y = d.get_model_by_name('map-y'), f = d.get_model_by_name('map');
-        return [x.start, x.end, y.start, y.end, f.width, f.height]; }""")
+    ranges = page.evaluate(RANGES)
     x0, x1, y0, y1, fw, fh = ranges
     assert [fw, fh] == moved["size"] == [W, H]  # the preview has the Panel map's size
     assert abs((x0 + x1) / 2 - m["cx"]) < 0.01 * (x1 - x0)  # the Panel map opened where the user moved to
@@ -132,3 +135,9 @@ def test_embedded_preview_frames_the_coarsest_level_and_gives_way_to_the_app(pag
     assert_painted_from_store(store, snap, 2)
     assert wait_state(page) == "ready"
     assert page.evaluate("document.getElementById('preview').hidden")
+    # No view in the hash: the Panel map opens on the preview's framing (one rule, no jump at "ready").
+    last = page.evaluate("({...window.tesseraPreview.view})")
+    x0, x1, y0, y1 = page.evaluate(RANGES)[:4]
+    mpp = last["mpp"]
+    assert abs(x0 - (last["cx"] - W / 2 * mpp)) < mpp and abs(x1 - (last["cx"] + W / 2 * mpp)) < mpp
+    assert abs(y0 - (last["cy"] - H / 2 * mpp)) < mpp and abs(y1 - (last["cy"] + H / 2 * mpp)) < mpp

@@ -65,6 +65,7 @@ class Preview {
     this.over = root.querySelector("canvas.coast");
     this.view = null; // {cx, cy, mpp}
     this.moved = false;
+    this.framed = false; // the view is this preview's framing of the data (the URL hash had no view)
     this.frozen = false;
     this.closed = false;
     this.img = null; // {data, level, r0, c0, h, w}
@@ -85,6 +86,7 @@ class Preview {
     const x0 = lonToX(w), x1 = lonToX(e), y0 = latToY(s), y1 = latToY(n);
     const half = (Math.max(x1 - x0, ((y1 - y0) * WIDTH) / HEIGHT) / 2) * 1.1;
     this.view = { cx: (x0 + x1) / 2, cy: (y0 + y1) / 2, mpp: (2 * half) / WIDTH };
+    this.framed = true;
   }
 
   schedule() {
@@ -179,13 +181,15 @@ class Preview {
     }, { passive: false });
   }
 
-  // For Python: the view the user moved to ({lon, lat, span} as the URL hash holds them: the
-  // centre and the ground width there, app/session.py centred_box), or null when not moved.
+  // For Python: the view shown ({lon, lat, span} as the URL hash holds them: the centre and the
+  // ground width there, app/session.py centred_box) when the user moved it or when it is this
+  // preview's framing of the data (no view in the hash: one framing, computed here once, so the map
+  // does not jump at "ready"); null otherwise (the hash's view, or nothing painted yet: Python frames).
   // The preview stops following input: Python's map opens at this view.
   handover() {
     this.frozen = true;
     this.over.style.cursor = "progress";
-    return this.moved ? this.where() : null;
+    return this.view && (this.moved || this.framed) ? this.where() : null;
   }
 
   where() {
