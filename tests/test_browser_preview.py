@@ -112,6 +112,23 @@ def test_preview_paints_the_store_before_python_and_hands_a_panned_view_over(pag
     assert m["mpp"] == pytest.approx(v["mpp"] * math.exp(-0.6), rel=1e-6)
     assert_painted_from_store(store, moved, 1000)  # redrawn for the new view from the same level
 
+    # Zoom in further, about a pixel with data: once the wheel settles, the finer level for the view (the coarsest
+    # whose pixel is no larger than a screen pixel) is read and painted, not the first level's blocks.
+    rows, cols = np.nonzero(moved["rgba"][..., 3] > 0)
+    k = np.argsort(rows * W + cols)[len(rows) // 2]
+    page.mouse.move(box["x"] + cols[k] + 0.5, box["y"] + rows[k] + 0.5)
+    page.mouse.wheel(0, -600)
+    mpp = v["mpp"] * math.exp(-1.8)
+    levels = sorted(int(p.name) for p in (store / "global_rgb").iterdir() if p.name.isdigit())
+    screen_deg = mpp / (2 * math.pi * 6378137.0) * 360  # a screen pixel's width in longitude
+    want = max([k for k in levels if 0.0001 * 2 ** k <= screen_deg] or levels[:1])
+    assert want < moved["level"]
+    page.wait_for_function("(lvl) => window.tesseraPreview.img.level.index === lvl", arg=want, timeout=30_000)
+    fine = snapshot(page)
+    m = fine["view"]
+    assert m["mpp"] == pytest.approx(mpp, rel=1e-6) and fine["level"] == want
+    assert_painted_from_store(store, fine, 500)
+
     assert wait_state(page) == "ready"
     ranges = page.evaluate(RANGES)
     x0, x1, y0, y1, fw, fh = ranges
