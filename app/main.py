@@ -22,7 +22,7 @@ from app.export import to_csv, to_npy
 from app.reader import SourceError, bridge
 from app.session import MAP_H, MAP_W, Explorer, year_options
 from app.state import UrlState
-from app.tools import share
+from app.tools import share, similarity
 from app.tools.labels import BrowserStorage
 from app.tools.ui import ToolsUI
 
@@ -79,7 +79,8 @@ class ExplorerUI(pn.viewable.Viewer):
         state.param.watch(self._show_view, ["view"])
         state.param.watch(self._draw_layers, ["show_coast", "show_borders", "geo_opacity", "show_tiles",
                                               "tiles_opacity", "embedding_opacity"])
-        state.param.watch(self._write_url, ["year", "view", "selected", "pins", "similarity_on", "threshold", "sim"])
+        state.param.watch(self._write_url, ["year", "view", "selected", "pins", "similarity_on", "threshold", "sim_from",
+                                              "sim_mode", "sim"])
         state.tools.labels.param.watch(lambda *e: self._write_url(), ["points", "classes"])  # batched events
         share.watch(state.tools, self._write_url)  # the tool layer shown and its settings
 
@@ -214,11 +215,17 @@ def _mark(name: str) -> None:
     setattr(js.tesseraTimings, name, js.performance.now())
 
 
-def _preview_handover() -> tuple[float, float, float] | None:
-    """(lon, lat, span) of the view the user moved the JS preview to, or None (not moved, or no preview)."""
+def _preview(method: str):
+    """Call the JS preview's `method` (app/web/preview.js: handover, close); None when there is no preview."""
     import js
     p = getattr(js, "tesseraPreview", None)
-    v = p.handover() if p is not None else None
+    return None if p is None else getattr(p, method)()
+
+
+def _preview_handover() -> tuple[float, float, float] | None:
+    """(lon, lat, span) of the JS preview's view when the user moved it or it framed the data itself (no view in
+    the hash), else None (the hash's view, or no preview: Python places the map)."""
+    v = _preview("handover")
     return None if v is None else (float(v.lon), float(v.lat), float(v.span))
 
 
@@ -245,14 +252,12 @@ async def start(target: str) -> Explorer | None:
     if url.multiyear:
         await state.open_years_index(absolute(url.multiyear))
     moved = _preview_handover()
-    if moved is not None:  # where the user moved the JS preview while Python loaded (app/web/preview.js)
+    if moved is not None:  # the JS preview's view: moved by the user, or its framing of the data (app/web/preview.js)
         state.centre_view(*moved)
     elif url.lon is not None and url.lat is not None:
         state.centre_view(url.lon, url.lat, url.span or 20_000)
     else:
         state.fit_zones()
-    if url.sim is not None:
-        state.threshold = url.sim
     state.tools.labels.storage = BrowserStorage()  # labels persist in localStorage
     state.tools.change.offer()
     ui = ExplorerUI(state)
@@ -262,8 +267,7 @@ async def start(target: str) -> Explorer | None:
     state.pins = [p for p in pins if p is not None and p.valid]
     if url.sel:
         await state.select(*url.sel)
-    if url.sim is not None and state.selected is not None and state.selected.valid:
-        state.similarity_on = True
+    await similarity.restore(state, url)  # the link's threshold, source and mode; on again if it was
     await state.tools.labels.restore(url.labels)  # from the URL hash, else localStorage
     await share.restore(state, url.tool)  # the link's tool layer, re-run on its view (after the labels it may use)
     await state.settle()
@@ -272,8 +276,7 @@ async def start(target: str) -> Explorer | None:
     if bad:
         state.status = views.html("<b>Ignored embedding origins</b> (not scheme://host[:port]): {}", ", ".join(bad))
     api.expose(state, origins, ui.tools_ui)
-    if getattr(js, "tesseraPreview", None) is not None:
-        js.tesseraPreview.close()  # the Panel map, drawn below it, is now interactive
+    _preview("close")  # the Panel map, drawn below it, is now interactive
     _mark("interactive")
     js.document.body.dataset.state = "ready"
     return state

@@ -63,6 +63,7 @@ class Explorer(param.Parameterized):
         self._drawing = None
         self._redraw_pending = False
         self.geography = None  # the task loading coastlines, borders and place names (app/main.py)
+        self.tool_window = None  # (zone name, window) the tools run on instead of the view's (app/tools/share.py)
         self.tools = Tools(self)  # labels, classification, k-means, change (app/tools/)
         self.param.watch(self._on_selected, "selected")
         # What a change of state sets off: a year switch, a similarity search, a redraw (coalesced).
@@ -272,7 +273,9 @@ class Explorer(param.Parameterized):
                         span=v.metres_per_pixel() * v.width,
                         sel=(self.selected.lon, self.selected.lat) if self.selected else None,
                         pins=[(p.lon, p.lat) for p in self.pins],
-                        sim=self.threshold if self.similarity_on else None, embed=self.url_state.embed,
+                        sim=self.threshold if self.similarity_on else None,
+                        sim_from=self.sim_from if self.similarity_on else None,
+                        sim_mode=self.sim_mode if self.similarity_on else None, embed=self.url_state.embed,
                         labels=self.tools.labels.compact(), tool=share.encode(self.tools))
 
 

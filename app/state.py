@@ -1,6 +1,7 @@
 """Shareable state: what the URL holds, and how it is written and read back.
 
     index.html?store=URL&embed=1#year=2024&lon=0.05&lat=50.85&span=3000&sel=0.051,50.849&pins=lon,lat;lon,lat&sim=0.8
+        &sim_from=pins&sim_mode=max (the similarity's source and mode, with sim: app/tools/similarity.py restore)
         &labels=[["class",...]] (a small label set, JSON: see app/tools/labels.py `saved`)
         &tool=cluster,k:5,seed:0,win:... (the tool layer shown and its settings: app/tools/share.py)
 
@@ -24,6 +25,8 @@ class UrlState:
     sel: tuple[float, float] | None = None
     pins: list[tuple[float, float]] = field(default_factory=list)
     sim: float | None = None  # similarity threshold when the similarity layer is on
+    sim_from: str | None = None  # its source and mode (selection | pins | selection and pins; mean | max), checked
+    sim_mode: str | None = None  # when applied (app/tools/similarity.py restore)
     embed: bool = False
     multiyear: str | None = None  # URL of a multi-year index (from catalog.json or ?years=URL)
     catalog: str = "data/catalog.json"  # ?catalog=URL: the year stores to offer when no store is given
@@ -51,6 +54,9 @@ class UrlState:
             q.append(("pins", ";".join(f"{a:.6f},{b:.6f}" for a, b in self.pins)))
         if self.sim is not None:
             q.append(("sim", f"{self.sim:.2f}"))
+        for k in ("sim_from", "sim_mode"):
+            if getattr(self, k):
+                q.append((k, getattr(self, k)))
         if self.labels:
             q.append(("labels", self.labels))
         if self.tool:
@@ -69,6 +75,7 @@ class UrlState:
         s.origins = query.get("origins")
         s.labels = h.get("labels")
         s.tool = h.get("tool")
+        s.sim_from, s.sim_mode = h.get("sim_from"), h.get("sim_mode")
         try:
             if "year" in h or "year" in query:
                 s.year = int(h.get("year") or query.get("year"))

@@ -27,6 +27,11 @@ PREVIEW = """() => {
 }"""
 
 
+RANGES = """() => { const d = Bokeh.documents[0];
+    const x = d.get_model_by_name('map-x'), y = d.get_model_by_name('map-y'), f = d.get_model_by_name('map');
+    return [x.start, x.end, y.start, y.end, f.width, f.height]; }"""
+
+
 def snapshot(page) -> dict:
     import base64
     snap = page.evaluate(PREVIEW)
@@ -107,10 +112,25 @@ def test_preview_paints_the_store_before_python_and_hands_a_panned_view_over(pag
     assert m["mpp"] == pytest.approx(v["mpp"] * math.exp(-0.6), rel=1e-6)
     assert_painted_from_store(store, moved, 1000)  # redrawn for the new view from the same level
 
+    # Zoom in further, about a pixel with data: once the wheel settles, the finer level for the view (the coarsest
+    # whose pixel is no larger than a screen pixel) is read and painted, not the first level's blocks.
+    rows, cols = np.nonzero(moved["rgba"][..., 3] > 0)
+    k = np.argsort(rows * W + cols)[len(rows) // 2]
+    page.mouse.move(box["x"] + cols[k] + 0.5, box["y"] + rows[k] + 0.5)
+    page.mouse.wheel(0, -600)
+    mpp = v["mpp"] * math.exp(-1.8)
+    levels = sorted(int(p.name) for p in (store / "global_rgb").iterdir() if p.name.isdigit())
+    screen_deg = mpp / (2 * math.pi * 6378137.0) * 360  # a screen pixel's width in longitude
+    want = max([k for k in levels if 0.0001 * 2 ** k <= screen_deg] or levels[:1])
+    assert want < moved["level"]
+    page.wait_for_function("(lvl) => window.tesseraPreview.img.level.index === lvl", arg=want, timeout=30_000)
+    fine = snapshot(page)
+    m = fine["view"]
+    assert m["mpp"] == pytest.approx(mpp, rel=1e-6) and fine["level"] == want
+    assert_painted_from_store(store, fine, 500)
+
     assert wait_state(page) == "ready"
-    ranges = page.evaluate("""() => { const d = Bokeh.documents[0];
-        const x = d.get_model_by_name('map-x'), y = d.get_model_by_name('map-y'), f = d.get_model_by_name('map');
-        return [x.start, x.end, y.start, y.end, f.width, f.height]; }""")
+    ranges = page.evaluate(RANGES)
     x0, x1, y0, y1, fw, fh = ranges
     assert [fw, fh] == moved["size"] == [W, H]  # the preview has the Panel map's size
     assert abs((x0 + x1) / 2 - m["cx"]) < 0.01 * (x1 - x0)  # the Panel map opened where the user moved to
@@ -132,3 +152,9 @@ def test_embedded_preview_frames_the_coarsest_level_and_gives_way_to_the_app(pag
     assert_painted_from_store(store, snap, 2)
     assert wait_state(page) == "ready"
     assert page.evaluate("document.getElementById('preview').hidden")
+    # No view in the hash: the Panel map opens on the preview's framing (one rule, no jump at "ready").
+    last = page.evaluate("({...window.tesseraPreview.view})")
+    x0, x1, y0, y1 = page.evaluate(RANGES)[:4]
+    mpp = last["mpp"]
+    assert abs(x0 - (last["cx"] - W / 2 * mpp)) < mpp and abs(x1 - (last["cx"] + W / 2 * mpp)) < mpp
+    assert abs(y0 - (last["cy"] - H / 2 * mpp)) < mpp and abs(y1 - (last["cy"] + H / 2 * mpp)) < mpp

@@ -4,15 +4,16 @@ with one escaped line."""
 from __future__ import annotations
 
 import html
+from urllib.parse import quote
 
 import numpy as np
 import pytest
 
 from app.state import UrlState
-from app.tools import region, share
+from app.tools import region, share, similarity
 from conftest import run_async
 from test_session import year_copy
-from tools_util import centre_of_data, opened, pixel_lonlat, training_pixels
+from tools_util import centre_of_data, opened, pixel_lonlat, training_pixels, zone_vectors
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 
@@ -57,7 +58,7 @@ def test_cluster_and_scatter_come_back_from_the_url(store):
         first = await state.tools.cluster.cluster(4, 3)
         h = state.url().to_hash()
         r0, r1, c0, c1 = first.window
-        assert f"tool=cluster,k:4,seed:3,win:{r0}_{r1}_{c0}_{c1}" in h
+        assert f"tool=cluster,k:4,seed:3,win:{r0}_{r1}_{c0}_{c1},zone:utm31" in h
         again, back, layer = await reopened(state, store)
         assert again.tools.shown == "cluster" and (again.tools.cluster.k, again.tools.cluster.seed) == (4, 3)
         same_layer(layer, first)
@@ -67,7 +68,7 @@ def test_cluster_and_scatter_come_back_from_the_url(store):
         sc = state.tools.scatter
         p = await sc.compute(max_points=700, seed=9)
         brushed = [0, 1, 2, 3, 10, 40, 41, 699]
-        sc.select(brushed)
+        brush = sc.select(brushed)
         assert state.tools.shown == "scatter"
         h = state.url().to_hash()
         assert "tool=scatter,max_points:700,seed:9,sel:0-3;10;40-41;699,win:" in h
@@ -89,12 +90,13 @@ def test_cluster_and_scatter_come_back_from_the_url(store):
         assert layer is None and again.tools.scatter.selected == [] and "ignored" not in again.status
         np.testing.assert_array_equal(again.tools.scatter.result.rows, big.rows)
         np.testing.assert_array_equal(again.tools.scatter.result.cols, big.cols)
-        # brushed in a view that moved since: the points are another sample, so the brush is not restored
+        # opened on another view: the scatter re-runs on the link's window, so the same sample and brush
         moved = UrlState.from_url("", h)
         other = await opened(store)
         other.centre_view(moved.lon + 0.01, moved.lat, moved.span)
-        assert await share.restore(other, moved.tool) is None
-        assert "brushed points not restored" in other.status and other.tools.scatter.result is not None
+        assert region.view_window(other.model, other.render_view())[1] != tuple(brush.window)
+        same_layer(await share.restore(other, moved.tool), brush)
+        assert other.tools.scatter.selected == brushed
     run_async(run())
 
 
@@ -125,6 +127,28 @@ def test_class_map_and_change_come_back_from_the_url(store, world, tmp_path):
     run_async(run())
 
 
+def test_a_links_tool_layer_runs_on_the_links_window_not_the_view(store):
+    async def run():
+        state = await opened(store)
+        state.centre_view(*centre_of_data(store, "utm31"), 2500)
+        first = await state.tools.cluster.cluster(3, 7)
+        link = UrlState.from_url("", state.url().to_hash())
+        other = await opened(store)  # the link opened on another view (the map moved after the tool ran)
+        other.centre_view(link.lon + 0.01, link.lat - 0.005, link.span)
+        assert region.view_window(other.model, other.render_view())[1] != tuple(first.window)
+        layer = await share.restore(other, link.tool)
+        assert (layer.zone.name, tuple(layer.window)) == ("utm31", tuple(first.window)) and other.tool_window is None
+        r0, r1, c0, c1 = first.window  # k-means by scikit-learn on the window read by zarr-python
+        from sklearn.cluster import KMeans
+        v = zone_vectors(store, "utm31")[r0:r1, c0:c1]
+        ok = np.isfinite(v[..., 0])
+        want = np.full(ok.shape, np.nan, np.float32)
+        want[ok] = KMeans(n_clusters=3, random_state=7, n_init=3).fit(v[ok]).predict(v[ok])
+        np.testing.assert_array_equal(layer.values, want)
+        assert "capped" not in other.status and "utm31 rows" in other.status
+    run_async(run())
+
+
 HOSTILE_TOOLS = [
     (HOSTILE, f"unknown tool '{HOSTILE}'"),
     ("cluster,k:999", "Tool layer in the URL ignored"),
@@ -134,6 +158,11 @@ HOSTILE_TOOLS = [
     (f"class,method:{HOSTILE}", "Tool layer in the URL ignored"),
     ("change,threshold:nan", "bad setting 'threshold:nan'"),
     ("cluster,k:5,win:1_2", "bad setting 'win:1_2'"),
+    ("cluster,win:0_10_0_10,zone:" + HOSTILE, f"no zone '{HOSTILE}' in this store"),
+    ("cluster,win:5_2_0_10,zone:utm31", "window 5_2_0_10 is not inside utm31's grid"),
+    ("cluster,win:-1_10_0_10,zone:utm31", "is not inside utm31's grid"),
+    ("cluster,win:0_10_0_999999,zone:utm31", "is not inside utm31's grid"),
+    ("scatter,win:0_129_0_10", "window 0_129_0_10 is larger than the region cap (128 px per side)"),  # cap lowered
     (f"cluster,{HOSTILE}:1", f"bad setting '{HOSTILE}:1'"),
     ("scatter,sel:0-99999999", "out of range"),
     ("scatter,sel:5-2", "out of range"),
@@ -141,7 +170,9 @@ HOSTILE_TOOLS = [
 ]
 
 
-def test_hostile_tool_values_are_ignored_in_one_escaped_line(store):
+def test_hostile_tool_values_are_ignored_in_one_escaped_line(store, monkeypatch):
+    monkeypatch.setattr("app.model.MAX_REGION", 128)  # the demo's zones are smaller than the real cap
+
     async def run():
         state = await opened(store)
         state.centre_view(*centre_of_data(store, "utm31"), 2500)
@@ -153,4 +184,49 @@ def test_hostile_tool_values_are_ignored_in_one_escaped_line(store):
             assert HOSTILE not in state.status and (HOSTILE not in text or "&lt;img" in state.status)  # escaped
             assert "Traceback" not in state.status and state.tools.shown in ("none", "scatter")
             assert state.tools.layer("scatter") is None
+    run_async(run())
+
+
+def cosines(sub, t):
+    return sub @ t / (np.linalg.norm(sub, axis=-1) * np.linalg.norm(t))
+
+
+def test_similarity_source_and_mode_come_back_from_the_url(store):
+    async def run():
+        state = await opened(store)
+        state.centre_view(*centre_of_data(store, "utm30"), 3000)
+        v = zone_vectors(store, "utm30")
+        rc = [tuple(map(int, x)) for x in np.argwhere(np.isfinite(v[..., 0]))[[10, 500, 900]]]
+        for r, c in rc:
+            await state.select(*pixel_lonlat(store, "utm30", r, c))
+            state.pin()
+        await state.select(*centre_of_data(store, "utm31"))  # a selection elsewhere: the link is on the pins
+        state.param.update(sim_from="pins", sim_mode="max", threshold=0.6, similarity_on=True)
+        await state.settle()
+        h = state.url().to_hash()
+        assert "sim=0.60&sim_from=pins&sim_mode=max" in h
+        back = UrlState.from_url("", h)
+        again = await opened(store)  # as app/main.py starts: view, pins, selection, then the similarity
+        again.centre_view(back.lon, back.lat, back.span)
+        again.pins = [await again.model.pixel_at(*p) for p in back.pins]
+        await again.select(*back.sel)
+        await similarity.restore(again, back)
+        await again.settle()
+        assert (again.similarity_on, again.sim_from, again.sim_mode, again.threshold) == (True, "pins", "max", 0.6)
+        zone, (r0, r1, c0, c1), sim = again.sim
+        assert (zone.name, (r0, r1, c0, c1)) == (state.sim[0].name, tuple(state.sim[1]))
+        sub = v[r0:r1, c0:c1].astype(np.float64)  # the max of the pins' cosines, from zarr-python + numpy
+        want = np.stack([cosines(sub, v[r, c].astype(np.float64)) for r, c in rc]).max(0)
+        np.testing.assert_allclose(sim, want, rtol=0, atol=1e-5, equal_nan=True)
+
+        for key, text, why in (("sim_from", HOSTILE, "sim_from '<img"), ("sim_mode", "median", "sim_mode 'median'"),
+                               ("sim", "5", "threshold 5.0"), ("sim", "nan", "threshold nan")):
+            other = await opened(store)
+            other.pins = list(again.pins)
+            url = UrlState.from_url("", UrlState(year=2024, sim=0.5).to_hash() + f"&{key}=" + quote(text))
+            await similarity.restore(other, url)
+            await other.settle()
+            assert "Similarity settings in the URL ignored" in other.status and why in html.unescape(other.status)
+            assert "\n" not in other.status and HOSTILE not in other.status and not other.similarity_on
+            assert (other.sim_from, other.sim_mode, other.threshold) == ("selection", "mean", 0.8)
     run_async(run())

@@ -1,12 +1,11 @@
 import { feature, mesh } from "topojson-client";
 import { LIMITS, TesseraError, cappedText, parseJSON, tracedFetch } from "./fetching.js";
+import { latToY, lonToX } from "./mercator.js";
 
 // Coastlines and country borders from world-atlas (Natural Earth) TopoJSON, self-hosted
 // in vendor/world-atlas/.  Decoded and projected to Web Mercator here, in JS, so Python
 // gets flat x/y arrays (NaN between lines) ready for one Bokeh line glyph per layer,
 // plus each country's name and lon/lat box for the "go to" box.
-const R_MERC = 6378137.0;
-const MAX_LAT = 85.05112878;
 
 function lines(multi) {
   let n = 0;
@@ -15,9 +14,8 @@ function lines(multi) {
   let i = 0;
   for (const line of multi.coordinates) {
     for (const [lon, lat] of line) {
-      const phi = (Math.max(-MAX_LAT, Math.min(MAX_LAT, lat)) * Math.PI) / 180;
-      xs[i] = (lon * Math.PI * R_MERC) / 180;
-      ys[i] = R_MERC * Math.log(Math.tan(Math.PI / 4 + phi / 2));
+      xs[i] = lonToX(lon);
+      ys[i] = latToY(lat);
       i += 1;
     }
     xs[i] = NaN;

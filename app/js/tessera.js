@@ -8,7 +8,7 @@
 //
 // Modules: fetching.js (traced, capped fetches and origin checks), ranges.js (zarrita store
 // extensions: shared range cache, whole-shard reads), sources.js (opening stores and indexes),
-// geography.js (coastlines, borders, place names).
+// geography.js (coastlines, borders, place names), mercator.js (the projection, also the preview's).
 import * as zarr from "zarrita";
 import { ERROR_KINDS, LIMITS, TesseraError, catalogOrigins, fetchJSONDoc, fileSizes, resetStats,
          stats } from "./fetching.js";
@@ -17,6 +17,7 @@ import { clearCaches, options } from "./ranges.js";
 import { array, node, source } from "./sources.js";
 
 export { ERROR_KINDS, LIMITS, TesseraError, options, resetStats, stats };
+export * as mercator from "./mercator.js";
 
 function failure(err) {
   if (err instanceof TesseraError) return { ok: false, error: { kind: err.kind, message: err.message } };

@@ -68,14 +68,14 @@ class Change(param.Parameterized):
             self._stores[year] = await StoreModel(self.app.source_factory(entry["url"])).open(year)
         return self._stores[year]
 
-    async def read(self, y0: int, y1: int, v: render.View):
-        """(zone, window, full window, vectors of y0, vectors of y1) over the view."""
+    async def read(self, y0: int, y1: int):
+        """(zone, window, full window, vectors of y0, vectors of y1) over the tool's window (the view's, or a link's)."""
         ym = self.app.years_model
         stored = {c["year"] for c in self.app.catalog}
         # Year stores first: their region reads fetch whole shards (an index's references are per inner chunk).
         # A geoemb: store holds both years itself: read them from its time axis, never open it again.
         if ym is not None and y0 in ym.years and y1 in ym.years and (ym.layout.time_axis or not {y0, y1} <= stored):
-            w = reg.view_window(ym, v)
+            w = reg.tool_window(self.app, ym)
             if w is None:
                 return None
             zone, window, full = w
@@ -83,7 +83,7 @@ class Change(param.Parameterized):
             b = await reg.read_window(ym, zone, window, ym.years.index(y1))
             return zone, window, full, a, b
         m0, m1 = await self._store(y0), await self._store(y1)
-        w = reg.view_window(m0, v)
+        w = reg.tool_window(self.app, m0)
         if w is None or w[0].name not in m1.zones:
             return None
         zone, window, full = w
@@ -96,7 +96,7 @@ class Change(param.Parameterized):
         y0 = int(y0 if y0 is not None else self.y0)
         y1 = int(y1 if y1 is not None else self.y1)
         try:
-            got = await self.read(y0, y1, app.render_view())
+            got = await self.read(y0, y1)
         except SourceError as e:
             app.status = views.html("<b>Change unavailable:</b> {}", e)
             return None

@@ -80,7 +80,7 @@ class Classifier(param.Parameterized):
             app.status = views.html("Label pixels of at least two classes first.")
             return None
         t0 = time.perf_counter()
-        region = await reg.read(app.model, app.render_view())
+        region = await reg.read_tool(app)
         if region is None:
             app.status = views.html("The view shows no zone of this store.")
             return None

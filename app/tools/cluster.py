@@ -60,7 +60,7 @@ class Clusters(param.Parameterized):
     async def cluster(self, k=None, seed=None) -> reg.Layer | None:
         app = self.app
         self.param.update(**{n: v for n, v in (("k", k), ("seed", seed)) if v is not None})
-        region = await reg.read(app.model, app.render_view())
+        region = await reg.read_tool(app)
         if region is None or region.valid.sum() < self.k:
             app.status = views.html("Too few pixels with data in the view for {} clusters.", self.k)
             return None

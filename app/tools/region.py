@@ -121,8 +121,27 @@ def view_window(model: StoreModel, v: render.View):
     return zone, cap(full, (int(cr), int(cc)), app_model.MAX_REGION), full
 
 
+def tool_window(app, model: StoreModel | None = None):
+    """(zone, window, full window) a tool runs on: a link's window while its tool layer is re-run (`app.tool_window`,
+    (zone name, window), set by app/tools/share.py), else the view's; None when there is no zone."""
+    model = model or app.model
+    if app.tool_window is None:
+        return view_window(model, app.render_view())
+    name, window = app.tool_window
+    zone = model.zones.get(name)
+    return None if zone is None else (zone, tuple(window), tuple(window))
+
+
 async def read(model: StoreModel, v: render.View) -> Region | None:
-    w = view_window(model, v)
+    return await read_at(model, view_window(model, v))
+
+
+async def read_tool(app) -> Region | None:
+    """The region a tool runs on (tool_window)."""
+    return await read_at(app.model, tool_window(app))
+
+
+async def read_at(model: StoreModel, w) -> Region | None:
     if w is None:
         return None
     zone, window, full = w

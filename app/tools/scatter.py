@@ -126,7 +126,7 @@ class Scatter(param.Parameterized):
         app = self.app
         self.param.update(**{n: v for n, v in (("method", method), ("max_points", max_points), ("seed", seed))
                              if v is not None})
-        region = await reg.read(app.model, app.render_view())
+        region = await reg.read_tool(app)
         if region is None or region.valid.sum() < 3:
             app.status = views.html("Too few pixels with data in the view for a scatter.")
             return None

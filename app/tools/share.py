@@ -1,21 +1,24 @@
 """The shown tool layer in the URL hash, so a reload or a shared link re-runs it on the same view.
 
-    #...&tool=cluster,k:5,seed:0,win:120_888_40_808
+    #...&tool=cluster,k:5,seed:0,win:120_888_40_808,zone:utm31
     tool=class,method:k-NN,k:5,seed:0,threshold:0.5,win:...   (trained on the labels, which the URL also holds)
     tool=change,y0:2023,y1:2024,threshold:0.1,win:...
     tool=scatter,max_points:20000,seed:0,sel:3-7;10;12,win:...  (the brushed points, as index ranges)
 
-`win` is the zone window (r0_r1_c0_c1) the tool ran on: after re-running, a different window (the view
-moved) is said in the status line, and a scatter's brushed points are then not restored (its points
-are another sample). Anything unknown, out of range or malformed is ignored with one line in the
-status (escaped), never a traceback.
+`win` and `zone` are the zone window (r0_r1_c0_c1) the tool ran on: the re-run reads exactly that window,
+whatever the view (the map may have moved after the tool ran), so a scatter's brushed points are the same
+sample's; a window outside the zone's grid or over the region cap is refused (a link without `zone` runs on
+the view's zone). Anything unknown, out of range or malformed is ignored with one line in the status
+(escaped), never a traceback.
 """
 from __future__ import annotations
 
 import math
 import traceback
 
+from app import model as app_model
 from app import views
+from app.tools import region
 
 
 def integer(text: str) -> int:
@@ -53,7 +56,7 @@ def encode(tools) -> str | None:
     attr, fields = SETTINGS[name]
     tool = getattr(tools, attr)
     parts = [name] + [f"{k}:{getattr(tool, k)}" for k in fields]
-    win = "win:" + "_".join(str(int(x)) for x in layer.window)
+    win = "win:" + "_".join(str(int(x)) for x in layer.window) + f",zone:{layer.zone.name}"
     if name == "scatter":  # a brush too long for a URL is left out; the tool and its settings stay
         text = ",".join(parts + [f"sel:{ranges(tool.selected)}", win])
         if len(text) <= MAX_TEXT:
@@ -85,14 +88,15 @@ def parse_ranges(text: str, limit: int) -> list[int]:
     return out
 
 
-def parse(text: str) -> tuple[str, dict, tuple | None, str | None]:
-    """(tool layer, settings, window or None, brushed ranges or None); ValueError naming what is wrong."""
+def parse(text: str) -> tuple[str, dict, tuple | None, str | None, str | None]:
+    """(tool layer, settings, window or None, brushed ranges or None, zone or None); ValueError naming what is
+    wrong."""
     if len(text) > MAX_TEXT:
         raise ValueError(f"tool= is longer than {MAX_TEXT} characters")
     name, *parts = text.split(",")
     if name not in SETTINGS:
         raise ValueError(f"unknown tool {name[:SHOWN]!r} (tools: {', '.join(SETTINGS)})")
-    fields, settings, window, sel = SETTINGS[name][1], {}, None, None
+    fields, settings, window, sel, zone = SETTINGS[name][1], {}, None, None, None
     for part in parts:
         key, sep, value = part.partition(":")
         try:
@@ -100,6 +104,8 @@ def parse(text: str) -> tuple[str, dict, tuple | None, str | None]:
                 window = tuple(integer(x) for x in value.split("_"))
                 if len(window) != 4:
                     raise ValueError
+            elif key == "zone" and sep:
+                zone = value
             elif key == "sel" and name == "scatter":
                 sel = value
             elif key in fields and sep:
@@ -108,35 +114,55 @@ def parse(text: str) -> tuple[str, dict, tuple | None, str | None]:
                 raise ValueError
         except ValueError:
             raise ValueError(f"{name}: bad setting {part[:SHOWN]!r}") from None
-    return name, settings, window, sel
+    return name, settings, window, sel, zone
+
+
+def checked_window(state, name: str, window: tuple, zone: str | None) -> tuple[str, tuple]:
+    """(zone name, window) of a link's tool layer, inside that zone's grid and the region cap; else ValueError."""
+    if zone is None:  # a link without its zone: the view's
+        w = region.view_window(state.model, state.render_view())
+        if w is None:
+            raise ValueError(f"{name}: the view shows no zone of this store")
+        zone = w[0].name
+    z = state.model.zones.get(zone)
+    if z is None:
+        raise ValueError(f"{name}: no zone {zone[:SHOWN]!r} in this store")
+    r0, r1, c0, c1 = window
+    text = "_".join(map(str, window))
+    if not (0 <= r0 < r1 <= z.height and 0 <= c0 < c1 <= z.width):
+        raise ValueError(f"{name}: window {text[:SHOWN]} is not inside {zone}'s grid ({z.height} x {z.width} px)")
+    if max(r1 - r0, c1 - c0) > app_model.MAX_REGION:
+        raise ValueError(f"{name}: window {text[:SHOWN]} is larger than the region cap ({app_model.MAX_REGION} px "
+                         "per side)")
+    return zone, window
 
 
 async def restore(state, text: str | None):
-    """Re-run the tool layer `text` (a tool= value) on the current view; returns its layer or None."""
+    """Re-run the tool layer `text` (a tool= value) on its window; returns its layer or None."""
     if not text:
         return None
     tools = state.tools
     try:
-        name, settings, window, sel = parse(text)
+        name, settings, window, sel, zone = parse(text)
+        where = None if window is None else checked_window(state, name, window, zone)
         tool = getattr(tools, SETTINGS[name][0])
         tool.param.update(**settings)  # param refuses values out of bounds or not among the choices
     except (ValueError, TypeError) as e:
         state.status = views.html("<b>Tool layer in the URL ignored:</b> {}", str(e).splitlines()[0][:200])
         return None
+    state.tool_window = where  # the tools read the link's window, not the view's (app/tools/region.py tool_window)
     try:
-        layer = await run(state, name, tool, window, sel)
+        return await run(state, name, tool, sel)
     except Exception as e:  # a link must never stop the page: one line here, the traceback in the console
         traceback.print_exception(e)
         state.status = views.html("<b>Tool layer in the URL failed:</b> {}",
                                   (str(e).splitlines() or [type(e).__name__])[0][:200])
         return None
-    if layer is not None and window is not None and tuple(layer.window) != window:
-        state.status += views.html(" (The link's {} layer was on window {}; this view gives another.)", name,
-                                   "_".join(map(str, window)))
-    return layer
+    finally:
+        state.tool_window = None
 
 
-async def run(state, name, tool, window, sel):
+async def run(state, name, tool, sel):
     if name == "class":
         return await tool.classify()
     if name == "cluster":
@@ -145,10 +171,6 @@ async def run(state, name, tool, window, sel):
         return await tool.compute()
     layer = None
     if await tool.compute() is not None and sel is not None:
-        if window is not None and tuple(tool.result.region.window) != window:
-            state.status = views.html("Scatter re-run, but on another window than the link's: brushed points not "
-                                      "restored.")
-            return None
         try:
             layer = tool.select(parse_ranges(sel, len(tool.result.rows)))
         except ValueError as e:

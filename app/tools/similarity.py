@@ -2,6 +2,7 @@
 and/or the pins: the cosine to each (model.cosine_map), combined by mean or max."""
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -42,3 +43,26 @@ async def compute(app) -> None:
     what = tg[0].label() if len(tg) == 1 else f"{app.sim_mode} of {len(tg)} pixels"
     app.status = views.html("Similarity to {}: {} ({:.0f} ms).", what, reg.describe(region),
                             (time.perf_counter() - t0) * 1000)
+
+
+async def restore(app, url) -> None:
+    """The link's similarity (app/state.py: sim = threshold, sim_from, sim_mode), turned on, and so re-run, when
+    the link had it on and its pixels are here. A value out of range or unknown is ignored with one line."""
+    try:
+        settings = {}
+        if url.sim is not None:
+            if not (math.isfinite(url.sim) and -1 <= url.sim <= 1):
+                raise ValueError(f"threshold {url.sim} is not between -1 and 1")
+            settings["threshold"] = url.sim
+        for key, allowed in (("sim_from", SOURCES), ("sim_mode", MODES)):
+            value = getattr(url, key)
+            if value is not None and value not in allowed:
+                raise ValueError(f"{key} {value[:60]!r} is not one of {', '.join(allowed)}")
+            if value is not None:
+                settings[key] = value
+    except ValueError as e:
+        app.status = views.html("<b>Similarity settings in the URL ignored:</b> {}", e)
+        return
+    app.param.update(**settings)
+    if url.sim is not None and targets(app.selected, app.pins, app.sim_from):
+        app.similarity_on = True  # the state's watcher runs the search

@@ -5,14 +5,14 @@
 // Python opens next is already open (one source cache) and its coastlines already decoded.
 //
 // The view is Web Mercator like the Bokeh map's: a centre (metres) and metres per canvas pixel.
-// Pixels are sampled nearest from one level window (a coarse level for a world view), a screen
-// column and a screen row at a time: in Mercator, longitude depends on x only, latitude on y only.
-const R = 6378137.0;
+// Pixels are sampled nearest from one level window (a coarse level for a world view; after a wheel zoom
+// settles, the view's level is read again, `refine`), a screen column and a screen row at a time: in
+// Mercator, longitude depends on x only, latitude on y only.
+// The projection is the bridge's (app/js/mercator.js, window.tesseraJS.mercator): one copy, the coastlines'.
+import { mercator } from "./vendor/tessera.mjs";
+
+const { R, lonToX, latToY, xToLon, yToLat } = mercator;
 const D = Math.PI / 180;
-const lonToX = (lon) => lon * D * R;
-const latToY = (lat) => R * Math.log(Math.tan(Math.PI / 4 + (Math.max(-85.0511, Math.min(85.0511, lat)) * D) / 2));
-const xToLon = (x) => x / R / D;
-const yToLat = (y) => Math.atan(Math.sinh(y / R)) / D;
 
 // The Bokeh map's size (app/session.py MAP_W, MAP_H; tests/test_browser_preview.py checks they agree).
 export const WIDTH = 760, HEIGHT = 520;
@@ -59,6 +59,18 @@ function windowOf(lvl, w, s, e, n) {
 }
 const size = (win) => (win.r1 - win.r0) * (win.c1 - win.c0);
 
+// The level and window to read for a view's lon/lat box: the level at about screen resolution (the
+// coarsest whose pixel is no larger than a screen pixel), over three views' width, coarser while that
+// window has more than MAX_WINDOW_PX pixels.  The first paint of a view in the hash and the re-read
+// after a zoom both use it.
+function levelFor(lv, w, s, e, n) {
+  const dw = e - w, dh = n - s;
+  const i = Math.max(0, lv.findLastIndex((l) => l.res <= dw / WIDTH));
+  const lvl = lv.slice(i).find((l) => size(windowOf(l, w - dw, s - dh, e + dw, n + dh)) <= MAX_WINDOW_PX) || lv[lv.length - 1];
+  return { lvl, win: windowOf(lvl, w - dw, s - dh, e + dw, n + dh) };
+}
+const SETTLE_MS = 200; // a zoom has settled when no wheel event came for this long
+
 class Preview {
   constructor(root) {
     this.root = root;
@@ -66,11 +78,15 @@ class Preview {
     this.over = root.querySelector("canvas.coast");
     this.view = null; // {cx, cy, mpp}
     this.moved = false;
+    this.framed = false; // the view is this preview's framing of the data (the URL hash had no view)
     this.frozen = false;
     this.closed = false;
     this.img = null; // {data, level, r0, c0, h, w}
     this.coast = null;
     this.pending = false;
+    this.source = null; // {js, url, levels}: where finer levels are read after a zoom
+    this.settle = null; // the timer that calls refine once the wheel is at rest
+    this.ticket = 0; // refine's reads: only the newest one is painted
   }
 
   lonlatBox() {
@@ -86,6 +102,7 @@ class Preview {
     const x0 = lonToX(w), x1 = lonToX(e), y0 = latToY(s), y1 = latToY(n);
     const half = (Math.max(x1 - x0, ((y1 - y0) * WIDTH) / HEIGHT) / 2) * 1.1;
     this.view = { cx: (x0 + x1) / 2, cy: (y0 + y1) / 2, mpp: (2 * half) / WIDTH };
+    this.framed = true;
   }
 
   schedule() {
@@ -177,16 +194,39 @@ class Preview {
       v.cy = y + py * v.mpp;
       this.moved = true;
       this.schedule();
+      clearTimeout(this.settle);
+      this.settle = setTimeout(() => this.refine(), SETTLE_MS);
     }, { passive: false });
   }
 
-  // For Python: the view the user moved to ({lon, lat, span} as the URL hash holds them: the
-  // centre and the ground width there, app/session.py centred_box), or null when not moved.
+  // After a zoom settles: the level for the view now (levelFor), read and painted unless the image
+  // drawn has that level or a finer one and covers the view.  Nearest-neighbour from one coarse level
+  // is blocky once zoomed in; this keeps the preview at about screen resolution.
+  async refine() {
+    const src = this.source, im = this.img;
+    if (!src || this.closed) return;
+    const [w, s, e, n] = this.lonlatBox();
+    const { lvl, win } = levelFor(src.levels, w, s, e, n);
+    const res = im.level.res;
+    const covers = w >= -180 + im.c0 * res && e <= -180 + (im.c0 + im.w) * res &&
+                   n <= 90 - im.r0 * res && s >= 90 - (im.r0 + im.h) * res;
+    if ((res <= lvl.res && covers) || size(win) === 0 || size(win) > MAX_WINDOW_PX) return;
+    const ticket = ++this.ticket;
+    const got = await src.js.read(src.url, `global_rgb/${lvl.index}/rgb`, [[win.r0, win.r1], [win.c0, win.c1], null], "region");
+    if (!got.ok || this.closed || ticket !== this.ticket) return; // a failed or overtaken read keeps the image drawn
+    this.img = { data: got.value.data, level: lvl, r0: win.r0, c0: win.c0, h: got.value.shape[0], w: got.value.shape[1] };
+    this.draw(); // at once: the canvas never shows another level than this.img
+  }
+
+  // For Python: the view shown ({lon, lat, span} as the URL hash holds them: the centre and the
+  // ground width there, app/session.py centred_box) when the user moved it or when it is this
+  // preview's framing of the data (no view in the hash: one framing, computed here once, so the map
+  // does not jump at "ready"); null otherwise (the hash's view, or nothing painted yet: Python frames).
   // The preview stops following input: Python's map opens at this view.
   handover() {
     this.frozen = true;
     this.over.style.cursor = "progress";
-    return this.moved ? this.where() : null;
+    return this.view && (this.moved || this.framed) ? this.where() : null;
   }
 
   where() {
@@ -212,11 +252,7 @@ export async function startPreview(js, root, geographyUrl, onPaint) {
   const lon = parseFloat(h.get("lon")), lat = parseFloat(h.get("lat"));
   if (Number.isFinite(lon) && Number.isFinite(lat)) { // the view the URL names, at about screen resolution
     p.centred(lon, lat, parseFloat(h.get("span")) || DEFAULT_SPAN_M);
-    const [w, s, e, n] = p.lonlatBox();
-    const dw = e - w, dh = n - s;
-    const i = Math.max(0, lv.findLastIndex((l) => l.res <= dw / WIDTH));
-    lvl = lv.slice(i).find((l) => size(windowOf(l, w - dw, s - dh, e + dw, n + dh)) <= MAX_WINDOW_PX) || lv[lv.length - 1];
-    win = windowOf(lvl, w - dw, s - dh, e + dw, n + dh);
+    ({ lvl, win } = levelFor(lv, ...p.lonlatBox()));
   } else { // the whole coarsest level, framed on where it has data
     lvl = lv[lv.length - 1];
     win = { r0: 0, r1: lvl.height, c0: 0, c1: lvl.width };
@@ -224,6 +260,7 @@ export async function startPreview(js, root, geographyUrl, onPaint) {
   if (size(win) > MAX_WINDOW_PX) return null; // no level small enough
   const got = unwrap(await js.read(url, `global_rgb/${lvl.index}/rgb`, [[win.r0, win.r1], [win.c0, win.c1], null], "region"));
   p.img = { data: got.data, level: lvl, r0: win.r0, c0: win.c0, h: got.shape[0], w: got.shape[1] };
+  p.source = { js, url, levels: lv };
   if (!p.view) p.fit(...dataBox(p.img));
   p.store = url;
   if (p.closed || p.frozen || document.body.dataset.state) return p; // Python (or an error) got there first
