@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -160,6 +161,38 @@ def stored_shards(array_dir: Path) -> list[tuple[int, int]]:
                    for p in base.rglob("*") if p.is_file() and ".partial" not in p.name}) if base.exists() else []
 
 
+# ---------------------------------------------------------------- quarters --
+# The build's shard writer has each level-0 shard in memory: it writes the shard's level-0 code and saves its
+# 2x2 means (the shard's quarter of a level-1 shard) as a "quarter" file in the build record, so level 1 is
+# assembled without decoding level 0 again.  A quarter is written after its shard and removed before the
+# shard is rewritten, so one that exists always matches the shard on disk; without one, level 1 reads the
+# shard.  Quarters are named by lattice index (grids move, the lattice not) and removed once level 1 is done.
+def quarter_path(quarters: Path, lattice: tuple[int, int]) -> Path:
+    return Path(quarters) / f"{lattice[0]}_{lattice[1]}"
+
+
+def save_quarter(path: Path, emb: np.ndarray, scl: np.ndarray) -> None:
+    """The 2x2 means of a level-0 shard (an empty file when it has no data), written atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    q, s = mean2x2(emb, scl) if conv.valid_mask(scl).any() else (None, None)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    with open(tmp, "wb") as f:
+        if q is not None:
+            f.write(q.tobytes())
+            f.write(s.tobytes())
+    os.replace(tmp, path)
+
+
+def load_quarter(path: Path, size: int, n_bands: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(int8 (size, size, B), float32 (size, size)) saved by `save_quarter`; None when it has no data."""
+    raw = path.read_bytes()
+    if not raw:
+        return None
+    n = size * size * n_bands
+    return (np.frombuffer(raw, dtype=np.int8, count=n).reshape(size, size, n_bands),
+            np.frombuffer(raw, dtype=np.float32, offset=n).reshape(size, size))
+
+
 # ------------------------------------------------------------------ update --
 @dataclass(frozen=True)
 class LevelTask:
@@ -169,6 +202,7 @@ class LevelTask:
     children: tuple           # 4 x (row, col) shard of the level-(k-1) array, or None outside it
     code0: tuple              # 4 x bool: also write the level-0 code of that child (k == 1)
     model: dict               # CodeModel.to_json() of the zone
+    quarters: tuple = (None,) * 4  # 4 x the child's quarter file (k == 1), used when it exists
 
 
 def _files(zone: Path, k: int, name: str) -> ShardedArrayFiles:
@@ -181,8 +215,14 @@ def _level_task(t: LevelTask) -> tuple[tuple[int, int], bool]:
     s, nb = src_s.shard_shape[0], src_e.shard_shape[2]
     emb = np.zeros((s, s, nb), dtype=np.int8)
     scl = np.full((s, s), np.nan, dtype=np.float32)
-    for i, (child, code0) in enumerate(zip(t.children, t.code0)):
+    for i, (child, code0, quarter) in enumerate(zip(t.children, t.code0, t.quarters)):
         if child is None:
+            continue
+        a, b = (i // 2) * (s // 2), (i % 2) * (s // 2)
+        if quarter is not None and Path(quarter).exists():  # the shard writer's means and code of this child
+            means = load_quarter(Path(quarter), s // 2, nb)
+            if means is not None:
+                emb[a:a + s // 2, b:b + s // 2], scl[a:a + s // 2, b:b + s // 2] = means
             continue
         e, v = src_e.read(*child), src_s.read(*child)
         if code0:
@@ -191,7 +231,6 @@ def _level_task(t: LevelTask) -> tuple[tuple[int, int], bool]:
             _files(zone, 0, "code_scales").write(*child, cs)
         if np.isnan(v).all():
             continue
-        a, b = (i // 2) * (s // 2), (i % 2) * (s // 2)
         emb[a:a + s // 2, b:b + s // 2], scl[a:a + s // 2, b:b + s // 2] = mean2x2(e, v)
     q, cs = m.encode(emb, scl)
     for name, data in (("embeddings", emb), ("scales", scl), ("code", q), ("code_scales", cs)):
@@ -200,9 +239,10 @@ def _level_task(t: LevelTask) -> tuple[tuple[int, int], bool]:
 
 
 def update(zones: dict[str, tuple[Path, ZoneGrid, list]], levels: int, runner: Runner,
-           checkpoint: Callable[[str], None] = lambda phase: None) -> int:
+           checkpoint: Callable[[str], None] = lambda phase: None, quarters: Path | None = None) -> int:
     """Recompute every overview shard above the changed level-0 shards of each zone ({name: (zone
-    directory, grid, [[R, C] lattice shards])}), a level at a time for all zones; returns shards written."""
+    directory, grid, [[R, C] lattice shards])}), a level at a time for all zones; returns shards written.
+    `quarters`: the directory of the shard writer's quarter files, one subdirectory per zone."""
     models, level0 = {}, {}
     for name, (zone_dir, grid, pending) in zones.items():
         g = zarr.open_group(zarr.storage.LocalStore(Path(zone_dir) / ext.OVR_GROUP), mode="r")
@@ -221,7 +261,9 @@ def update(zones: dict[str, tuple[Path, ZoneGrid, list]], levels: int, runner: R
                 tasks.append(LevelTask(
                     str(zone_dir), k, (r - rk, c - ck),
                     tuple((x - rc, y - cc) if 0 <= x - rc < nr and 0 <= y - cc < nc else None for x, y in kids),
-                    tuple(k == 1 and kid in level0[name] for kid in kids), models[name]))
+                    tuple(k == 1 and kid in level0[name] for kid in kids), models[name],
+                    tuple(str(quarter_path(Path(quarters) / name, kid)) if k == 1 and quarters else None
+                          for kid in kids)))
         written += len(runner.map(_level_task, tasks, f"overviews level {k}: {len(tasks)} shards"))
         checkpoint(f"overviews-level{k}")
         dirty = {name: set(p) for name, p in parents.items()}
