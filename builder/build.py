@@ -259,7 +259,7 @@ def _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, rgb_model, record,
     code = record["overviews"]["model"] if cfg.overviews else None
     arrays = [*SHARDED, *(ovr.level_path(0, a) for a in ovr.level_arrays(0))]
     specs = {a: ShardSpec.read(zone_dir / a) for a in arrays if (zone_dir / a / "zarr.json").exists()}
-    quarters = str(_quarters(cfg) / name) if cfg.overviews else None
+    quarters = str(ovr.level_quarters(_quarters(cfg), name, 0)) if cfg.overviews else None
     tasks = [ShardTask(str(zone_dir), grid, s, plan.cover(s), n_bands, rgb, str(done_file), specs, code, quarters)
              for s in todo]
     for i in range(0, len(tasks), 64):  # in batches: bounded graphs and memory
