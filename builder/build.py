@@ -34,6 +34,7 @@ runs the phases in order.
 """
 from __future__ import annotations
 
+import shutil
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,7 +189,8 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
     if record.get("overview_pending"):
         ovr.update({name: (store / name, ZoneGrid.from_attrs(dict(root[name].attrs), cfg.layout.shard), pending)
                     for name, pending in sorted(record["overview_pending"].items())}, ovr.LEVELS, runner,
-                   checkpoint=kill_point)
+                   checkpoint=kill_point, quarters=_quarters(cfg))
+    shutil.rmtree(_quarters(cfg), ignore_errors=True)  # before the pending shards leave the record
     pyramid = cfg.global_rgb and cfg.rgb
     if pyramid:
         from builder.pyramid import update_pyramid
@@ -201,6 +203,11 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
         record.pop("overview_pending", None)
         rec.save_record(cfg, record)
     return report
+
+
+def _quarters(cfg: BuildConfig) -> Path:
+    """Where the shard writer leaves each shard's level-1 quarter for the overviews (builder.overviews)."""
+    return cfg.record_dir / "overview-quarters"
 
 
 def _set_zone_attrs(group, cfg: BuildConfig, zone: int, south: bool, n_bands: int, n_tiles: int, grid: ZoneGrid):
@@ -249,8 +256,12 @@ def _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, rgb_model, record,
     todo = [s for s in shards if s not in done]
     report.shards_skipped += len(shards) - len(todo)
     rgb = rgb_model.to_json() if rgb_model else None
-    specs = {a: ShardSpec.read(zone_dir / a) for a in SHARDED if (zone_dir / a / "zarr.json").exists()}
-    tasks = [ShardTask(str(zone_dir), grid, s, plan.cover(s), n_bands, rgb, str(done_file), specs) for s in todo]
+    code = record["overviews"]["model"] if cfg.overviews else None
+    arrays = [*SHARDED, *(ovr.level_path(0, a) for a in ovr.level_arrays(0))]
+    specs = {a: ShardSpec.read(zone_dir / a) for a in arrays if (zone_dir / a / "zarr.json").exists()}
+    quarters = str(ovr.level_quarters(_quarters(cfg), name, 0)) if cfg.overviews else None
+    tasks = [ShardTask(str(zone_dir), grid, s, plan.cover(s), n_bands, rgb, str(done_file), specs, code, quarters)
+             for s in todo]
     for i in range(0, len(tasks), 64):  # in batches: bounded graphs and memory
         for shard, n_valid in runner.map(write_shard, tasks[i:i + 64],
                                          f"{name}: shards {i + 1}-{min(i + 64, len(tasks))} of {len(tasks)}"):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -56,13 +57,15 @@ class CodeModel:
         basis *= np.where(signs == 0, 1, signs)[:, None]
         return cls(mean.astype(np.float32), basis.astype(np.float32))
 
-    def encode(self, emb: np.ndarray, scl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(int8 (..., D) code, float32 (...) code scale, NaN where `scl` is NaN) of quantised vectors."""
+    def encode(self, emb: np.ndarray, scl: np.ndarray, vectors: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(int8 (..., D) code, float32 (...) code scale, NaN where `scl` is NaN) of quantised vectors.
+        `vectors`: the valid pixels' dequantised vectors when the caller has them already."""
         ok = conv.valid_mask(scl)
         q = np.zeros(scl.shape + (self.basis.shape[0],), dtype=np.int8)
         s = np.full(scl.shape, np.nan, dtype=np.float32)
         if ok.any():
-            z = (conv.dequantise(emb[ok], scl[ok]) - self.mean) @ self.basis.T
+            v = conv.dequantise(emb[ok], scl[ok]) if vectors is None else vectors
+            z = (v - self.mean) @ self.basis.T
             q[ok], s[ok] = conv.quantise(z)
         return q, s
 
@@ -160,6 +163,44 @@ def stored_shards(array_dir: Path) -> list[tuple[int, int]]:
                    for p in base.rglob("*") if p.is_file() and ".partial" not in p.name}) if base.exists() else []
 
 
+# ---------------------------------------------------------------- quarters --
+# The build's shard writer has each level-0 shard in memory: it writes the shard's level-0 code and saves its
+# 2x2 means (the shard's quarter of a level-1 shard) as a "quarter" file in the build record; each level task
+# does the same for the next level.  So a level is assembled without decoding the level below again.  A
+# quarter is written after its shard and removed before the shard is rewritten, so one that exists always
+# matches the shard on disk; without one, the level above reads the shard.  Quarters are named by level
+# and lattice index (grids move, the lattice not) and removed once the levels are done.
+def level_quarters(quarters: Path, zone: str, k: int) -> Path:
+    """The directory of a zone's level-k quarters (level 0: the shard writer's)."""
+    return Path(quarters) / zone / str(k)
+
+
+def quarter_path(quarters: Path, lattice: tuple[int, int]) -> Path:
+    return Path(quarters) / f"{lattice[0]}_{lattice[1]}"
+
+
+def save_quarter(path: Path, emb: np.ndarray, scl: np.ndarray) -> None:
+    """The 2x2 means of a level-0 shard (an empty file when it has no data), written atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    q, s = mean2x2(emb, scl) if conv.valid_mask(scl).any() else (None, None)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    with open(tmp, "wb") as f:
+        if q is not None:
+            f.write(q.tobytes())
+            f.write(s.tobytes())
+    os.replace(tmp, path)
+
+
+def load_quarter(path: Path, size: int, n_bands: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(int8 (size, size, B), float32 (size, size)) saved by `save_quarter`; None when it has no data."""
+    raw = path.read_bytes()
+    if not raw:
+        return None
+    n = size * size * n_bands
+    return (np.frombuffer(raw, dtype=np.int8, count=n).reshape(size, size, n_bands),
+            np.frombuffer(raw, dtype=np.float32, offset=n).reshape(size, size))
+
+
 # ------------------------------------------------------------------ update --
 @dataclass(frozen=True)
 class LevelTask:
@@ -169,6 +210,8 @@ class LevelTask:
     children: tuple           # 4 x (row, col) shard of the level-(k-1) array, or None outside it
     code0: tuple              # 4 x bool: also write the level-0 code of that child (k == 1)
     model: dict               # CodeModel.to_json() of the zone
+    quarters: tuple = (None,) * 4  # 4 x the child's quarter file, used when it exists
+    quarter: str | None = None     # this shard's own quarter file (for level k + 1)
 
 
 def _files(zone: Path, k: int, name: str) -> ShardedArrayFiles:
@@ -177,12 +220,20 @@ def _files(zone: Path, k: int, name: str) -> ShardedArrayFiles:
 
 def _level_task(t: LevelTask) -> tuple[tuple[int, int], bool]:
     zone, m = Path(t.zone_dir), CodeModel.from_json(t.model)
+    if t.quarter is not None:  # removed first: a quarter that exists matches the shard on disk
+        Path(t.quarter).unlink(missing_ok=True)
     src_e, src_s = _files(zone, t.k - 1, "embeddings"), _files(zone, t.k - 1, "scales")
     s, nb = src_s.shard_shape[0], src_e.shard_shape[2]
     emb = np.zeros((s, s, nb), dtype=np.int8)
     scl = np.full((s, s), np.nan, dtype=np.float32)
-    for i, (child, code0) in enumerate(zip(t.children, t.code0)):
+    for i, (child, code0, quarter) in enumerate(zip(t.children, t.code0, t.quarters)):
         if child is None:
+            continue
+        a, b = (i // 2) * (s // 2), (i % 2) * (s // 2)
+        if quarter is not None and Path(quarter).exists():  # the child's means (and level-0 code) are done
+            means = load_quarter(Path(quarter), s // 2, nb)
+            if means is not None:
+                emb[a:a + s // 2, b:b + s // 2], scl[a:a + s // 2, b:b + s // 2] = means
             continue
         e, v = src_e.read(*child), src_s.read(*child)
         if code0:
@@ -191,18 +242,20 @@ def _level_task(t: LevelTask) -> tuple[tuple[int, int], bool]:
             _files(zone, 0, "code_scales").write(*child, cs)
         if np.isnan(v).all():
             continue
-        a, b = (i // 2) * (s // 2), (i % 2) * (s // 2)
         emb[a:a + s // 2, b:b + s // 2], scl[a:a + s // 2, b:b + s // 2] = mean2x2(e, v)
     q, cs = m.encode(emb, scl)
     for name, data in (("embeddings", emb), ("scales", scl), ("code", q), ("code_scales", cs)):
         _files(zone, t.k, name).write(*t.shard, data)
+    if t.quarter is not None:
+        save_quarter(Path(t.quarter), emb, scl)
     return t.shard, bool((~np.isnan(scl)).any())
 
 
 def update(zones: dict[str, tuple[Path, ZoneGrid, list]], levels: int, runner: Runner,
-           checkpoint: Callable[[str], None] = lambda phase: None) -> int:
+           checkpoint: Callable[[str], None] = lambda phase: None, quarters: Path | None = None) -> int:
     """Recompute every overview shard above the changed level-0 shards of each zone ({name: (zone
-    directory, grid, [[R, C] lattice shards])}), a level at a time for all zones; returns shards written."""
+    directory, grid, [[R, C] lattice shards])}), a level at a time for all zones; returns shards written.
+    `quarters`: the directory of the quarter files (`level_quarters`)."""
     models, level0 = {}, {}
     for name, (zone_dir, grid, pending) in zones.items():
         g = zarr.open_group(zarr.storage.LocalStore(Path(zone_dir) / ext.OVR_GROUP), mode="r")
@@ -221,7 +274,10 @@ def update(zones: dict[str, tuple[Path, ZoneGrid, list]], levels: int, runner: R
                 tasks.append(LevelTask(
                     str(zone_dir), k, (r - rk, c - ck),
                     tuple((x - rc, y - cc) if 0 <= x - rc < nr and 0 <= y - cc < nc else None for x, y in kids),
-                    tuple(k == 1 and kid in level0[name] for kid in kids), models[name]))
+                    tuple(k == 1 and kid in level0[name] for kid in kids), models[name],
+                    tuple(str(quarter_path(level_quarters(quarters, name, k - 1), kid)) if quarters else None
+                          for kid in kids),
+                    str(quarter_path(level_quarters(quarters, name, k), (r, c))) if quarters and k < levels else None))
         written += len(runner.map(_level_task, tasks, f"overviews level {k}: {len(tasks)} shards"))
         checkpoint(f"overviews-level{k}")
         dirty = {name: set(p) for name, p in parents.items()}

@@ -30,6 +30,7 @@ from builder.store import ShardedArrayFiles
 
 CHUNK = 256
 TOP_MAX = 2048  # the coarsest level is the first whose width is at most this
+SMALL = 4  # a level with at most this many dirty chunks is rendered, with all coarser ones, in one task
 
 
 def level_shapes(res0: float) -> list[tuple[int, int]]:
@@ -85,9 +86,13 @@ class ZoneInfo:
         return conv.central_meridian(self.grid.zone)
 
 
-def _lonlat_box(grid: ZoneGrid, box: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
-    t = Transformer.from_crs(conv.epsg_for_zone(grid.zone, grid.south), 4326, always_xy=True)
-    return t.transform_bounds(*box, densify_pts=21)
+def _to_lonlat(grid: ZoneGrid) -> Transformer:
+    return Transformer.from_crs(conv.epsg_for_zone(grid.zone, grid.south), 4326, always_xy=True)
+
+
+def _lonlat_box(grid: ZoneGrid, box: tuple[float, float, float, float],
+                t: Transformer | None = None) -> tuple[float, float, float, float]:
+    return (t or _to_lonlat(grid)).transform_bounds(*box, densify_pts=21)
 
 
 def _zones(store: Path) -> list[ZoneInfo]:
@@ -108,7 +113,23 @@ def _chunks_for(lonlat: tuple[float, float, float, float], res0: float, shape0: 
     return set(conv.global_chunks(lonlat, res0, shape0, CHUNK))
 
 
-def _render_level0(chunk: tuple[int, int], store: str, res0: float, zones: list[ZoneInfo]) -> tuple[tuple[int, int], bool]:
+def _batches(chunks: list[tuple[int, int]], parts: int = 8, most: int = 32) -> list[tuple[tuple[int, int], ...]]:
+    """`chunks` in runs of neighbours (sorted order), about `parts` tasks of at most `most` chunks: each task
+    opens the level arrays, transformers and zone files once for all its chunks."""
+    size = max(1, min(most, -(-len(chunks) // parts)))
+    return [tuple(chunks[i:i + size]) for i in range(0, len(chunks), size)]
+
+
+def _render_level0(chunks: tuple[tuple[int, int], ...], store: str, res0: float,
+                   zones: list[ZoneInfo]) -> list[tuple[tuple[int, int], bool]]:
+    level = zarr.open_group(zarr.storage.LocalStore(Path(store) / conv.GLOBAL_GROUP), mode="r+")["0/rgb"]
+    transformers: dict[int, Transformer] = {}
+    previews: dict[str, ShardedArrayFiles] = {}
+    return [_render_chunk0(chunk, store, res0, zones, level, transformers, previews) for chunk in chunks]
+
+
+def _render_chunk0(chunk: tuple[int, int], store: str, res0: float, zones: list[ZoneInfo], level: zarr.Array,
+                   transformers: dict, previews: dict) -> tuple[tuple[int, int], bool]:
     ci, cj = chunk
     lon, lat = conv.global_centres(ci * CHUNK, cj * CHUNK, CHUNK, res0)
     lon2, lat2 = np.meshgrid(lon, lat)
@@ -118,20 +139,22 @@ def _render_level0(chunk: tuple[int, int], store: str, res0: float, zones: list[
     cand = [z for z in zones if z.lonlat[0] <= ce and z.lonlat[2] >= cw and z.lonlat[1] <= cn and z.lonlat[3] >= cs]
     cand.sort(key=lambda z: abs((cw + ce) / 2 - z.central_meridian))
     for z in cand:
-        t = Transformer.from_crs(4326, z.epsg, always_xy=True)
-        e, n = t.transform(lon2, lat2)
+        if z.epsg not in transformers:
+            transformers[z.epsg] = Transformer.from_crs(4326, z.epsg, always_xy=True)
+        e, n = transformers[z.epsg].transform(lon2, lat2)
         row, col = z.grid.rowcol(e, n)
         inside = z.grid.contains(row, col) & (out[..., 3] == 0)
         if not inside.any():
             continue
         ra, rb = row[inside].min(), row[inside].max() + 1
         ca, cb = col[inside].min(), col[inside].max() + 1
-        window = ShardedArrayFiles(Path(store) / z.name / "rgb").read_region(ra, rb, ca, cb)
+        if z.name not in previews:
+            previews[z.name] = ShardedArrayFiles(Path(store) / z.name / "rgb")
+        window = previews[z.name].read_region(ra, rb, ca, cb)
         vals = window[row[inside] - ra, col[inside] - ca]
         take = vals[:, 3] > 0
         idx = np.argwhere(inside)[take]
         out[idx[:, 0], idx[:, 1]] = vals[take]
-    level = zarr.open_group(zarr.storage.LocalStore(Path(store) / conv.GLOBAL_GROUP), mode="r+")["0/rgb"]
     r0, c0 = ci * CHUNK, cj * CHUNK
     r1, c1 = min(r0 + CHUNK, level.shape[0]), min(c0 + CHUNK, level.shape[1])
     level[r0:r1, c0:c1] = out[: r1 - r0, : c1 - c0]
@@ -156,9 +179,19 @@ def reduce2x2(block: np.ndarray) -> np.ndarray:
     return out
 
 
-def _render_level(chunk: tuple[int, int], store: str, k: int) -> tuple[tuple[int, int], bool]:
+def _render_level(chunks: tuple[tuple[int, int], ...], store: str, k: int) -> list[tuple[tuple[int, int], bool]]:
     g = zarr.open_group(zarr.storage.LocalStore(Path(store) / conv.GLOBAL_GROUP), mode="r+")
     src, dst = g[f"{k - 1}/rgb"], g[f"{k}/rgb"]
+    return [_render_chunk(chunk, src, dst) for chunk in chunks]
+
+
+def _render_top(levels: tuple[tuple[int, tuple[tuple[int, int], ...]], ...], store: str) -> list[tuple[tuple[int, int], bool]]:
+    """The chunks of several levels, coarser after finer: ((k, chunks), ...) in level order."""
+    g = zarr.open_group(zarr.storage.LocalStore(Path(store) / conv.GLOBAL_GROUP), mode="r+")
+    return [_render_chunk(chunk, g[f"{k - 1}/rgb"], g[f"{k}/rgb"]) for k, chunks in levels for chunk in chunks]
+
+
+def _render_chunk(chunk: tuple[int, int], src: zarr.Array, dst: zarr.Array) -> tuple[tuple[int, int], bool]:
     ci, cj = chunk
     r0, c0 = 2 * ci * CHUNK, 2 * cj * CHUNK
     block = np.zeros((2 * CHUNK, 2 * CHUNK, 4), dtype=np.uint8)
@@ -185,19 +218,30 @@ def update_pyramid(store: Path, changed: dict[str, list], res0: float, runner: R
     for entries in changed.values():
         for grid_d, shards in entries:
             grid = ZoneGrid(**grid_d)
-            s = grid.step
+            s, t = grid.step, _to_lonlat(grid)
             for sr, sc in shards:
                 box = (grid.origin_e + sc * s, grid.origin_n - (sr + 1) * s, grid.origin_e + (sc + 1) * s,
                        grid.origin_n - sr * s)
-                dirty |= _chunks_for(_lonlat_box(grid, box), res0, shapes[0])
+                dirty |= _chunks_for(_lonlat_box(grid, box, t), res0, shapes[0])
     written = 0
-    results = runner.map(_render_level0, sorted(dirty), f"global_rgb level 0: {len(dirty)} chunks",
+    results = runner.map(_render_level0, _batches(sorted(dirty)), f"global_rgb level 0: {len(dirty)} chunks",
                          store=str(store), res0=res0, zones=zones)
-    written += sum(ok for _, ok in results)
+    written += sum(ok for batch in results for _, ok in batch)
     checkpoint("pyramid-level0")
-    for k in range(1, len(shapes)):
+    k = 1
+    while k < len(shapes):
         dirty = {(ci // 2, cj // 2) for ci, cj in dirty}
-        results = runner.map(_render_level, sorted(dirty), f"global_rgb level {k}: {len(dirty)} chunks",
+        if len(dirty) <= SMALL:  # this level and all coarser ones: few chunks, one task, level by level
+            top = []
+            for kk in range(k, len(shapes)):
+                top.append((kk, tuple(sorted(dirty))))
+                dirty = {(ci // 2, cj // 2) for ci, cj in dirty}
+            (results,) = runner.map(_render_top, [tuple(top)], f"global_rgb levels {k}-{len(shapes) - 1}",
+                                    store=str(store))
+            written += sum(ok for _, ok in results)
+            break
+        results = runner.map(_render_level, _batches(sorted(dirty)), f"global_rgb level {k}: {len(dirty)} chunks",
                              store=str(store), k=k)
-        written += sum(ok for _, ok in results)
+        written += sum(ok for batch in results for _, ok in batch)
+        k += 1
     return written

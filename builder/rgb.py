@@ -38,12 +38,13 @@ class RGBModel:
         hi = np.where(hi - lo < 1e-12, lo + 1.0, hi)
         return cls(mean.astype(np.float32), comps.astype(np.float32), lo.astype(np.float32), hi.astype(np.float32))
 
-    def apply(self, embeddings: np.ndarray, scales: np.ndarray) -> np.ndarray:
-        """uint8 (h, w, 4); alpha 255 where the scale is valid, 0 (and RGB 0) elsewhere."""
+    def apply(self, embeddings: np.ndarray, scales: np.ndarray, vectors: np.ndarray | None = None) -> np.ndarray:
+        """uint8 (h, w, 4); alpha 255 where the scale is valid, 0 (and RGB 0) elsewhere.  `vectors`: the
+        valid pixels' dequantised vectors when the caller has them already."""
         valid = conv.valid_mask(scales)
         out = np.zeros(scales.shape + (4,), dtype=np.uint8)
         if valid.any():
-            v = conv.dequantise(embeddings[valid], scales[valid])
+            v = conv.dequantise(embeddings[valid], scales[valid]) if vectors is None else vectors
             p = (v - self.mean) @ self.components.T
             rgb = np.clip((p - self.lo) / (self.hi - self.lo), 0.0, 1.0)
             out[valid, :3] = np.round(rgb * 255).astype(np.uint8)

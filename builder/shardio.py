@@ -128,23 +128,25 @@ def encode_shard(shard: np.ndarray, chunk_shape: tuple[int, ...], fill, compress
     blocks = _blocks(shard, chunk_shape)
     grid = blocks.shape[: len(chunk_shape)]
     n = int(np.prod(grid))
-    flat = blocks.reshape((n, *chunk_shape))
+    flat = np.ascontiguousarray(blocks).reshape(n, -1)  # one copy: every inner chunk a contiguous row
     if isinstance(fill, float) and np.isnan(fill):
-        empty = np.isnan(flat.reshape(n, -1)).all(axis=1)
+        empty = np.isnan(flat).all(axis=1)
     else:
-        empty = (flat.reshape(n, -1) == fill).all(axis=1)
+        empty = (flat == fill).all(axis=1)
     if empty.all():
         return None
-    index = np.full((n, 2), EMPTY, dtype="<u8")
+    keep = np.flatnonzero(~empty)
+    pack = struct.Struct("<I").pack
     parts = []
-    offset = 0
-    for i in np.flatnonzero(~empty):
-        data = compress(np.ascontiguousarray(flat[i]))
+    for i in keep.tolist():
+        data = compress(flat[i])
         if chunk_crc:
-            data = bytes(data) + struct.pack("<I", crc32c(data))
-        index[i] = (offset, len(data))
+            data = bytes(data) + pack(crc32c(data))
         parts.append(data)
-        offset += len(data)
+    lengths = np.fromiter(map(len, parts), dtype="<u8", count=len(parts))
+    index = np.full((n, 2), EMPTY, dtype="<u8")
+    index[keep, 0] = np.cumsum(lengths) - lengths
+    index[keep, 1] = lengths
     parts.append(ShardIndex.encode(index, crc32c))
     return b"".join(parts)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from builder import convention as conv
+from builder import overviews as ovr
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
 from builder.record import kill_point
@@ -31,7 +32,9 @@ class ShardTask:
     n_bands: int
     rgb: dict | None
     journal: str  # the zone's done file: "row,col" is appended once the shard's files are in place
-    specs: dict[str, ShardSpec]  # codec settings of the zone's sharded arrays, by array name
+    specs: dict[str, ShardSpec]  # codec settings of the zone's sharded arrays, by array path in the zone
+    code: dict | None = None  # the overviews' CodeModel.to_json(): also write the level-0 code and the quarter
+    quarters: str | None = None  # the zone's quarter files (builder.overviews), by lattice index
 
 
 def write_shard(task: ShardTask) -> tuple[tuple[int, int], int]:
@@ -54,11 +57,25 @@ def write_shard(task: ShardTask) -> tuple[tuple[int, int], int]:
         sub_s[ok] = v[ok]
     n_valid = int((~np.isnan(scl)).sum())
     zone = Path(task.zone_dir)
+    quarter = None
+    if task.quarters is not None:  # removed first: a quarter that exists matches the shard on disk
+        r, c = task.grid.lattice_origin(0)
+        quarter = ovr.quarter_path(Path(task.quarters), (r + sr, c + sc))
+        quarter.unlink(missing_ok=True)
     # A shard with no valid pixel is all fill: its files are removed, never written.
     ShardedArrayFiles(zone / "embeddings", task.specs["embeddings"]).write(sr, sc, emb)
     ShardedArrayFiles(zone / "scales", task.specs["scales"]).write(sr, sc, scl)
+    ok = ~np.isnan(scl)
+    vectors = conv.dequantise(emb[ok], scl[ok]) if n_valid else None  # once, for the preview and the code
     if task.rgb is not None:
-        ShardedArrayFiles(zone / "rgb", task.specs["rgb"]).write(sr, sc, RGBModel.from_json(task.rgb).apply(emb, scl))
+        rgb = RGBModel.from_json(task.rgb).apply(emb, scl, vectors)
+        ShardedArrayFiles(zone / "rgb", task.specs["rgb"]).write(sr, sc, rgb)
+    if task.code is not None:  # the level-0 code and the level-1 quarter while the shard is in memory
+        code, code_scales = ovr.CodeModel.from_json(task.code).encode(emb, scl, vectors)
+        for name, data in (("code", code), ("code_scales", code_scales)):
+            path = ovr.level_path(0, name)
+            ShardedArrayFiles(zone / path, task.specs[path]).write(sr, sc, data)
+        ovr.save_quarter(quarter, emb, scl)
     kill_point("shard-written")
     with open(task.journal, "a") as f:  # one short O_APPEND write: lines of parallel tasks never mix
         f.write(f"{sr},{sc}\n")

@@ -170,6 +170,20 @@ def _blosc(cfg: dict):
                            shuffle={"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[cfg["shuffle"]])
 
 
+def _blosc_calls(cfg: dict):
+    """(compress, decompress) of one inner chunk with these blosc settings, calling numcodecs' blosc module
+    directly: the same bytes as numcodecs.Blosc(...).encode, without its per-call checks, which cost more
+    than compressing a 64-byte chunk (builder.shardio makes one call per inner chunk)."""
+    from numcodecs import blosc
+    cname, clevel = cfg["cname"].encode(), int(cfg["clevel"])
+    shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[cfg["shuffle"]]
+    blocksize = int(cfg.get("blocksize") or 0)
+
+    def compress(buf) -> bytes:
+        return blosc.compress(buf, cname, clevel, shuffle, blocksize)
+    return compress, blosc.decompress
+
+
 def _codecs(layout_meta: dict):
     """(Blosc, crc32c) from an array's codec metadata."""
     cfg = next(c for c in layout_meta["codecs"][0]["configuration"]["codecs"] if c["name"] == "blosc")["configuration"]
@@ -210,7 +224,8 @@ class ShardedArrayFiles:
         spec = spec or ShardSpec.read(self.dir)
         self.shard_shape, self.chunk_shape = spec.shard_shape, spec.chunk_shape
         self.dtype, self.fill, self.chunk_crc = np.dtype(spec.dtype), spec.fill, spec.chunk_crc
-        self.blosc, self.crc = _blosc(spec.blosc), google_crc32c.value
+        self.compress, self.decompress = _blosc_calls(spec.blosc)
+        self.crc = google_crc32c.value
 
     def path(self, sr: int, sc: int) -> Path:
         from builder.shardio import shard_key
@@ -221,7 +236,7 @@ class ShardedArrayFiles:
         from builder.shardio import encode_shard
         if tuple(data.shape) != self.shard_shape:
             raise ValueError(f"shard data {data.shape} is not {self.shard_shape}")
-        blob = encode_shard(data.astype(self.dtype, copy=False), self.chunk_shape, self.fill, self.blosc.encode, self.crc,
+        blob = encode_shard(data.astype(self.dtype, copy=False), self.chunk_shape, self.fill, self.compress, self.crc,
                             self.chunk_crc)
         p = self.path(sr, sc)
         if blob is None:
@@ -237,7 +252,7 @@ class ShardedArrayFiles:
         from builder.shardio import decode_shard
         p = self.path(sr, sc)
         buf = p.read_bytes() if p.exists() else None
-        return decode_shard(buf, self.shard_shape, self.chunk_shape, self.dtype, self.fill, self.blosc.decode, self.crc,
+        return decode_shard(buf, self.shard_shape, self.chunk_shape, self.dtype, self.fill, self.decompress, self.crc,
                             self.chunk_crc)
 
     def read_region(self, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
@@ -254,6 +269,6 @@ class ShardedArrayFiles:
                 b0, b1 = max(c0, sc * s1), min(c1, (sc + 1) * s1)
                 box = (a0 - sr * s0, a1 - sr * s0, b0 - sc * s1, b1 - sc * s1)  # only the inner chunks it touches
                 out[a0 - r0:a1 - r0, b0 - c0:b1 - c0] = decode_window(
-                    p.read_bytes(), self.shard_shape, self.chunk_shape, self.dtype, self.fill, self.blosc.decode, box,
+                    p.read_bytes(), self.shard_shape, self.chunk_shape, self.dtype, self.fill, self.decompress, box,
                     self.crc, self.chunk_crc)
         return out
