@@ -2,7 +2,7 @@
 levels are builder/describe.py's Level)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -24,6 +24,8 @@ class Zone:
     model_version: str = ""
     build_version: str = ""
     times: tuple[int, ...] = field(default=())  # geoemb: the years on this zone's time axis
+    levels: tuple[ZoneGrid, ...] = field(default=(), repr=False)  # tessera-ovr: grid of level k at [k] (k = 0..)
+    level: int = 0  # the overview level whose grid `grid` is (at_level)
 
     zone = property(lambda self: self.grid.zone)
     south = property(lambda self: self.grid.south)
@@ -32,6 +34,14 @@ class Zone:
     height = property(lambda self: self.grid.height)
     width = property(lambda self: self.grid.width)
     shard = property(lambda self: self.grid.shard)
+
+    @property
+    def pixel(self) -> float:
+        return self.grid.pixel
+
+    def at_level(self, k: int) -> "Zone":
+        """The same zone on the grid of its overview level k (rows, cols, centres and exports in level pixels)."""
+        return replace(self, grid=self.levels[k], level=k)
 
     def to_rowcol(self, lon, lat):
         return self.grid.rowcol(*geo.lonlat_to_utm(lon, lat, self.zone, self.south))
@@ -69,7 +79,9 @@ class Pixel:
         return f"{self.zone} r{self.row} c{self.col}"
 
 
-def zone_from_meta(name: str, attrs: dict, arrays: dict) -> Zone:
+def zone_from_meta(name: str, attrs: dict, arrays: dict, overviews: tuple = ()) -> Zone:
+    """A zone from its group attributes and arrays; `overviews`: describe's tessera-ovr:levels items (their grids
+    are kept when they run 0, 1, .. without a gap)."""
     zone, south = conv.parse_proj_code(attrs["proj:code"])
     t = attrs["spatial:transform"]
     h, w = attrs["spatial:shape"]
@@ -77,6 +89,9 @@ def zone_from_meta(name: str, attrs: dict, arrays: dict) -> Zone:
     shard = emb.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape", [conv.SHARD])[0]
     grid = ZoneGrid(zone, south, float(t[2]), float(t[5]), int(h), int(w), int(shard))
     bbox = attrs.get("spatial:bbox") or grid.box()
+    levels = tuple(ZoneGrid.from_level_attrs(grid, it) for it in overviews)
+    if [it["level"] for it in overviews] != list(range(len(overviews))):
+        levels = ()
     return Zone(name, grid, int(attrs["tessera:n_bands"]), bool(attrs.get("tessera:has_rgb_preview", False)),
                 geo.utm_bbox_lonlat(bbox, zone, south), str(attrs.get("tessera:model_version", "")),
-                str(attrs.get("tessera:build_version", "")))
+                str(attrs.get("tessera:build_version", "")), levels=levels)

@@ -13,6 +13,7 @@ from app import geo, render
 from app.meta import Pixel, Zone, zone_from_meta
 from app.reader import PIXEL, REGION, Source, SourceError, as_slices
 from builder import convention as conv
+from builder import extensions as ext
 from builder import layout as lay
 from builder.describe import GEOEMB, STACK, Level, StoreError, StoreInfo, describe, levels
 from builder.quant import cosine_map, cosine_pairs, cosine_table
@@ -21,6 +22,9 @@ __all__ = ["StoreModel", "Zone", "Level", "Pixel", "cosine_map", "cosine_pairs",
 
 COLUMNS = 256  # geoemb: pixels kept at every year (StoreModel._column)
 MAX_REGION = 768  # pixels per side of a tool region (app/tools/region.py): 3 shard widths, so an unaligned window touches 4x4 shards
+OVERVIEWS = True  # tool regions read tessera-ovr: levels when a zone has them (False: the capped 10 m path)
+MAX_CODE_SIDE = 4096  # pixels per side of a region read as an overview level's compact code (a link's window)
+REGION_BYTES = 20 * 1600 * 1000  # a tool region's read budget with overviews: 20 B per pixel of a 1600 x 1000 screen
 
 
 class StoreModel:
@@ -44,6 +48,7 @@ class StoreModel:
         self._chunks: dict = {}
         self._previews: dict = {}
         self._columns: dict = {}
+        self._codes: dict = {}
 
     async def open(self, year: int | None = None) -> "StoreModel":
         """Read the root (and, for geoemb:, each zone's time axis); `year`: the geoemb: year to show first."""
@@ -92,7 +97,8 @@ class StoreModel:
         if not info.consolidated:
             raise SourceError("invalid", "not a tessera store: no consolidated metadata in its root zarr.json "
                                          "(rebuild or re-consolidate it with zarr.consolidate_metadata)")
-        self.zones = {n: zone_from_meta(n, z.attrs, z.arrays) for n, z in info.zones.items()}
+        self.zones = {n: zone_from_meta(n, z.attrs, z.arrays, () if info.kind == STACK else z.overviews)
+                      for n, z in info.zones.items()}
         self.all_zones = self.zones
         self.levels = list(info.levels)
         if not self.zones:
@@ -229,3 +235,22 @@ class StoreModel:
             return self.layout.nan_nodata(s.reshape(r1 - r0, c1 - c0))
         e = self.layout.to_yxb(await self.source.read(f"{zone.name}/{array}", esel, hint))
         return e.reshape(r1 - r0, c1 - c0, -1)
+
+    # ------------------------------------------------------------ overviews (tessera-ovr:) --
+    async def overview(self, zone: Zone, array: str, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
+        """A window of `overviews/{zone.level}/{array}` (embeddings, scales, code, code_scales) in the level's own
+        pixels, whole shards; scales with NaN wherever there is no data."""
+        a = await self.source.read(f"{zone.name}/{ext.OVR_GROUP}/{zone.level}/{array}",
+                                   (slice(r0, r1), slice(c0, c1)) + ((slice(None),) if "scales" not in array else ()),
+                                   REGION)
+        return a.reshape((r1 - r0, c1 - c0) + a.shape[2:])
+
+    async def code_model(self, zone: Zone) -> tuple[np.ndarray, np.ndarray]:
+        """(basis float32 (D, B), mean float32 (B,)) of a zone's compact code (read once, kept)."""
+        if zone.name not in self._codes:
+            basis, mean = await asyncio.gather(
+                self.source.read(f"{zone.name}/{ext.OVR_GROUP}/{ext.OVR_BASIS}", (slice(None), slice(None)), REGION),
+                self.source.read(f"{zone.name}/{ext.OVR_GROUP}/{ext.OVR_MEAN}", (slice(None),), REGION))
+            self._codes[zone.name] = (basis.astype(np.float32), mean.astype(np.float32))
+        return self._codes[zone.name]
+

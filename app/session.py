@@ -63,7 +63,7 @@ class Explorer(param.Parameterized):
         self._drawing = None
         self._redraw_pending = False
         self.geography = None  # the task loading coastlines, borders and place names (app/main.py)
-        self.tool_window = None  # (zone name, window) the tools run on instead of the view's (app/tools/share.py)
+        self.tool_window = None  # (zone name, overview level, window) a link's tools run on instead of the view's (app/tools/share.py)
         self.tools = Tools(self)  # labels, classification, k-means, change (app/tools/)
         self.param.watch(self._on_selected, "selected")
         # What a change of state sets off: a year switch, a similarity search, a redraw (coalesced).

@@ -204,7 +204,8 @@ TIMED_JS = """async ([cmd, args]) => {
 
 
 def tool_figures(page, data: Path) -> str:
-    """Each analysis tool over the demo view (30 km around the centre of utm30's data, capped at 768 px per side),
+    """Each analysis tool over the demo view (30 km around the centre of utm30's data: overview level 2's compact
+    code since tool regions read overviews; benchmarks/anyzoom.py compares that with the capped 10 m path),
     through tesseraApi: time, store bytes fetched, all bytes fetched (scikit-learn's wheels on first use) and the
     longest main-thread task, beside similarity over the same view."""
     import numpy as np

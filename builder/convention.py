@@ -166,9 +166,9 @@ REQUIRED_ZONE_ARRAYS = [k for k, v in ZONE_ARRAYS.items() if not v.get("optional
 # --------------------------------------------------------------------------
 # Grid geometry of a zone group
 # --------------------------------------------------------------------------
-def spatial_attrs(origin_e: float, origin_n: float, height: int, width: int) -> dict[str, Any]:
-    """`spatial:` properties for a zone grid whose top-left corner is (origin_e, origin_n)."""
-    p = PIXEL_SIZE
+def spatial_attrs(origin_e: float, origin_n: float, height: int, width: int,
+                  p: float = PIXEL_SIZE) -> dict[str, Any]:
+    """`spatial:` properties for a zone grid whose top-left corner is (origin_e, origin_n), pixels of `p` m."""
     return {
         "spatial:dimensions": ["northing", "easting"],
         "spatial:transform": [p, 0.0, float(origin_e), 0.0, -p, float(origin_n)],

@@ -58,6 +58,16 @@ class ZoneInfo:
     extensions: tuple[str, ...] = ()  # names of the EXTENSIONS it registers (e.g. "tessera-ovr:")
 
     @property
+    def overviews(self) -> tuple[dict, ...]:
+        """The `tessera-ovr:levels` items (level, path, spatial:shape, spatial:transform) whose arrays the
+        consolidated metadata lists, by level; () when the zone registers no tessera-ovr: or lists no level."""
+        if ext.OVR["name"] not in self.extensions or not isinstance(self.attrs.get("tessera-ovr:levels"), list):
+            return ()
+        return tuple(sorted((it for it in self.attrs["tessera-ovr:levels"] if isinstance(it, dict)
+                             and all(f"{it.get('path')}/{a}" in self.arrays for a in it.get("arrays") or ["?"])),
+                            key=lambda it: it["level"]))
+
+    @property
     def shard(self) -> list[int] | None:
         """The embeddings' shard shape (the outer chunk grid), None when the zone lists no embeddings."""
         emb = self.arrays.get("embeddings")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from builder.convention import PIXEL_SIZE, PROJ, ROOT_SCHEMA, SPATIAL, ZONE_ARRAYS, ZONE_SCHEMA
+from builder.convention import PROJ, ROOT_SCHEMA, SPATIAL, ZONE_ARRAYS, ZONE_SCHEMA
 
 # ---- multi-year index (tessera-stack:) -------------------------------------
 # A multi-year virtual index (builder.virtual) stacks tessera: v1 year stores along a leading `year`
@@ -99,17 +99,17 @@ OVR_SCHEMA: dict[str, Any] = {
 }
 
 
-def ovr_attrs(levels: list[tuple[int, float, float, int, int]], dims: int) -> dict[str, Any]:
-    """tessera-ovr:* properties of a zone group; `levels` = [(k, origin_e, origin_n, height, width)]."""
+def ovr_attrs(levels: list, dims: int) -> dict[str, Any]:
+    """tessera-ovr:* properties of a zone group; `levels` = [(k, the level's grid: builder.grid.ZoneGrid.level(k))]."""
     items = []
-    for k, e0, n0, h, w in levels:
-        p = PIXEL_SIZE * 2**k
+    for k, g in levels:
         item: dict[str, Any] = {"level": int(k), "path": f"{OVR_GROUP}/{k}",
                                 "arrays": list(OVR_LEVEL0_ARRAYS) if k == 0 else list(OVR_ARRAYS)}
         if k:
             item["resampling_method"] = "mean"
-        item["spatial:shape"] = [int(h), int(w)]
-        item["spatial:transform"] = [p, 0.0, float(e0), 0.0, -p, float(n0)]
+        spatial = g.attrs()
+        item["spatial:shape"] = spatial["spatial:shape"]
+        item["spatial:transform"] = spatial["spatial:transform"]
         items.append(item)
     return {"tessera-ovr:version": OVR_VERSION, "tessera-ovr:levels": items,
             "tessera-ovr:code": {"method": OVR_CODE_METHOD, "dims": int(dims),

@@ -57,9 +57,10 @@ def parse_proj_code(code: str) -> tuple[int, bool]:
     return zone_from_epsg(int(m.group(1)))
 
 
-def pixel_corner(origin_e: float, origin_n: float, row, col, at: float = 0.0) -> tuple:
-    """UTM easting, northing of pixels' top-left corners (at=0) or centres (at=0.5): the one pixel formula."""
-    return origin_e + (np.asarray(col) + at) * PIXEL_SIZE, origin_n - (np.asarray(row) + at) * PIXEL_SIZE
+def pixel_corner(origin_e: float, origin_n: float, row, col, at: float = 0.0, pixel: float = PIXEL_SIZE) -> tuple:
+    """UTM easting, northing of pixels' top-left corners (at=0) or centres (at=0.5): the one pixel formula
+    (`pixel`: the pixel edge in metres, 10 * 2**k at overview level k)."""
+    return origin_e + (np.asarray(col) + at) * pixel, origin_n - (np.asarray(row) + at) * pixel
 
 
 def easting_coords(origin_e: float, width: int) -> np.ndarray:

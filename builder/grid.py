@@ -29,10 +29,11 @@ class ZoneGrid:
     height: int
     width: int
     shard: int = conv.SHARD
+    pixel: float = conv.PIXEL_SIZE  # metres; 10 * 2**k for the grid of overview level k (`level`)
 
     @property
     def step(self) -> float:
-        return self.shard * conv.PIXEL_SIZE
+        return self.shard * self.pixel
 
     @property
     def name(self) -> str:
@@ -62,7 +63,7 @@ class ZoneGrid:
         return cls(zone, south, float(t[2]), float(t[5]), int(h), int(w), shard)
 
     def box(self) -> tuple[float, float, float, float]:
-        p = conv.PIXEL_SIZE
+        p = self.pixel
         return (self.origin_e, self.origin_n - self.height * p, self.origin_e + self.width * p, self.origin_n)
 
     def union(self, other: "ZoneGrid") -> "ZoneGrid":
@@ -80,8 +81,8 @@ class ZoneGrid:
 
     def pixel_offset(self, origin_e: float, origin_n: float) -> tuple[int, int]:
         """Row/col of the pixel whose area contains the tile corner (floor, as the tiles are laid out)."""
-        col = math.floor((origin_e - self.origin_e) / conv.PIXEL_SIZE + EPS)
-        row = math.floor((self.origin_n - origin_n) / conv.PIXEL_SIZE + EPS)
+        col = math.floor((origin_e - self.origin_e) / self.pixel + EPS)
+        row = math.floor((self.origin_n - origin_n) / self.pixel + EPS)
         return row, col
 
     # Pixel (row, col) covers easting [e0 + col * 10, e0 + (col + 1) * 10) and northing
@@ -89,25 +90,25 @@ class ZoneGrid:
     def rowcol(self, e, n) -> tuple[np.ndarray, np.ndarray]:
         """Row and column of the pixels whose areas contain UTM points (any, even outside; -1 if not finite)."""
         with np.errstate(invalid="ignore"):
-            col = np.floor((np.asarray(e, dtype=np.float64) - self.origin_e) / conv.PIXEL_SIZE)
-            row = np.floor((self.origin_n - np.asarray(n, dtype=np.float64)) / conv.PIXEL_SIZE)
+            col = np.floor((np.asarray(e, dtype=np.float64) - self.origin_e) / self.pixel)
+            row = np.floor((self.origin_n - np.asarray(n, dtype=np.float64)) / self.pixel)
         ok = np.isfinite(row) & np.isfinite(col)
         return np.where(ok, row, -1).astype(np.int64), np.where(ok, col, -1).astype(np.int64)
 
     def centre(self, row, col) -> tuple:
         """UTM easting and northing of pixel centres."""
-        return conv.pixel_corner(self.origin_e, self.origin_n, row, col, 0.5)
+        return conv.pixel_corner(self.origin_e, self.origin_n, row, col, 0.5, self.pixel)
 
     def corner(self, row, col) -> tuple:
         """UTM easting and northing of pixels' top-left corners."""
-        return conv.pixel_corner(self.origin_e, self.origin_n, row, col)
+        return conv.pixel_corner(self.origin_e, self.origin_n, row, col, 0.0, self.pixel)
 
     def contains(self, row, col):
         return (row >= 0) & (row < self.height) & (col >= 0) & (col < self.width)
 
     def window(self, e0: float, n0: float, e1: float, n1: float) -> tuple[int, int, int, int] | None:
         """(r0, r1, c0, c1) of the pixels touching a UTM box, clipped to the grid; None when it misses."""
-        p = conv.PIXEL_SIZE
+        p = self.pixel
         c0, c1 = max(math.floor((e0 - self.origin_e) / p), 0), min(math.ceil((e1 - self.origin_e) / p), self.width)
         r0, r1 = max(math.floor((self.origin_n - n1) / p), 0), min(math.ceil((self.origin_n - n0) / p), self.height)
         return (r0, r1, c0, c1) if r0 < r1 and c0 < c1 else None
@@ -120,13 +121,13 @@ class ZoneGrid:
     def window_attrs(self, r0: int, r1: int, c0: int, c1: int) -> dict:
         """`spatial:` properties (transform, shape, bbox) of rows r0:r1, cols c0:c1 of this grid."""
         e, n = self.corner(r0, c0)
-        return conv.spatial_attrs(float(e), float(n), r1 - r0, c1 - c0)
+        return conv.spatial_attrs(float(e), float(n), r1 - r0, c1 - c0, self.pixel)
 
     def attrs(self) -> dict:
-        return conv.spatial_attrs(self.origin_e, self.origin_n, self.height, self.width)
+        return conv.spatial_attrs(self.origin_e, self.origin_n, self.height, self.width, self.pixel)
 
     # ---- overview levels (tessera-ovr:) ------------------------------------------------------
-    # Level k has pixels of 10 * 2**k m and shards of `shard` pixels; its grid is the smallest one
+    # Level k (of a level-0 grid) has pixels of 10 * 2**k m and shards of `shard` pixels; its grid is the smallest one
     # on the CRS-wide lattice of level-k shards that covers the zone grid.  Shard (R, C) of the
     # lattice (R counted down from northing 0, C east from easting 0) holds the 2x2 means of
     # level-(k-1) shards (2R..2R+1, 2C..2C+1), so levels of every grid of a zone line up, and a
@@ -147,3 +148,15 @@ class ZoneGrid:
         step = self.step * 2**k
         nr, nc = self.level_shards(k)
         return c * step, -r * step, nr * self.shard, nc * self.shard
+
+    def level(self, k: int) -> "ZoneGrid":
+        """The level-k grid as a grid of its own (pixels of 10 * 2**k m): rowcol, centre, window_attrs in level
+        pixels.  What the builder writes as a level's `spatial:transform`/`spatial:shape` (builder.overviews)."""
+        e0, n0, h, w = self.level_grid(k)
+        return ZoneGrid(self.zone, self.south, e0, n0, h, w, self.shard, self.pixel * 2**k)
+
+    @classmethod
+    def from_level_attrs(cls, zone: "ZoneGrid", item: dict) -> "ZoneGrid":
+        """A level's grid from its `tessera-ovr:levels` item (spatial:transform, spatial:shape) in `zone`'s CRS."""
+        t, (h, w) = item["spatial:transform"], item["spatial:shape"]
+        return cls(zone.zone, zone.south, float(t[2]), float(t[5]), int(h), int(w), zone.shard, float(t[0]))

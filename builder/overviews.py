@@ -109,7 +109,7 @@ def level_arrays(k: int) -> list[str]:
 
 
 def attrs(grid: ZoneGrid, levels: int, dims: int) -> dict:
-    return ext.ovr_attrs([(k, *grid.level_grid(k)) for k in range(levels + 1)], dims)
+    return ext.ovr_attrs([(k, grid.level(k)) for k in range(levels + 1)], dims)
 
 
 def _shape(name: str, h: int, w: int, n_bands: int, dims: int) -> tuple[int, ...]:

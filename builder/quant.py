@@ -46,6 +46,22 @@ def cosine_map(vectors: np.ndarray, target: np.ndarray) -> np.ndarray:
     return sim.astype(np.float32)
 
 
+def cosine_map_code(coords: np.ndarray, basis: np.ndarray, mean: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """cosine_map of the vectors `coords @ basis + mean` (a compact code's reconstructions, coords (H, W, D))
+    computed in the code's D dimensions, never forming the (H, W, B) vectors: v.t = z.(basis t) + mean.t and
+    |v|^2 = z G z + 2 z.(basis mean) + |mean|^2 with G = basis basis^T."""
+    b, m = np.asarray(basis, np.float64), np.asarray(mean, np.float64)
+    t = np.asarray(target, np.float64)
+    z = np.asarray(coords, np.float32)
+    dot = z @ (b @ t).astype(np.float32) + np.float32(m @ t)
+    norm2 = np.einsum("...i,...i->...", z @ (b @ b.T).astype(np.float32), z) + 2 * (z @ (b @ m).astype(np.float32)) \
+        + np.float32(m @ m)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sim = dot / (np.sqrt(np.maximum(norm2, 0)) * np.float32(np.linalg.norm(t)))
+    sim[~np.isfinite(sim)] = np.nan
+    return sim.astype(np.float32)
+
+
 def cosine_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cosine similarity of a[..., :] with b[..., :] pixel by pixel; NaN where either is NaN or zero."""
     a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)

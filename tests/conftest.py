@@ -64,6 +64,15 @@ def store(tmp_path_factory, tiles_root) -> Path:
 
 
 @pytest.fixture(scope="session")
+def plain_store(tmp_path_factory, tiles_root) -> Path:
+    """The session's tiles built with --no-overviews (no tessera-ovr:): the explorer's capped 10 m regions."""
+    out = tmp_path_factory.mktemp("plain")
+    run_cli("build", str(tiles_root), "--year", "2024", "--out", str(out), "--scheduler", "threads", "-q",
+            "--no-overviews", "--no-global")
+    return out / "2024.zarr"
+
+
+@pytest.fixture(scope="session")
 def tiles2(tmp_path_factory, tiles_root, world):
     """The session's 2024 demo tiles plus 2023 tiles of the same places (two years for geoemb: and catalogs)."""
     root = tmp_path_factory.mktemp("rd-tiles") / "tiles"

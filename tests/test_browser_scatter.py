@@ -34,7 +34,7 @@ def test_scatter_projection_brush_and_hover(page, server, site):
     v = zone_vectors(store, "utm30")
     rows, cols = np.nonzero(np.isfinite(v[..., 0]))
     clon, clat = pixel_lonlat(store, "utm30", int(rows.mean()), int(cols.mean()))
-    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 30000)", [clon, clat])
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 5000)", [clon, clat])
 
     res = call(page, "scatter", "PCA", {"max_points": 3000, "seed": 2})
     assert res is not None, all_text(page)[-500:]

@@ -11,7 +11,7 @@ from pyproj import Transformer
 
 from browser_util import REPO, all_text, wait_state
 from builder import demo
-from tools_util import pixel_lonlat, training_pixels, zone_vectors
+from tools_util import level_vectors, pixel_lonlat, training_pixels, zone_vectors
 
 pytestmark = pytest.mark.browser
 ARTIFACTS = REPO / "artifacts"
@@ -66,7 +66,7 @@ def test_tools_agree_with_cpython(page, server, site):
     v = zone_vectors(store, "utm30")
     rows, cols = np.nonzero(np.isfinite(v[..., 0]))
     clon, clat = pixel_lonlat(store, "utm30", int(rows.mean()), int(cols.mean()))
-    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 30000)", [clon, clat])
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 5000)", [clon, clat])
 
     # ---- labels: through tesseraApi, one class named with HTML
     train = training_pixels(store, "utm30", demo.World(), 2024, per_class=6)
@@ -151,3 +151,33 @@ def test_tools_agree_with_cpython(page, server, site):
     assert after == before
     shot(page, "labels")
     assert page.evaluate("window.__pwned") is None
+
+
+def test_zoomed_out_similarity_reads_the_overview_code(page, server, site):
+    """A 60 km view (79 m per map pixel): similarity runs on overview level 3's compact code in Pyodide, equal to
+    numpy on zarr-python reads of utm30/overviews/3, with the layer on level 3's grid."""
+    store = site / "data" / "2024.zarr"
+    page.goto(server + "index.html")
+    assert wait_state(page) == "ready"
+    v = zone_vectors(store, "utm30")
+    rows, cols = np.nonzero(np.isfinite(v[..., 0]))
+    r, c = int(rows[len(rows) // 2]), int(cols[len(rows) // 2])
+    lon, lat = pixel_lonlat(store, "utm30", r, c)
+    page.evaluate("async ([lon, lat]) => { await tesseraApi.view(lon, lat, 60000); await tesseraApi.select(lon, lat); }",
+                  [lon, lat])
+    page.evaluate("window.tesseraJS.resetStats()")
+    res = call(page, "similarity", "selection", "mean", -1.0)
+    assert res is not None and (res["level"], res["pixel"]) == (3, 80.0), all_text(page)[-500:]
+    assert "overview level 3 (80 m pixels), the 8-d compact code" in res["status"]
+    urls = page.evaluate("window.tesseraJS.stats.log.map(e => e.url)")
+    assert any("/utm30/overviews/3/code/" in u for u in urls) and not any("/utm30/embeddings/" in u for u in urls)
+    zone, (r0, r1, c0, c1), sim = layer(page, "similarity")
+    vec, t, epsg = level_vectors(store, "utm30", 3)
+    sub, tv = vec[r0:r1, c0:c1].astype(np.float64), v[r, c].astype(np.float64)
+    want = sub @ tv / (np.linalg.norm(sub, axis=-1) * np.linalg.norm(tv))
+    assert zone == "utm30" and np.isfinite(want).sum() > 100
+    np.testing.assert_allclose(sim, want, rtol=0, atol=1e-5, equal_nan=True)
+    to_ll = Transformer.from_crs(epsg, 4326, always_xy=True)
+    lr, lc = np.argwhere(np.isfinite(want))[np.isfinite(want).sum() // 2]
+    plon, plat = to_ll.transform(t[2] + (c0 + lc + 0.5) * t[0], t[5] + (r0 + lr + 0.5) * t[4])
+    assert call(page, "value", "similarity", plon, plat) == pytest.approx(want[lr, lc], abs=1e-5)

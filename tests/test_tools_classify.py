@@ -78,17 +78,24 @@ def test_random_forest_and_too_few_classes(store, world):
     run_async(run())
 
 
-def test_a_zoomed_out_view_is_capped_and_says_so(store, world, monkeypatch):
+def test_a_zoomed_out_view_is_capped_and_says_so(store, plain_store, world, monkeypatch):
+    """Without overviews a view wider than MAX_REGION is cut around its centre, and the status says so; with
+    them the view is read whole, from the compact code once its full vectors pass the cap."""
     monkeypatch.setattr(app_model, "MAX_REGION", 40)
 
     async def run():
-        state = await opened(store)
-        state.centre_view(*centre_of_data(store, "utm30"), 5000)
+        state = await opened(plain_store)
+        state.centre_view(*centre_of_data(plain_store, "utm30"), 5000)
         reg = await region.read(state.model, state.render_view())
         r0, r1, c0, c1 = reg.window
         assert reg.capped and r1 - r0 <= 40 and c1 - c0 <= 40
-        assert "capped at 40 px per side" in region.describe(reg)
-        state2, _ = await labelled(store, world)
+        assert "capped at 40 px per side" in region.describe(reg) and "overview" not in region.describe(reg)
+        state2, _ = await labelled(plain_store, world)
         await state2.tools.classify.classify()
         assert "capped at 40 px per side" in state2.status
+        state3, _ = await labelled(store, world)
+        await state3.tools.classify.classify()
+        r0, r1, c0, c1 = state3.tools.classify.result.window
+        assert "capped" not in state3.status and "overview level 0 (10 m pixels), the 8-d compact code" in state3.status
+        assert r1 - r0 > 40 and c1 - c0 > 40
     run_async(run())

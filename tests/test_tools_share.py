@@ -149,6 +149,23 @@ def test_a_links_tool_layer_runs_on_the_links_window_not_the_view(store):
     run_async(run())
 
 
+def test_a_link_to_an_overview_level_layer_re_runs_on_that_level(store):
+    async def run():
+        state = await opened(store)
+        state.centre_view(*centre_of_data(store, "utm31"), 20_000)  # zoomed out: an overview level's code
+        first = await state.tools.cluster.cluster(3, 7)
+        assert first.zone.level >= 1
+        again, back, layer = await reopened(state, store)
+        assert f"lvl:{first.zone.level}" in back.tool
+        other = await opened(store)  # and on a view that moved after the tool ran
+        other.centre_view(back.lon + 0.05, back.lat - 0.02, back.span * 2)
+        moved = await share.restore(other, back.tool)
+        for got in (layer, moved):
+            same_layer(got, first)
+            assert (got.zone.level, got.zone.pixel) == (first.zone.level, first.zone.pixel)
+    run_async(run())
+
+
 HOSTILE_TOOLS = [
     (HOSTILE, f"unknown tool '{HOSTILE}'"),
     ("cluster,k:999", "Tool layer in the URL ignored"),
@@ -162,7 +179,11 @@ HOSTILE_TOOLS = [
     ("cluster,win:5_2_0_10,zone:utm31", "window 5_2_0_10 is not inside utm31's grid"),
     ("cluster,win:-1_10_0_10,zone:utm31", "is not inside utm31's grid"),
     ("cluster,win:0_10_0_999999,zone:utm31", "is not inside utm31's grid"),
-    ("scatter,win:0_129_0_10", "window 0_129_0_10 is larger than the region cap (128 px per side)"),  # cap lowered
+    ("change,win:0_129_0_10,zone:utm31", "window 0_129_0_10 is larger than the region cap (128 px per side)"),
+    ("scatter,win:0_257_0_10,zone:utm31", "window 0_257_0_10 is larger than the region cap (256 px per side)"),
+    ("cluster,win:0_10_0_10,zone:utm31,lvl:99", "no overview level 99 in utm31"),
+    ("change,win:0_10_0_10,zone:utm31,lvl:1", "no overview level 1 in utm31"),  # the change tool reads 10 m only
+    ("cluster,win:0_10_0_10,zone:utm31,lvl:x", "bad setting 'lvl:x'"),
     (f"cluster,{HOSTILE}:1", f"bad setting '{HOSTILE}:1'"),
     ("scatter,sel:0-99999999", "out of range"),
     ("scatter,sel:5-2", "out of range"),
@@ -171,7 +192,8 @@ HOSTILE_TOOLS = [
 
 
 def test_hostile_tool_values_are_ignored_in_one_escaped_line(store, monkeypatch):
-    monkeypatch.setattr("app.model.MAX_REGION", 128)  # the demo's zones are smaller than the real cap
+    monkeypatch.setattr("app.model.MAX_REGION", 128)  # the demo's zones are smaller than the real caps
+    monkeypatch.setattr("app.model.MAX_CODE_SIDE", 256)
 
     async def run():
         state = await opened(store)

@@ -27,6 +27,17 @@ def zone_vectors(store: Path, zone: str) -> np.ndarray:
     return g["embeddings"][:].astype(np.float32) * g["scales"][:][..., None]
 
 
+def level_vectors(store: Path, zone: str, k: int):
+    """Overview level k by zarr-python + numpy: (its code's reconstructed vectors (H, W, B) float32, NaN where
+    no data; the level's spatial:transform; the zone's EPSG code)."""
+    g = zarr.open_group(store / zone, mode="r")
+    item = next(it for it in g.attrs["tessera-ovr:levels"] if it["level"] == k)
+    o = g["overviews"]
+    coords = o[f"{k}/code"][:].astype(np.float32) * o[f"{k}/code_scales"][:][..., None]
+    vec = coords @ o["code_basis"][:] + o["code_mean"][:]
+    return vec, item["spatial:transform"], int(g.attrs["proj:code"].split(":")[1])
+
+
 def pixel_lonlat(store: Path, zone: str, row: int, col: int) -> tuple[float, float]:
     g = zarr.open_group(store / zone, mode="r")
     t = g.attrs["spatial:transform"]

@@ -22,7 +22,8 @@ def commands(state, ui) -> dict:
         if layer is None:
             return None
         r0, r1, c0, c1 = layer.window
-        d = {"zone": layer.zone.name, "window": [r0, r1, c0, c1], "status": str(state.status),
+        d = {"zone": layer.zone.name, "level": layer.zone.level, "pixel": layer.zone.pixel,
+             "window": [r0, r1, c0, c1], "status": str(state.status),
              "valid": int(np.isfinite(layer.values).sum())}
         return dict(d, **(extra or {}))
 
@@ -79,8 +80,8 @@ def commands(state, ui) -> dict:
             state.similarity_on = True
             ms = (time.perf_counter() - t0) * 1000
             zone, (r0, r1, c0, c1), sim = state.sim
-            return {"zone": zone.name, "window": [r0, r1, c0, c1], "ms": ms, "status": str(state.status),
-                    "valid": int(np.isfinite(sim).sum())}
+            return {"zone": zone.name, "level": zone.level, "pixel": zone.pixel, "window": [r0, r1, c0, c1],
+                    "ms": ms, "status": str(state.status), "valid": int(np.isfinite(sim).sum())}
         return run(go)
 
     def scatter(method="PCA", params=None):
@@ -138,7 +139,7 @@ def commands(state, ui) -> dict:
             zone, w, vals = got.zone, got.window, got.values
         else:
             return None
-        return json.dumps({"zone": zone.name, "window": list(w),
+        return json.dumps({"zone": zone.name, "level": zone.level, "pixel": zone.pixel, "window": list(w),
                            "values": [None if not np.isfinite(x) else float(x) for x in vals.ravel()]})
 
     return {"label": label, "labels": labels, "importLabels": import_labels,

@@ -89,6 +89,6 @@ class Clusters(param.Parameterized):
         pick = np.random.default_rng(self.seed).choice(len(rows), min(count or self.per_class, len(rows)), replace=False)
         pick = np.sort(pick)
         name = app.tools.labels.add_pixels(name or f"cluster {which}", r.zone, r.window, rows[pick], cols[pick],
-                                           self.region.vectors, app.model.year)
+                                           self.region.at(rows[pick], cols[pick]), app.model.year)
         app.status = views.html("Cluster {} -> class <b>{}</b>: {} labels.", which, name, len(pick))
         return name

@@ -132,12 +132,12 @@ class Labels(param.Parameterized):
 
     def add_pixels(self, name: str, zone, window, rows, cols, vectors: np.ndarray, year) -> str:
         """Label pixels of a tool's region as class `name` (made if new): rows/cols in the region's window,
-        vectors its (H, W, B) embeddings (no read per pixel). Returns the class name."""
+        vectors (N, B) their vectors (Region.at: no read per pixel). Returns the class name."""
         name = self.add_class(name)
         pts = []
-        for r, c in zip(rows, cols):
+        for r, c, vec in zip(rows, cols, vectors):
             lon, lat = zone.centre_lonlat(int(r) + window[0], int(c) + window[2])
-            pts.append(Point(name, year, lon, lat, vectors[r, c].copy()))
+            pts.append(Point(name, year, lon, lat, np.array(vec, np.float32)))
         self.points = [*self.points, *pts]
         return name
 

@@ -1,9 +1,14 @@
-"""The view's region: the dequantised embeddings of one zone's pixels under the map view.
+"""The view's region: the embeddings of one zone's pixels under the map view.
 
-A view is sampled in the zone whose pixels hold its centre (or most of it), at most
-model.MAX_REGION (768) pixels per side around the view's centre: a zoomed-out view is capped, and
-`describe` says so. Tool results are `Layer`s on the same zone window, drawn into the view
-with the renderer's sampling and read back at a lon/lat.
+A view is sampled in the zone whose pixels hold its centre (or most of it).  A zone with embedding overviews
+(tessera-ovr:) is read at the level whose pixel is the finest still at least the view's metres per screen
+pixel (`level_for`), over the whole view: its full vectors when they fit model.REGION_BYTES (and
+model.MAX_REGION per side; level 0 only), else its compact code (D int8 + a scale per pixel;
+`Region.vectors` reconstructs B-d float32 vectors from it, and similarity runs on the code itself).  A zone
+without overviews (geoemb:, a multi-year index, a store built with --no-overviews) is read at 10 m, at most
+model.MAX_REGION (768) pixels per side around the view's centre: a zoomed-out view is capped, and `describe`
+says so.  Tool results are `Layer`s on the same (level) zone window, drawn into the view with the renderer's
+sampling and read back at a lon/lat.
 """
 from __future__ import annotations
 
@@ -17,18 +22,33 @@ from app.model import StoreModel, Zone
 from app.reader import REGION
 from app import model as app_model  # MAX_REGION, looked up at call time
 from builder import convention as conv
+from builder.quant import cosine_map, cosine_map_code
 
 
 @dataclass
 class Region:
-    zone: Zone
-    window: tuple[int, int, int, int]  # r0, r1, c0, c1 in the zone's grid
+    zone: Zone  # at the level read (Zone.at_level): rows, cols and exports in that level's pixels
+    window: tuple[int, int, int, int]  # r0, r1, c0, c1 in the zone's (level) grid
     full: tuple[int, int, int, int]  # the view's whole window in the zone, before the cap
-    vectors: np.ndarray  # float32 (H, W, B), NaN where there is no data
+    dense: np.ndarray | None = None  # float32 (H, W, B) full vectors, NaN where there is no data
+    coords: np.ndarray | None = None  # float32 (H, W, D): the compact code's coordinates (NaN: no data)
+    code: tuple | None = None  # (basis (D, B), mean (B,)) of the code: vector ~ coords @ basis + mean
+    overview: bool = False  # read by overview level (read_level), not by the capped 10 m path
+
+    @property
+    def coded(self) -> bool:
+        return self.coords is not None
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """float32 (H, W, B): the full vectors, or the code's reconstructions (formed on first use)."""
+        if self.dense is None:
+            self.dense = (self.coords @ self.code[0] + self.code[1]).astype(np.float32)
+        return self.dense
 
     @property
     def valid(self) -> np.ndarray:
-        return np.isfinite(self.vectors[..., 0])
+        return np.isfinite((self.coords if self.coded else self.dense)[..., 0])
 
     @property
     def capped(self) -> bool:
@@ -36,7 +56,21 @@ class Region:
 
     def pixels(self) -> np.ndarray:
         """(N, B) vectors of the valid pixels, in row-major order."""
-        return self.vectors[self.valid]
+        if self.dense is None:
+            return (self.coords[self.valid] @ self.code[0] + self.code[1]).astype(np.float32)
+        return self.dense[self.valid]
+
+    def at(self, rows, cols) -> np.ndarray:
+        """(N, B) float32 vectors of window pixels (rows, cols), without forming the whole window's vectors."""
+        if self.dense is None:
+            return (self.coords[rows, cols] @ self.code[0] + self.code[1]).astype(np.float32)
+        return self.dense[rows, cols]
+
+    def cosines(self, target: np.ndarray) -> np.ndarray:
+        """(H, W) cosine of every pixel with `target` (NaN where no data); on the code itself when coded."""
+        if self.coded:
+            return cosine_map_code(self.coords, *self.code, target)
+        return cosine_map(self.vectors, target)
 
     def spread(self, values: np.ndarray, fill=np.nan, dtype=np.float32) -> np.ndarray:
         """Per-valid-pixel values (N,) laid back on the window (H, W), `fill` elsewhere."""
@@ -121,40 +155,122 @@ def view_window(model: StoreModel, v: render.View):
     return zone, cap(full, (int(cr), int(cc)), app_model.MAX_REGION), full
 
 
+FULL_BYTES = 4  # bytes per pixel of a read besides its B (vectors) or D (code) int8 values: the scale
+
+
+def level_for(zone: Zone, v: render.View) -> int:
+    """The finest overview level of `zone` whose pixel is at least the view's metres per screen pixel (the
+    coarsest level when none is); 0 for a zone without overviews."""
+    m = v.metres_per_pixel() * (1 - 1e-6)
+    k = 0
+    while k + 1 < len(zone.levels) and zone.levels[k].pixel < m:
+        k += 1
+    return k
+
+
+def use_for(zone: Zone, window) -> str:
+    """What a (level) zone window is read as: "vectors" (full B-d) when they fit model.MAX_REGION per side and
+    model.REGION_BYTES (level 0 only), else "code" (the level's compact code)."""
+    r0, r1, c0, c1 = window
+    fits = zone.level == 0 and max(r1 - r0, c1 - c0) <= app_model.MAX_REGION \
+        and (r1 - r0) * (c1 - c0) * (zone.n_bands + FULL_BYTES) <= app_model.REGION_BYTES
+    return "vectors" if fits else "code"
+
+
+def overviews(zone: Zone) -> bool:
+    return bool(zone.levels) and app_model.OVERVIEWS
+
+
+def plan(model: StoreModel, v: render.View):
+    """(zone at its level, window, full window, "vectors" | "code") of the view's region, or None when the view
+    shows no zone.  A zone without overviews: view_window's capped 10 m window and "vectors"."""
+    w = view_window(model, v)
+    if w is None:
+        return None
+    zone = w[0]
+    if not overviews(zone):
+        return (*w, "vectors")
+    lz = zone.at_level(level_for(zone, v))
+    lon, lat = v.lonlat_grid()
+    got = render.zone_window(lz, lon, lat, pad=0)
+    if got is None:
+        return (*w, "vectors")
+    window = got[2:6]
+    return lz, window, window, use_for(lz, window)
+
+
 def tool_window(app, model: StoreModel | None = None):
-    """(zone, window, full window) a tool runs on: a link's window while its tool layer is re-run (`app.tool_window`,
-    (zone name, window), set by app/tools/share.py), else the view's; None when there is no zone."""
+    """(zone, window, full window) at 10 m a tool without overviews (change) runs on: a link's window while its
+    layer is re-run (`app.tool_window`, level 0), else the view's capped one; None when there is no zone."""
     model = model or app.model
     if app.tool_window is None:
         return view_window(model, app.render_view())
-    name, window = app.tool_window
+    name, _level, window = app.tool_window
     zone = model.zones.get(name)
     return None if zone is None else (zone, tuple(window), tuple(window))
 
 
-async def read(model: StoreModel, v: render.View) -> Region | None:
-    return await read_at(model, view_window(model, v))
-
-
-async def read_tool(app) -> Region | None:
-    """The region a tool runs on (tool_window)."""
-    return await read_at(app.model, tool_window(app))
-
-
-async def read_at(model: StoreModel, w) -> Region | None:
-    if w is None:
+def tool_plan(app, model: StoreModel | None = None):
+    """plan() of the region a tool runs on: a link's window while its tool layer is re-run (`app.tool_window`:
+    (zone name, overview level, window), set by app/tools/share.py), else the view's; None when there is no zone."""
+    model = model or app.model
+    if app.tool_window is None:
+        return plan(model, app.render_view())
+    name, level, window = app.tool_window
+    zone = model.zones.get(name)
+    if zone is None:
         return None
-    zone, window, full = w
+    if not overviews(zone):
+        return zone, tuple(window), tuple(window), "vectors"
+    lz = zone.at_level(level)
+    return lz, tuple(window), tuple(window), use_for(lz, window)
+
+
+async def read_level(model: StoreModel, zone: Zone, window, use: str) -> Region:
+    """The region of a (level) zone window: full vectors (level 0: the zone's own arrays) or the compact code."""
+    r0, r1, c0, c1 = window
+    if use == "vectors":
+        if zone.level == 0:
+            return Region(zone, window, window, await read_window(model, zone, window), overview=True)
+        emb, scl = await asyncio.gather(model.overview(zone, "embeddings", r0, r1, c0, c1),
+                                        model.overview(zone, "scales", r0, r1, c0, c1))
+        return Region(zone, window, window, conv.dequantise(emb.astype(np.int8), scl), overview=True)
+    q, s, code = await asyncio.gather(model.overview(zone, "code", r0, r1, c0, c1),
+                                      model.overview(zone, "code_scales", r0, r1, c0, c1), model.code_model(zone))
+    return Region(zone, window, window, coords=conv.dequantise(q.astype(np.int8), s), code=code, overview=True)
+
+
+async def read_plan(model: StoreModel, p) -> Region | None:
+    """The Region of a plan() (None: no zone)."""
+    if p is None:
+        return None
+    zone, window, full, use = p
+    if overviews(zone):
+        return await read_level(model, zone, window, use)
     return Region(zone, window, full, await read_window(model, zone, window))
 
 
+async def read(model: StoreModel, v: render.View) -> Region | None:
+    return await read_plan(model, plan(model, v))
+
+
+async def read_tool(app) -> Region | None:
+    """The region a tool runs on (tool_plan)."""
+    return await read_plan(app.model, tool_plan(app))
+
+
 def describe(region: Region) -> str:
-    """Where a tool ran, as plain text (the caller escapes it): the zone window, and the cap when it cut the view."""
+    """Where a tool ran, as plain text (the caller escapes it): the zone window, the overview level and what
+    was read (full vectors or the compact code), and the cap when it cut the view."""
     r0, r1, c0, c1 = region.window
-    text = f"{region.zone.name} rows {r0}-{r1}, cols {c0}-{c1} ({int(region.valid.sum()):,} valid pixels)"
+    z = region.zone
+    text = f"{z.name} rows {r0}-{r1}, cols {c0}-{c1} ({int(region.valid.sum()):,} valid pixels)"
+    if region.overview:
+        what = f"the {region.coords.shape[-1]}-d compact code" if region.coded else f"full {z.n_bands}-d vectors"
+        text += f"; overview level {z.level} ({z.pixel:g} m pixels), {what}"
     if region.capped:
         f = region.full
-        text += (f"; the view covers {f[1] - f[0]} x {f[3] - f[2]} px of {region.zone.name}, capped at "
+        text += (f"; the view covers {f[1] - f[0]} x {f[3] - f[2]} px of {z.name}, capped at "
                  f"{app_model.MAX_REGION} px per side around its centre")
     return text
 

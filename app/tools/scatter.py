@@ -85,10 +85,10 @@ class Projection:
         r = self.region
         row, col = r.zone.to_rowcol(float(lon), float(lat))
         rr, cc = int(row) - r.window[0], int(col) - r.window[2]
-        if not (0 <= rr < r.vectors.shape[0] and 0 <= cc < r.vectors.shape[1]) or not r.valid[rr, cc]:
+        if not (0 <= rr < r.valid.shape[0] and 0 <= cc < r.valid.shape[1]) or not r.valid[rr, cc]:
             return None
         hit = np.nonzero((self.rows == rr) & (self.cols == cc))[0]
-        x, y = self.project(r.vectors[rr, cc][None])[0]
+        x, y = self.project(r.at([rr], [cc]))[0]
         return {"index": int(hit[0]) if len(hit) else None, "x": float(x), "y": float(y),
                 "row": rr + r.window[0], "col": cc + r.window[2]}
 
@@ -97,7 +97,7 @@ async def project_region(region: reg.Region, method: str, max_points: int, seed:
     rows, cols = np.nonzero(region.valid)
     pick = fit_sample(len(rows), seed, max_points)
     rows, cols = rows[pick], cols[pick]
-    X = region.vectors[rows, cols]
+    X = region.at(rows, cols)
     mean, comps, ratio = await pca(X)
     p = Projection(region, method, rows, cols, np.zeros((len(rows), 2), np.float32), mean, comps, ratio,
                    int(region.valid.sum()))
@@ -179,6 +179,6 @@ class Scatter(param.Parameterized):
         labels = app.tools.labels
         name = name or self.class_name or f"scatter {len(labels.classes) + 1}"
         name = labels.add_pixels(name, p.region.zone, p.region.window, p.rows[idx[pick]], p.cols[idx[pick]],
-                                 p.region.vectors, app.model.year)
+                                 p.region.at(p.rows[idx[pick]], p.cols[idx[pick]]), app.model.year)
         app.status = views.html("{} brushed points -> class <b>{}</b>: {} labels.", len(idx), name, len(pick))
         return name

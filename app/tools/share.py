@@ -1,11 +1,12 @@
 """The shown tool layer in the URL hash, so a reload or a shared link re-runs it on the same view.
 
-    #...&tool=cluster,k:5,seed:0,win:120_888_40_808,zone:utm31
+    #...&tool=cluster,k:5,seed:0,win:120_888_40_808,zone:utm31,lvl:2
     tool=class,method:k-NN,k:5,seed:0,threshold:0.5,win:...   (trained on the labels, which the URL also holds)
     tool=change,y0:2023,y1:2024,threshold:0.1,win:...
     tool=scatter,max_points:20000,seed:0,sel:3-7;10;12,win:...  (the brushed points, as index ranges)
 
-`win` and `zone` are the zone window (r0_r1_c0_c1) the tool ran on: the re-run reads exactly that window,
+`win`, `zone` and `lvl` are the zone window (r0_r1_c0_c1, on the grid of overview level `lvl`, 0 when left
+out) the tool ran on: the re-run reads exactly that window,
 whatever the view (the map may have moved after the tool ran), so a scatter's brushed points are the same
 sample's; a window outside the zone's grid or over the region cap is refused (a link without `zone` runs on
 the view's zone). Anything unknown, out of range or malformed is ignored with one line in the status
@@ -57,6 +58,8 @@ def encode(tools) -> str | None:
     tool = getattr(tools, attr)
     parts = [name] + [f"{k}:{getattr(tool, k)}" for k in fields]
     win = "win:" + "_".join(str(int(x)) for x in layer.window) + f",zone:{layer.zone.name}"
+    if getattr(layer.zone, "level", 0):  # a window on an overview level's grid (app/tools/region.py plan)
+        win += f",lvl:{layer.zone.level}"
     if name == "scatter":  # a brush too long for a URL is left out; the tool and its settings stay
         text = ",".join(parts + [f"sel:{ranges(tool.selected)}", win])
         if len(text) <= MAX_TEXT:
@@ -88,15 +91,15 @@ def parse_ranges(text: str, limit: int) -> list[int]:
     return out
 
 
-def parse(text: str) -> tuple[str, dict, tuple | None, str | None, str | None]:
-    """(tool layer, settings, window or None, brushed ranges or None, zone or None); ValueError naming what is
-    wrong."""
+def parse(text: str) -> tuple[str, dict, tuple | None, str | None, str | None, int]:
+    """(tool layer, settings, window or None, brushed ranges or None, zone or None, overview level); ValueError
+    naming what is wrong."""
     if len(text) > MAX_TEXT:
         raise ValueError(f"tool= is longer than {MAX_TEXT} characters")
     name, *parts = text.split(",")
     if name not in SETTINGS:
         raise ValueError(f"unknown tool {name[:SHOWN]!r} (tools: {', '.join(SETTINGS)})")
-    fields, settings, window, sel, zone = SETTINGS[name][1], {}, None, None, None
+    fields, settings, window, sel, zone, level = SETTINGS[name][1], {}, None, None, None, 0
     for part in parts:
         key, sep, value = part.partition(":")
         try:
@@ -106,6 +109,8 @@ def parse(text: str) -> tuple[str, dict, tuple | None, str | None, str | None]:
                     raise ValueError
             elif key == "zone" and sep:
                 zone = value
+            elif key == "lvl" and sep:
+                level = integer(value)
             elif key == "sel" and name == "scatter":
                 sel = value
             elif key in fields and sep:
@@ -114,11 +119,13 @@ def parse(text: str) -> tuple[str, dict, tuple | None, str | None, str | None]:
                 raise ValueError
         except ValueError:
             raise ValueError(f"{name}: bad setting {part[:SHOWN]!r}") from None
-    return name, settings, window, sel, zone
+    return name, settings, window, sel, zone, level
 
 
-def checked_window(state, name: str, window: tuple, zone: str | None) -> tuple[str, tuple]:
-    """(zone name, window) of a link's tool layer, inside that zone's grid and the region cap; else ValueError."""
+def checked_window(state, name: str, window: tuple, zone: str | None, level: int = 0) -> tuple[str, int, tuple]:
+    """(zone name, overview level, window) of a link's tool layer, inside that level's grid and the region cap
+    (region.use_for: full vectors up to MAX_REGION per side, the compact code up to MAX_CODE_SIDE); else
+    ValueError."""
     if zone is None:  # a link without its zone: the view's
         w = region.view_window(state.model, state.render_view())
         if w is None:
@@ -127,14 +134,19 @@ def checked_window(state, name: str, window: tuple, zone: str | None) -> tuple[s
     z = state.model.zones.get(zone)
     if z is None:
         raise ValueError(f"{name}: no zone {zone[:SHOWN]!r} in this store")
+    coded = region.overviews(z) and name != "change"  # the change tool reads 10 m vectors only
+    if level and not (coded and level < len(z.levels)):
+        raise ValueError(f"{name}: no overview level {level} in {zone}")
+    if coded:
+        z = z.at_level(level)
     r0, r1, c0, c1 = window
     text = "_".join(map(str, window))
     if not (0 <= r0 < r1 <= z.height and 0 <= c0 < c1 <= z.width):
         raise ValueError(f"{name}: window {text[:SHOWN]} is not inside {zone}'s grid ({z.height} x {z.width} px)")
-    if max(r1 - r0, c1 - c0) > app_model.MAX_REGION:
-        raise ValueError(f"{name}: window {text[:SHOWN]} is larger than the region cap ({app_model.MAX_REGION} px "
-                         "per side)")
-    return zone, window
+    cap = app_model.MAX_CODE_SIDE if coded and region.use_for(z, window) == "code" else app_model.MAX_REGION
+    if max(r1 - r0, c1 - c0) > cap:
+        raise ValueError(f"{name}: window {text[:SHOWN]} is larger than the region cap ({cap} px per side)")
+    return zone, level, window
 
 
 async def restore(state, text: str | None):
@@ -143,14 +155,14 @@ async def restore(state, text: str | None):
         return None
     tools = state.tools
     try:
-        name, settings, window, sel, zone = parse(text)
-        where = None if window is None else checked_window(state, name, window, zone)
+        name, settings, window, sel, zone, level = parse(text)
+        where = None if window is None else checked_window(state, name, window, zone, level)
         tool = getattr(tools, SETTINGS[name][0])
         tool.param.update(**settings)  # param refuses values out of bounds or not among the choices
     except (ValueError, TypeError) as e:
         state.status = views.html("<b>Tool layer in the URL ignored:</b> {}", str(e).splitlines()[0][:200])
         return None
-    state.tool_window = where  # the tools read the link's window, not the view's (app/tools/region.py tool_window)
+    state.tool_window = where  # the tools read the link's window, not the view's (app/tools/region.py tool_plan)
     try:
         return await run(state, name, tool, sel)
     except Exception as e:  # a link must never stop the page: one line here, the traceback in the console

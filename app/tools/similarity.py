@@ -1,5 +1,6 @@
-"""Similarity over the whole view (its region, capped at MAX_REGION per side) from the selection
-and/or the pins: the cosine to each (model.cosine_map), combined by mean or max."""
+"""Similarity over the whole view (its region: an overview level's full vectors or compact code, or, without
+overviews, 10 m vectors capped at MAX_REGION per side) from the selection and/or the pins: the cosine to each
+(Region.cosines), combined by mean or max."""
 from __future__ import annotations
 
 import math
@@ -8,7 +9,6 @@ import time
 import numpy as np
 
 from app import views
-from app.model import cosine_map
 from app.tools import region as reg
 
 SOURCES = ["selection", "pins", "selection and pins"]
@@ -20,9 +20,9 @@ def targets(selected, pins, source: str) -> list:
     return {"selection": sel, "pins": list(pins), "selection and pins": sel + list(pins)}[source]
 
 
-def combine(vectors: np.ndarray, targets: list[np.ndarray], mode: str) -> np.ndarray:
+def combine(region: reg.Region, targets: list[np.ndarray], mode: str) -> np.ndarray:
     """Mean or max over the targets of each pixel's cosine (NaN where a pixel has no data)."""
-    sims = np.stack([cosine_map(vectors, t) for t in targets])
+    sims = np.stack([region.cosines(t) for t in targets])
     return (sims.mean(axis=0) if mode == "mean" else sims.max(axis=0)).astype(np.float32)
 
 
@@ -38,7 +38,7 @@ async def compute(app) -> None:
     if region is None:
         app.status = views.html("The view shows no zone of this store.")
         return
-    sim = combine(region.vectors, [p.vector for p in tg], app.sim_mode)
+    sim = combine(region, [p.vector for p in tg], app.sim_mode)
     app.sim = (region.zone, region.window, sim)
     what = tg[0].label() if len(tg) == 1 else f"{app.sim_mode} of {len(tg)} pixels"
     app.status = views.html("Similarity to {}: {} ({:.0f} ms).", what, reg.describe(region),

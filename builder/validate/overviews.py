@@ -59,11 +59,12 @@ def check_overviews(reader: Reader, name: str, attrs: dict, shard: int | None) -
         if item["arrays"] != want_arrays:
             probs.append(f"{where}: level {k} arrays {item['arrays']}, expected {want_arrays}")
         if grid is not None:
-            e0, n0, h, w = grid.level_grid(k)
-            p = conv.PIXEL_SIZE * 2**k
-            if item["spatial:shape"] != [h, w] or not np.allclose(item["spatial:transform"], [p, 0, e0, 0, -p, n0]):
+            want = grid.level(k).attrs()
+            if item["spatial:shape"] != want["spatial:shape"] or not np.allclose(item["spatial:transform"],
+                                                                                  want["spatial:transform"]):
                 probs.append(f"{where}: level {k} grid {item['spatial:shape']} {item['spatial:transform']} is not "
-                             f"the level-{k} lattice grid of the zone ({[h, w]}, {[p, 0.0, e0, 0.0, -p, n0]})")
+                             f"the level-{k} lattice grid of the zone ({want['spatial:shape']}, "
+                             f"{want['spatial:transform']})")
         h, w = item["spatial:shape"]
         for aname in want_arrays:
             spec = ext.OVR_ARRAYS[aname]

@@ -1,0 +1,99 @@
+"""Similarity over the whole map view at several zooms, read from the embedding overviews (tessera-ovr:),
+beside the capped full-vector path (model.OVERVIEWS = False: 10 m vectors, at most 768 px per side around the
+view's centre) on the same view in the same run, in headless Chromium on the local Range server.
+
+    python benchmarks/anyzoom.py [--px 384] [--network 50,40] [--zooms 10,40,160,1000]
+
+Each similarity is timed from a cold cache (the bridge's byte cache forgotten, the HTTP cache disabled) under
+the emulated link (Chromium DevTools), after the view moved there; bytes are the store bytes the bridge
+fetched, per pixel of the explorer's map (760 x 520).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
+
+from browser_util import CHROMIUM, CHROMIUM_ARGS, build_test_site, static_server, wait_state  # noqa: E402
+
+TIMED = """async () => {
+    window.tesseraJS.forgetBytes();
+    window.tesseraJS.resetStats();
+    const t0 = performance.now();
+    const r = await window.tesseraApi.similarity("selection", "mean", -1.0);
+    const ms = performance.now() - t0;
+    const res = r && r.toJs ? Object.fromEntries(r.toJs()) : r;
+    return {ms, bytes: window.tesseraJS.stats.bytes, requests: window.tesseraJS.stats.requests,
+            level: res.level, pixel: res.pixel, window: Array.from(res.window), valid: res.valid,
+            status: res.status};
+}"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--px", type=int, default=384)
+    ap.add_argument("--network", default="50,40", help="MBIT,RTT_MS of the emulated link ('' for none)")
+    ap.add_argument("--zooms", default="10,40,160,1000", help="metres per map pixel")
+    a = ap.parse_args()
+
+    import numpy as np
+    from playwright.sync_api import sync_playwright
+
+    from app.session import MAP_H, MAP_W
+    from tools_util import pixel_lonlat, zone_vectors
+
+    with tempfile.TemporaryDirectory() as d:
+        site = Path(d) / "site"
+        build_test_site(site, Path(d), a.px)
+        store = site / "data" / "2024.zarr"
+        v = zone_vectors(store, "utm30")
+        rows, cols = np.nonzero(np.isfinite(v[..., 0]))
+        lon, lat = pixel_lonlat(store, "utm30", int(rows.mean()), int(cols.mean()))
+        with static_server(site) as base, sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            ctx = browser.new_context()
+            page = ctx.new_page()
+            page.goto(base + "index.html")
+            assert wait_state(page) == "ready"
+            page.evaluate("async ([lon, lat]) => { await tesseraApi.view(lon, lat, 3000); await tesseraApi.select(lon, lat); }",
+                          [lon, lat])
+            cdp = ctx.new_cdp_session(page)
+            cdp.send("Network.enable")
+            cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+            link = "localhost, no emulation"
+            if a.network:
+                mbit, rtt = (float(x) for x in a.network.split(","))
+                cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": rtt,
+                                                              "downloadThroughput": mbit * 1e6 / 8,
+                                                              "uploadThroughput": mbit * 1e6 / 8})
+                link = f"emulated {mbit:g} Mbit/s, {rtt:g} ms RTT"
+            npx = MAP_W * MAP_H
+            lines = []
+            for m in (float(z) for z in a.zooms.split(",")):
+                got = {}
+                for mode, flag in (("capped", "False"), ("overviews", "True")):
+                    page.evaluate(f"window.pyodide.runPython('import app.model as m; m.OVERVIEWS = {flag}')")
+                    page.evaluate("async ([lon, lat, s]) => await tesseraApi.view(lon, lat, s)", [lon, lat, m * MAP_W])
+                    got[mode] = page.evaluate(TIMED)
+                o, c = got["overviews"], got["capped"]
+                w = lambda r: f"{r['window'][1] - r['window'][0]}x{r['window'][3] - r['window'][2]}"
+                read = "code" if "compact code" in o["status"] else "full vectors"
+                lines.append(
+                    f"  {m:6g} m/px: overviews level {o['level']} ({o['pixel']:g} m, {read}) {w(o)} px, {o['valid']:,} valid: "
+                    f"{o['ms'] / 1000:5.2f} s ({o['ms'] / c['ms']:4.2f}x), {o['bytes'] / npx:6.2f} B/map px "
+                    f"({o['bytes'] / 1e6:.2f} MB, {o['requests']} requests)  |  capped 10 m vectors {w(c)} px, "
+                    f"{c['valid']:,} valid: {c['ms'] / 1000:5.2f} s, {c['bytes'] / npx:6.2f} B/map px "
+                    f"({c['bytes'] / 1e6:.2f} MB, {c['requests']} requests)")
+            browser.close()
+    print(f"similarity over the {MAP_W}x{MAP_H} map view around utm30's data (demo px {a.px}, {link}, cold cache; "
+          f"baseline: the capped full-vector path on the same view, same run):")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
