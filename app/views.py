@@ -138,8 +138,8 @@ def scale_bar_data(view: tuple[float, float, float, float], fraction: float = 0.
     _, lat = geo.merc_to_lonlat((x0 + x1) / 2, (y0 + y1) / 2)
     k = float(np.cos(np.radians(float(lat))))  # ground metres per Mercator metre
     target = (x1 - x0) * fraction * k
-    p = 10 ** np.floor(np.log10(target))
-    ground = max(m * p for m in (1, 2, 5) if m * p <= target)
+    p = 10 ** np.floor(np.log10(target))  # may round up to the next power of ten when target is just below it
+    ground = max(m * q for q in (p / 10, p) for m in (1, 2, 5) if m * q <= target)
     length = ground / k
     bx, by = x0 + (x1 - x0) * 0.04, y0 + (y1 - y0) * 0.05
     label = f"{ground / 1000:g} km" if ground >= 1000 else f"{ground:g} m"
