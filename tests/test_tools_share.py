@@ -13,7 +13,7 @@ from app.state import UrlState
 from app.tools import region, share, similarity
 from conftest import run_async
 from test_session import year_copy
-from tools_util import centre_of_data, opened, pixel_lonlat, training_pixels, zone_vectors
+from tools_util import centre_of_data, cosines, opened, pin_three, pixel_lonlat, training_pixels, zone_vectors
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 
@@ -209,19 +209,11 @@ def test_hostile_tool_values_are_ignored_in_one_escaped_line(store, monkeypatch)
     run_async(run())
 
 
-def cosines(sub, t):
-    return sub @ t / (np.linalg.norm(sub, axis=-1) * np.linalg.norm(t))
-
-
 def test_similarity_source_and_mode_come_back_from_the_url(store):
     async def run():
         state = await opened(store)
         state.centre_view(*centre_of_data(store, "utm30"), 3000)
-        v = zone_vectors(store, "utm30")
-        rc = [tuple(map(int, x)) for x in np.argwhere(np.isfinite(v[..., 0]))[[10, 500, 900]]]
-        for r, c in rc:
-            await state.select(*pixel_lonlat(store, "utm30", r, c))
-            state.pin()
+        v, rc = await pin_three(state, store)
         await state.select(*centre_of_data(store, "utm31"))  # a selection elsewhere: the link is on the pins
         state.param.update(sim_from="pins", sim_mode="max", threshold=0.6, similarity_on=True)
         await state.settle()

@@ -5,11 +5,7 @@ import numpy as np
 import pytest
 
 from conftest import run_async
-from tools_util import centre_of_data, opened, pixel_lonlat, zone_vectors
-
-
-def cos(sub, t):
-    return sub @ t / (np.linalg.norm(sub, axis=-1) * np.linalg.norm(t))
+from tools_util import centre_of_data, cosines, opened, pin_three
 
 
 @pytest.mark.parametrize("mode", ["mean", "max"])
@@ -17,16 +13,12 @@ def test_similarity_from_pins_over_the_view(store, mode):
     async def run():
         state = await opened(store)
         state.centre_view(*centre_of_data(store, "utm30"), 3000)
-        v = zone_vectors(store, "utm30")
-        rc = [tuple(map(int, x)) for x in np.argwhere(np.isfinite(v[..., 0]))[[10, 500, 900]]]
-        for r, c in rc:
-            await state.select(*pixel_lonlat(store, "utm30", r, c))
-            state.pin()
+        v, rc = await pin_three(state, store)
         state.param.update(sim_from="pins", sim_mode=mode, similarity_on=True)
         await state.settle()
         zone, (r0, r1, c0, c1), sim = state.sim
         sub = v[r0:r1, c0:c1].astype(np.float64)
-        each = np.stack([cos(sub, v[r, c].astype(np.float64)) for r, c in rc])
+        each = np.stack([cosines(sub, v[r, c].astype(np.float64)) for r, c in rc])
         want = each.mean(0) if mode == "mean" else each.max(0)
         np.testing.assert_allclose(sim, want, rtol=0, atol=1e-5, equal_nan=True)
         assert "of 3 pixels" in state.status and f"{mode} of 3" in state.status

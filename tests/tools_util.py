@@ -68,3 +68,18 @@ def training_pixels(store: Path, zone: str, world, year: int, per_class: int = 8
         if len(idx) >= 3:
             out += [(int(rows[i]), int(cols[i]), int(k)) for i in idx]
     return out
+
+
+def cosines(sub: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Cosine of every vector of `sub` (..., B) with `t` (numpy, independent of the explorer)."""
+    return sub @ t / (np.linalg.norm(sub, axis=-1) * np.linalg.norm(t))
+
+
+async def pin_three(state, store: Path, zone: str = "utm30") -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """Pin three valid pixels of `zone` (the 10th, 500th and 900th in row-major order); (zone vectors, their rows/cols)."""
+    v = zone_vectors(store, zone)
+    rc = [tuple(map(int, x)) for x in np.argwhere(np.isfinite(v[..., 0]))[[10, 500, 900]]]
+    for r, c in rc:
+        await state.select(*pixel_lonlat(store, zone, r, c))
+        state.pin()
+    return v, rc
