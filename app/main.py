@@ -81,7 +81,7 @@ class ExplorerUI(pn.viewable.Viewer):
                                               "tiles_opacity", "embedding_opacity"])
         state.param.watch(self._write_url, ["year", "view", "selected", "pins", "similarity_on", "threshold", "sim_from",
                                               "sim_mode", "sim"])
-        state.tools.labels.param.watch(lambda *e: self._write_url(), ["points", "classes"])  # batched events
+        state.tools.labels.param.watch(self._write_url, ["points", "classes"])
         share.watch(state.tools, self._write_url)  # the tool layer shown and its settings
 
     def _map_figure(self):
@@ -204,7 +204,7 @@ class ExplorerUI(pn.viewable.Viewer):
         self.sources["years-source"].data = spectra
         self.sources["change-source"].data = change
 
-    def _write_url(self, event=None) -> None:
+    def _write_url(self, *events) -> None:  # several at once when set together (param.update)
         import js
         js.history.replaceState(None, "", js.location.pathname + js.location.search + self.state.url().to_hash())
 
