@@ -271,6 +271,9 @@ async def start(target: str) -> Explorer | None:
     await state.tools.labels.restore(url.labels)  # from the URL hash, else localStorage
     await share.restore(state, url.tool)  # the link's tool layer, re-run on its view (after the labels it may use)
     await state.settle()
+    if url.problems:  # before any message the restores left, which stays below it
+        state.status = views.html("<b>Ignored in the link:</b> {}", "; ".join(url.problems)) + \
+            (f"<br>{state.status}" if state.status else "")
     state.geography = state.spawn(ui.load_geography(str(js.tesseraBoot.geography)))  # after the first draw (boot.json names it)
     origins, bad = messages.allowed_origins(str(js.location.origin), url.origins, url.embed_origins)
     if bad:

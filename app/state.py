@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import math
 from urllib.parse import parse_qsl, quote, urlencode
 
 
@@ -35,6 +36,7 @@ class UrlState:
     basemap: str | None = None  # ?basemap=TEMPLATE: an XYZ tile URL template (app/tiles.py), off until turned on
     origins: str | None = None  # ?origins=A,B: host page origins whose postMessage commands are obeyed (app/messages.py)
     embed_origins: list | None = None  # the catalog's "embed_origins" (same meaning), set by app/main.py
+    problems: list = field(default_factory=list)  # hash fields left out as unreadable, one phrase each (shown once)
 
     def to_hash(self) -> str:
         q: list[tuple[str, str]] = []
@@ -76,20 +78,42 @@ class UrlState:
         s.labels = h.get("labels")
         s.tool = h.get("tool")
         s.sim_from, s.sim_mode = h.get("sim_from"), h.get("sim_mode")
-        try:
-            if "year" in h or "year" in query:
-                s.year = int(h.get("year") or query.get("year"))
-            if "lon" in h and "lat" in h:
-                s.lon, s.lat = float(h["lon"]), float(h["lat"])
-            if "span" in h:
-                s.span = float(h["span"])
-            if h.get("sel"):
-                a, b = h["sel"].split(",")
-                s.sel = (float(a), float(b))
-            if h.get("pins"):
-                s.pins = [tuple(float(x) for x in p.split(",")) for p in h["pins"].split(";") if p]
-            if "sim" in h:
-                s.sim = float(h["sim"])
-        except ValueError:
-            pass  # a hand-edited, broken hash falls back to defaults for what follows
+
+        def read(key: str, raw: str | None, parse, why: str):  # one bad field is named; the others still apply
+            if raw is None or raw == "":
+                return None
+            try:
+                return parse(raw)
+            except (ValueError, TypeError, OverflowError):
+                s.problems.append(f"{key} {_clip(raw)!r} {why}")
+                return None
+
+        s.year = read("year", h.get("year") or query.get("year"), int, "is not a whole number")
+        if "lon" in h and "lat" in h:
+            s.lon, s.lat = read("lon,lat", f"{h['lon']},{h['lat']}", _finite_pair, "are not finite numbers") \
+                or (None, None)
+        s.span = read("span", h.get("span"), _positive, "is not a positive number")
+        s.sel = read("sel", h.get("sel"), _finite_pair, "is not lon,lat")
+        s.pins = [p for p in (read("pins", raw, _finite_pair, "is not lon,lat")
+                              for raw in (h.get("pins") or "").split(";")) if p is not None]
+        s.sim = read("sim", h.get("sim"), float, "is not a number")
         return s
+
+
+def _clip(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def _finite_pair(text: str) -> tuple[float, float]:
+    a, b = text.split(",")  # ValueError unless exactly two parts
+    pair = (float(a), float(b))
+    if not all(math.isfinite(v) for v in pair):
+        raise ValueError(text)
+    return pair
+
+
+def _positive(text: str) -> float:
+    v = float(text)
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(text)
+    return v

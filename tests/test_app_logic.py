@@ -53,6 +53,21 @@ def test_url_state_round_trip():
     assert q.store == "data/x.zarr" and q.year == 2023 and q.lon is None
 
 
+def test_a_broken_field_in_a_link_is_named_and_the_others_still_apply():
+    """A hand-edited hash: each field that does not parse is left out and named (the page shows one line, escaped
+    there by views.html); the fields after it still apply."""
+    q = UrlState.from_url("", "#year=20x3&lon=inf&lat=50.85&span=-5&sel=1,2,3&pins=0.1,50.8;oops;18.45,-33.95"
+                              "&sim=abc&sim_mode=max")
+    assert (q.year, q.lon, q.lat, q.span, q.sel, q.sim) == (None, None, None, None, None, None)
+    assert q.pins == [(0.1, 50.8), (18.45, -33.95)] and q.sim_mode == "max"
+    assert q.problems == ["year '20x3' is not a whole number", "lon,lat 'inf,50.85' are not finite numbers",
+                          "span '-5' is not a positive number", "sel '1,2,3' is not lon,lat",
+                          "pins 'oops' is not lon,lat", "sim 'abc' is not a number"]
+    long = UrlState.from_url("", "#sim=" + "x" * 500)  # the threshold's range is app/tools/similarity.py's check
+    assert long.problems == ["sim '" + "x" * 60 + "...' is not a number"]
+    assert UrlState.from_url("", UrlState(year=2024, lon=0.05, lat=50.85, span=3000, sim=0.5).to_hash()).problems == []
+
+
 def run(coro):
     return run_async(coro)
 

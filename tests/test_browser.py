@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import pytest
@@ -192,7 +193,12 @@ def test_state_is_restored_from_the_url(page, server, site):
     slon, slat = pixel_lonlat(store, "utm31", *sel)
     plon, plat = pixel_lonlat(store, "utm30", *pin)
     h = f"#year=2023&lon={slon:.6f}&lat={slat:.6f}&span=4000&sel={slon:.6f},{slat:.6f}&pins={plon:.6f},{plat:.6f}"
-    assert open_app(page, server + "index.html" + h) == "ready"
+    # a hand-edited threshold (here hostile markup) is named in one literal line; the rest of the link applies
+    bad = '<img src=x onerror="window.__pwned=1">'
+    assert open_app(page, server + "index.html" + h + "&sim=" + quote(bad)) == "ready"
+    wait_text(page, f"sim {bad!r} is not a number")
+    assert "Ignored in the link:" in all_text(page)
+    assert page.evaluate("window.__pwned") is None
     data = wait_spectrum(page, 2, f"utm31 r{sel[0]} c{sel[1]}")
     assert any(f"pin 1: utm30 r{pin[0]} c{pin[1]}" == lab for lab in data["label"])
     np.testing.assert_array_equal(np.array(data["ys"][0]), truth(store, "utm31", *sel).astype(np.float64))
