@@ -11,8 +11,8 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import math
+from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, quote, urlencode
 
 
@@ -100,8 +100,11 @@ class UrlState:
         return s
 
 
-def _clip(text: str, n: int = 60) -> str:
-    return text if len(text) <= n else text[:n] + "..."
+SHOWN = 60  # characters of a refused link value quoted back (here, app/tools/share.py, app/tools/similarity.py)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= SHOWN else text[:SHOWN] + "..."
 
 
 def _finite_pair(text: str) -> tuple[float, float]:

@@ -19,6 +19,7 @@ import traceback
 
 from app import model as app_model
 from app import views
+from app.state import SHOWN
 from app.tools import region
 
 
@@ -45,7 +46,6 @@ SETTINGS = {
     "scatter": ("scatter", {"max_points": integer, "seed": integer}),
 }
 MAX_TEXT = 2000  # longest tool= value read; a longer brush is left out of the URL
-SHOWN = 60  # characters of a refused value quoted back
 
 
 def encode(tools) -> str | None:

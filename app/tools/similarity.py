@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from app import views
+from app.state import SHOWN
 from app.tools import region as reg
 
 SOURCES = ["selection", "pins", "selection and pins"]
@@ -57,7 +58,7 @@ async def restore(app, url) -> None:
         for key, allowed in (("sim_from", SOURCES), ("sim_mode", MODES)):
             value = getattr(url, key)
             if value is not None and value not in allowed:
-                raise ValueError(f"{key} {value[:60]!r} is not one of {', '.join(allowed)}")
+                raise ValueError(f"{key} {value[:SHOWN]!r} is not one of {', '.join(allowed)}")
             if value is not None:
                 settings[key] = value
     except ValueError as e:
