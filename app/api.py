@@ -2,20 +2,18 @@
 pages through postMessage (app/messages.py).
 
 `commands(state)` is the one list: plain Python callables taking plain values (numbers, strings,
-dicts) and returning a plain value or a coroutine. `expose` wraps each for JavaScript (arguments
-converted from JS, results to JS: dicts as objects, bytes as Uint8Array, coroutines as Promises
-that reject with one line).
+dicts) and returning a plain value or a coroutine. `expose` serves them to the page, where Python
+does not run (it runs in a Web Worker): each window.tesseraApi command is a Promise of the result
+(dicts as objects, bytes as Uint8Array) that rejects with one line.
 """
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 
 import numpy as np
 
 from app import layers, messages, raster, region
-from app.messages import one_line, to_js_value
 from app.model import cosine_map
 from app.session import Explorer
 from app.tools import api as tools_api
@@ -99,27 +97,17 @@ def commands(state: Explorer, tools_ui=None) -> dict:
 
 
 def expose(state: Explorer, origins: list[str], tools_ui=None) -> None:
-    """Install window.tesseraApi and the postMessage listener for `origins`."""
-    import js
-    from pyodide.ffi import create_once_callable, create_proxy
-
+    """Serve window.tesseraApi (the page defines each command as a Promise of the answer, app/web/boot.js)
+    and a host page's messages from `origins`."""
+    from app import page
     cmds = commands(state, tools_ui)
 
-    def wrap(fn):
-        def call(*args):
-            result = fn(*[a.to_py() if hasattr(a, "to_py") else a for a in args])
-            if not inspect.iscoroutine(result):
-                return to_js_value(result)
+    async def run(msg) -> None:  # run as a host page's message is (one rule), answered to the page
+        reply = await messages.answer(cmds, {"tessera": messages.PROTOCOL, "cmd": str(msg.name),
+                                             "args": msg.args.to_py()})
+        page.post({"type": "api-reply", "id": msg.id, "ok": reply["ok"], "value": reply.get("result"),
+                   "error": reply.get("error")})
 
-            def executor(resolve, reject):
-                async def run():
-                    try:
-                        resolve(to_js_value(await result))
-                    except Exception as e:  # the Promise rejects with one line; the page keeps working
-                        reject(js.Error.new(one_line(e)))
-                state.spawn(run())
-            return js.Promise.new(create_once_callable(executor))
-        return call
-
-    js.window.tesseraApi = to_js_value({k: create_proxy(wrap(v)) for k, v in cmds.items()})
+    page.on("api", lambda msg: state.spawn(run(msg)))
+    page.post({"type": "api", "names": list(cmds)})
     messages.install(state, cmds, origins)

@@ -10,6 +10,7 @@ import json
 
 from typing import TYPE_CHECKING
 
+from app import page
 from app.reader import SourceError, bridge
 
 if TYPE_CHECKING:
@@ -42,24 +43,29 @@ async def load_catalog(state: UrlState) -> list[dict]:
     Store and index URLs in a catalog are relative to the catalog's own URL."""
     if state.store:
         return [{"year": state.year or 0, "url": absolute(state.store)}]
-    import js
     try:
         doc = json.loads(str(await bridge("fetchJSON", state.catalog)))  # size and depth checked in JS
     except SourceError as e:
         if e.kind == "notfound":
             raise SourceError("notfound", f"no store given (?store=URL) and no catalog at {state.catalog}") from None
         raise SourceError(e.kind, f"{state.catalog}: {e}") from None
-    base = str(js.URL.new(state.catalog, js.location.href).href)
+    base = page.url(state.catalog)
     stores, multiyear = parse_catalog(doc)
     state.embed_origins = doc.get("embed_origins")  # host pages allowed to send commands (app/messages.py)
     tiles_url = doc.get("tiles_url")  # a deployment's web tile template; ?basemap= wins
     if isinstance(tiles_url, str) and state.basemap is None:
         state.basemap = tiles_url
     if multiyear and not state.multiyear:  # ?years=URL wins over the catalog's index
-        state.multiyear = str(js.URL.new(multiyear, base).href)
-    return [dict(s, url=str(js.URL.new(s["url"], base).href).rstrip("/")) for s in stores]
+        state.multiyear = resolve(multiyear, base)
+    return [dict(s, url=resolve(s["url"], base).rstrip("/")) for s in stores]
+
+
+def resolve(url: str, base: str) -> str:
+    import js
+    return str(js.URL.new(url, base).href)
 
 
 def absolute(url: str) -> str:
-    import js
-    return str(js.URL.new(url, js.location.href).href).rstrip("/")
+    """`url` resolved against the page's own URL."""
+    from app import page
+    return page.url(url).rstrip("/")

@@ -10,7 +10,7 @@ import time
 
 import panel as pn
 
-from app import layers, raster, region, views
+from app import layers, page, raster, region, views
 from app.model import MAX_REGION
 from app.reader import SourceError
 
@@ -19,17 +19,8 @@ REGION_NOTE = (f"Region: the view's part of one zone, at most {MAX_REGION} x {MA
 
 
 def save(data: bytes, filename: str, mime: str) -> None:
-    """Hand `data` to the browser as a download named `filename`."""
-    import js
-    from pyodide.ffi import create_once_callable, to_js
-    blob = js.Blob.new(js.Array.of(to_js(data)), to_js({"type": mime}, dict_converter=js.Object.fromEntries))
-    url = js.URL.createObjectURL(blob)
-    a = js.document.createElement("a")
-    a.href, a.download = url, filename
-    js.document.body.append(a)
-    a.click()
-    a.remove()
-    js.setTimeout(create_once_callable(lambda: js.URL.revokeObjectURL(url)), 60_000)
+    """Hand `data` to the browser as a download named `filename` (the page saves it through a Blob link)."""
+    page.download(data, filename, mime)
 
 
 class ExportButtons(pn.viewable.Viewer):

@@ -14,7 +14,7 @@ from bokeh.events import Tap
 from bokeh.models import ColumnDataSource, CustomJS, HoverTool, Range1d, WMTSTileSource
 from bokeh.plotting import figure
 
-from app import api, geo, messages, places, views
+from app import api, geo, messages, page, places, views
 from app.downloads import ExportButtons
 from app.figures import change_figure, lines_figure
 from app.catalog import absolute, load_catalog
@@ -205,52 +205,20 @@ class ExplorerUI(pn.viewable.Viewer):
         self.sources["change-source"].data = change
 
     def _write_url(self, *events) -> None:  # several at once when set together (param.update)
-        import js
-        js.history.replaceState(None, "", js.location.pathname + js.location.search + self.state.url().to_hash())
+        page.set_hash(self.state.url().to_hash())
 
 
 # ---------------------------------------------------------------- boot --
-def _mark(name: str) -> None:
-    import js
-    setattr(js.tesseraTimings, name, js.performance.now())
-
-
-def _preview(method: str):
-    """Call the JS preview's `method` (app/web/preview.js: handover, close); None when there is no preview."""
-    import js
-    p = getattr(js, "tesseraPreview", None)
-    return None if p is None else getattr(p, method)()
-
-
-async def _first_layout(limit_s: float = 10.0) -> None:
-    """Wait until BokehJS has laid out and painted the documents just written (each Document.is_idle), for at
-    most `limit_s`: the link's pins and selection are restored after it.  Observed, cause not pinned down: in
-    about one boot in three that restored them while the first layout was still settling (Panel's stylesheets
-    still loading), the page's renderer spun at full CPU for good (tests/test_browser.py
-    test_state_is_restored_from_the_url).  Polled with asyncio.sleep (a timer), so the page keeps running."""
-    import asyncio
-    import time
-    import js
-    end = time.monotonic() + limit_s
-    while time.monotonic() < end:
-        docs = list(getattr(getattr(js, "Bokeh", None), "documents", None) or [])
-        if docs and all(bool(d.is_idle) for d in docs):
-            return
-        await asyncio.sleep(0.02)
-
-
-def _preview_handover() -> tuple[float, float, float] | None:
+async def _preview_handover() -> tuple[float, float, float] | None:
     """(lon, lat, span) of the JS preview's view when the user moved it or it framed the data itself (no view in
     the hash), else None (the hash's view, or no preview: Python places the map)."""
-    v = _preview("handover")
-    return None if v is None else (float(v.lon), float(v.lat), float(v.span))
+    v = await page.preview("handover")
+    return None if v is None else (float(v["lon"]), float(v["lat"]), float(v["span"]))
 
 
 async def start(target: str) -> Explorer | None:
-    import js
-    from panel.io.pyodide import write
-    _mark("panel_imported")
-    url = UrlState.from_url(str(js.location.search), str(js.location.hash))
+    page.mark("panel_imported")
+    url = UrlState.from_url(page.info("search"), page.info("hash"))
     try:
         catalog = await load_catalog(url)
         state = Explorer(catalog, url)
@@ -263,12 +231,12 @@ async def start(target: str) -> Explorer | None:
             state.param["year"].objects = year_options(catalog)
         state.year = year
     except SourceError as e:
-        js.tesseraShowError(e.title, str(e))
+        page.show_error(e.title, str(e))
         return None
-    _mark("store_opened")
+    page.mark("store_opened")
     if url.multiyear:
         await state.open_years_index(absolute(url.multiyear))
-    moved = _preview_handover()
+    moved = await _preview_handover()
     if moved is not None:  # the JS preview's view: moved by the user, or its framing of the data (app/web/preview.js)
         state.centre_view(*moved)
     elif url.lon is not None and url.lat is not None:
@@ -278,9 +246,8 @@ async def start(target: str) -> Explorer | None:
     state.tools.labels.storage = BrowserStorage()  # labels persist in localStorage
     state.tools.change.offer()
     ui = ExplorerUI(state)
-    await write(target, ui.__panel__())
-    await _first_layout()
-    _mark("rendered")
+    await page.render(ui.__panel__(), target)  # answered once BokehJS has laid it out
+    page.mark("rendered")
     pins = [await state.model.pixel_at(lon, lat) for lon, lat in url.pins]
     state.pins = [p for p in pins if p is not None and p.valid]
     if url.sel:
@@ -292,12 +259,13 @@ async def start(target: str) -> Explorer | None:
     if url.problems:  # before any message the restores left, which stays below it
         state.status = views.html("<b>Ignored in the link:</b> {}", "; ".join(url.problems)) + \
             (f"<br>{state.status}" if state.status else "")
+    import js  # the worker's boot facts (app/web/worker.js)
     state.geography = state.spawn(ui.load_geography(str(js.tesseraBoot.geography)))  # after the first draw (boot.json names it)
-    origins, bad = messages.allowed_origins(str(js.location.origin), url.origins, url.embed_origins)
+    origins, bad = messages.allowed_origins(page.info("origin"), url.origins, url.embed_origins)
     if bad:
         state.status = views.html("<b>Ignored embedding origins</b> (not scheme://host[:port]): {}", ", ".join(bad))
     api.expose(state, origins, ui.tools_ui)
-    _preview("close")  # the Panel map, drawn below it, is now interactive
-    _mark("interactive")
-    js.document.body.dataset.state = "ready"
+    await page.preview("close")  # the Panel map, drawn below it, is now interactive
+    page.mark("interactive")
+    page.set_state("ready")
     return state

@@ -79,15 +79,6 @@ def one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
 
 
-def to_js_value(value):
-    """A Python value for JavaScript: dicts as plain objects, bytes as Uint8Array."""
-    import js
-    from pyodide.ffi import to_js
-    if isinstance(value, (dict, list, tuple, bytes, bytearray, memoryview)):
-        return to_js(value, dict_converter=js.Object.fromEntries)
-    return value
-
-
 async def answer(commands: dict, data: dict) -> dict:
     """The reply to one message (run the command; any failure becomes ok: false with one line)."""
     reply = {"tessera": PROTOCOL, "id": data.get("id")}
@@ -102,37 +93,35 @@ async def answer(commands: dict, data: dict) -> dict:
 
 
 def install(state, commands: dict, origins: list[str]) -> None:
-    """Listen for messages from `origins`; tell the host page (if one of them) that the explorer is ready."""
-    import js
-    from pyodide.ffi import create_proxy
-
-    from app import views
+    """Obey messages from `origins` (the page forwards each with its origin, app/web/boot.js); tell the host
+    page (if one of them) that the explorer is ready."""
+    from app import page, views
     allowed = set(origins)
 
-    async def handle(source, origin: str, data: dict) -> None:
+    async def handle(msg_id, origin: str, data: dict) -> None:
         reply = await answer(commands, data)
         if not reply["ok"]:
             state.status = views.html("<b>Message from {} failed:</b> <span class='message-error'>{}</span>",
                                       origin, reply["error"])
-        source.postMessage(to_js_value(reply), origin)
+        page.post({"type": "host-reply", "id": msg_id, "origin": origin, "reply": reply})
 
-    def on_message(event) -> None:
+    def on_message(msg) -> None:
         try:
-            data = event.data.to_py() if hasattr(event.data, "to_py") else event.data
+            data = msg.data.to_py()
         except Exception:
-            return  # not plain data (no structured clone of ours has functions in it): not ours
+            return  # not plain data: not ours
         if not is_ours(data):
             return
-        origin = str(event.origin)
+        origin = str(msg.origin)
         if origin not in allowed:
-            js.console.warn(f"tessera: refused a message from {origin} (allowed: {', '.join(origins)})")
+            page.post({"type": "console", "level": "warn",
+                       "text": f"tessera: refused a message from {origin} (allowed: {', '.join(origins)})"})
             return
-        state.spawn(handle(event.source, origin, data))
+        state.spawn(handle(msg.id, origin, data))
 
-    js.window.addEventListener("message", create_proxy(on_message))
-    if js.window.parent != js.window:  # in a frame: say ready to the host, if its origin is allowed
-        ancestors = getattr(js.location, "ancestorOrigins", None)
-        host = str(ancestors.item(0)) if ancestors is not None and ancestors.length else None
+    page.on("host", on_message)
+    if page.framed():  # in a frame: say ready to the host, if its origin is allowed
+        host = page.info("host")
         for origin in ([host] if host else origins):
             if origin in allowed:
-                js.window.parent.postMessage(to_js_value({"tessera": PROTOCOL, "event": "ready"}), origin)
+                page.post({"type": "host-ready", "origin": origin})

@@ -108,6 +108,8 @@ async def ensure_tifffile() -> None:
         pass
     import js
     import pyodide_js
-    url = str(js.URL.new(js.tesseraBoot.lazy_wheels.tifffile, js.location.href).href)
+
+    from app import page
+    url = page.url(str(js.tesseraBoot.lazy_wheels.tifffile))
     await pyodide_js.loadPackage(url)
     import tifffile  # noqa: F401,F811

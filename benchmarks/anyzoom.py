@@ -22,13 +22,13 @@ sys.path.insert(0, str(REPO))
 from browser_util import CHROMIUM, CHROMIUM_ARGS, build_test_site, static_server, wait_state  # noqa: E402
 
 TIMED = """async () => {
-    window.tesseraJS.forgetBytes();
-    window.tesseraJS.resetStats();
+    await window.tesseraWorker.forgetBytes();  // Python's reads happen in its worker (app/web/worker.js)
+    await window.tesseraWorker.resetStats();
     const t0 = performance.now();
-    const r = await window.tesseraApi.similarity("selection", "mean", -1.0);
+    const res = await window.tesseraApi.similarity("selection", "mean", -1.0);
     const ms = performance.now() - t0;
-    const res = r && r.toJs ? Object.fromEntries(r.toJs()) : r;
-    return {ms, bytes: window.tesseraJS.stats.bytes, requests: window.tesseraJS.stats.requests,
+    const stats = await window.tesseraWorker.stats();
+    return {ms, bytes: stats.bytes, requests: stats.requests,
             level: res.level, pixel: res.pixel, window: Array.from(res.window), valid: res.valid,
             status: res.status};
 }"""
@@ -77,7 +77,7 @@ def main() -> None:
             for m in (float(z) for z in a.zooms.split(",")):
                 got = {}
                 for mode, flag in (("capped", "False"), ("overviews", "True")):
-                    page.evaluate(f"window.pyodide.runPython('import app.model as m; m.OVERVIEWS = {flag}')")
+                    page.evaluate(f"window.tesseraWorker.python('import app.model as m; m.OVERVIEWS = {flag}')")
                     page.evaluate("async ([lon, lat, s]) => await tesseraApi.view(lon, lat, s)", [lon, lat, m * MAP_W])
                     got[mode] = page.evaluate(TIMED)
                 o, c = got["overviews"], got["capped"]

@@ -32,12 +32,12 @@ CLICK = """async ([lon, lat, tag]) => {  // select, then wait for the frames tha
                             const l = d instanceof Map ? d.get('label') : d.label; return l.some((x) => x.includes(tag)); };
   const frame = (name, t0) => new Promise((resolve) => { const tick = () => shown(name)
       ? requestAnimationFrame(() => resolve(performance.now() - t0)) : requestAnimationFrame(tick); tick(); });
-  window.tesseraJS.resetStats();
+  await window.tesseraWorker.resetStats();  // Python's reads happen in its worker (app/web/worker.js)
   const t0 = performance.now();
   const done = window.tesseraApi.select(lon, lat);
   const [ms, years] = await Promise.all([frame('spectrum-source', t0), frame('years-source', t0)]);
   await done;
-  const log = window.tesseraJS.stats.log.filter((e) => /\\/(embeddings|scales)\\//.test(e.url));
+  const log = (await window.tesseraWorker.stats()).log.filter((e) => /\\/(embeddings|scales)\\//.test(e.url));
   return [ms, log.length, log.reduce((s, e) => s + e.bytes, 0), log.filter((e) => e.method === 'HEAD').length, years];
 }"""
 

@@ -114,3 +114,18 @@ def model_data(page, name: str) -> dict:
 def all_text(page) -> str:
     """The page's text including what Bokeh/Panel render inside shadow roots."""
     return page.evaluate(_PAGE_TEXT)
+
+
+def wait_async(page, fn: str, arg=None, timeout_ms: int = 60_000):
+    """Wait until the page's async function `fn` (source text, called with `arg`) resolves to a truthy value,
+    and return it; raise when it has not within the timeout. (Playwright's wait_for_function takes a
+    Promise for a truthy answer, and the explorer's API answers with Promises: Python runs in a worker.)"""
+    return page.evaluate("""async ([src, arg, timeout]) => {
+        const fn = (0, eval)(src), end = performance.now() + timeout;
+        for (;;) {
+            const v = await fn(arg);
+            if (v) return v;
+            if (performance.now() > end) throw new Error(`not true within ${timeout} ms: ${src}`);
+            await new Promise((ok) => setTimeout(ok, 50));
+        }
+    }""", [fn, arg, timeout_ms])

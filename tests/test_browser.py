@@ -99,16 +99,16 @@ def test_one_range_request_per_pixel_once_the_shard_index_is_cached(page, server
     page.evaluate("async () => await window.tesseraApi.redraw()")  # let map reads settle first
 
     def pixel_log():  # requests of the pixel path in the 2024 store (not the map's rgb, not the multi-year index)
-        log = page.evaluate("window.tesseraJS.stats.log.slice()")
+        log = page.evaluate("window.tesseraWorker.stats().then((s) => s.log)")
         return [e for e in log if (e["source"] or "").endswith("/data/2024.zarr")
                 and ("/utm31/embeddings/" in e["url"] or "/utm31/scales/" in e["url"])]
 
-    page.evaluate("window.tesseraJS.resetStats()")
+    page.evaluate("window.tesseraWorker.resetStats()")
     page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", list(pixel_lonlat(store, "utm31", r1, c1)))
     first = pixel_log()
     summary = [(e["method"], e["url"].split("/data/")[-1], e["range"], e["status"]) for e in first]
     assert len(first) <= 4, summary  # embeddings and scales: one index each (first touch) + one chunk each
-    page.evaluate("window.tesseraJS.resetStats()")
+    page.evaluate("window.tesseraWorker.resetStats()")
     page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", list(pixel_lonlat(store, "utm31", r2, c2)))
     log = pixel_log()
     emb = [e for e in log if "/embeddings/" in e["url"]]
@@ -128,10 +128,10 @@ def test_a_pixel_from_a_cold_shard_reads_each_shard_index_once_and_no_range_twic
     row, col = interior_valid(data / "2024.zarr", "utm31", 2)
     assert open_app(page, server + "index.html") == "ready"
     page.evaluate("async () => await window.tesseraApi.redraw()")  # let map reads settle first
-    page.evaluate("window.tesseraJS.resetStats()")
+    page.evaluate("window.tesseraWorker.resetStats()")
     page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)",
                   list(pixel_lonlat(data / "2024.zarr", "utm31", row, col)))
-    log = [e for e in page.evaluate("window.tesseraJS.stats.log.slice()")
+    log = [e for e in page.evaluate("window.tesseraWorker.stats().then((s) => s.log)")
            if "/utm31/embeddings/" in e["url"] or "/utm31/scales/" in e["url"]]
     summary = [(e["method"], e["url"].split("/data/")[-1], e["range"], e["bytes"]) for e in log]
     assert all(e["method"] == "GET" and e["status"] == 206 and e["range"] for e in log), summary
@@ -154,7 +154,7 @@ def test_a_pixel_from_a_cold_shard_reads_each_shard_index_once_and_no_range_twic
     # Both sides of the bridge in this page hold the one list of error kinds (app/js/errors.json).
     kinds = json.loads((REPO / "app" / "js" / "errors.json").read_text())
     assert page.evaluate("Object.assign({}, window.tesseraJS.ERROR_KINDS)") == kinds
-    assert json.loads(page.evaluate("window.pyodide.runPython('import json, app.errors; json.dumps(app.errors.KINDS)')")) == kinds
+    assert json.loads(page.evaluate("window.tesseraWorker.python('import json, app.errors; json.dumps(app.errors.KINDS)')")) == kinds
 
 
 def test_similarity_ranks_a_known_similar_pixel_high(page, server, site):
@@ -311,7 +311,7 @@ def test_multi_year_index_shows_a_pixel_across_years_with_a_change_plot(page, se
     row, col = interior_valid(s24, "utm30", 2)
     lon, lat = pixel_lonlat(s24, "utm30", row, col)
     assert open_app(page, server + "index.html") == "ready"
-    page.evaluate("window.tesseraJS.resetStats()")
+    page.evaluate("window.tesseraWorker.resetStats()")
     page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", [lon, lat])
     page.wait_for_function("""() => {
         const d = Bokeh.documents[0].get_model_by_name('years-source').data;
@@ -332,5 +332,5 @@ def test_multi_year_index_shows_a_pixel_across_years_with_a_change_plot(page, se
     want = float(np.dot(vecs[0], vecs[1]) / (np.linalg.norm(vecs[0]) * np.linalg.norm(vecs[1])))
     assert change["year"] == [2024] and change["cosine"][0] == pytest.approx(want, abs=1e-6)
     # the index's references resolve to the year stores' own shard files
-    urls = [e["url"] for e in page.evaluate("window.tesseraJS.stats.log.slice()")]
+    urls = [e["url"] for e in page.evaluate("window.tesseraWorker.stats().then((s) => s.log)")]
     assert any("/data/2023.zarr/utm30/embeddings/c/" in u for u in urls)

@@ -89,9 +89,9 @@ def test_exports_through_tesseraapi_read_back_on_cpython(page, server, site, tmp
     with np.errstate(invalid="ignore"):
         np.testing.assert_array_equal(img[..., 3] > 0, np.isfinite(arr) & (arr >= 0.8))
     # region: .npy + JSON sidecar equal to zarr-python and dequantisation here
-    page.evaluate("window.tesseraJS.resetStats()")
+    page.evaluate("window.tesseraWorker.resetStats()")
     data, region_ms = api_bytes(page, "exportRegion")
-    fetched = page.evaluate("window.tesseraJS.stats.log.slice()")
+    fetched = page.evaluate("window.tesseraWorker.stats().then((s) => s.log)")
     z = zipfile.ZipFile(io.BytesIO(data))
     got, meta = np.load(io.BytesIO(z.read("region.npy"))), json.loads(z.read("region.json"))
     (r0, r1), (c0, c1) = meta["rows"], meta["cols"]

@@ -72,7 +72,7 @@ def spectrum(page, label_part: str) -> np.ndarray:
 
 
 def store_log(page, rel: str = REL) -> list[dict]:
-    return [e for e in page.evaluate("window.tesseraJS.stats.log.slice()") if (e["source"] or "").endswith(rel)]
+    return [e for e in page.evaluate("window.tesseraWorker.stats().then((s) => s.log)") if (e["source"] or "").endswith(rel)]
 
 
 def open_app(page, url: str) -> str:
@@ -115,7 +115,7 @@ def test_pixels_no_data_years_plot_and_year_switch_from_one_store(page, server, 
     # The page's range cache (app/js/ranges.js) may hold p2's chunks already (the false-colour preview reads
     # inner chunks of the view): forget its bytes, so the count is that of a chunk not read before; zarrita
     # keeps the shard indexes it decoded.
-    page.evaluate("window.tesseraJS.forgetBytes(); window.tesseraJS.resetStats()")
+    page.evaluate("Promise.all([window.tesseraWorker.forgetBytes(), window.tesseraWorker.resetStats()])")
     select(page, p2["lon"], p2["lat"])
     log = [e for e in store_log(page) if "/utm30/embeddings/" in e["url"] or "/utm30/scales/" in e["url"]]
     emb = [e for e in log if "/embeddings/" in e["url"]]
@@ -137,11 +137,11 @@ def test_pixels_no_data_years_plot_and_year_switch_from_one_store(page, server, 
     assert model_data(page, "change-source")["cosine"][0] == pytest.approx(cos, abs=1e-6)
 
     # the year switch: another time index of the same arrays; the pixel was read at every year already
-    page.evaluate("window.tesseraJS.resetStats()")
+    page.evaluate("window.tesseraWorker.resetStats()")
     page.get_by_label("Year", exact=True).select_option("2023")
     wait_text(page, "year 2023")
     np.testing.assert_array_equal(spectrum(page, f"utm30 r{r2} c{c2}"), v0.astype(np.float64))
-    urls = [e["url"] for e in page.evaluate("window.tesseraJS.stats.log.slice()")]
+    urls = [e["url"] for e in page.evaluate("window.tesseraWorker.stats().then((s) => s.log)")]
     assert not [u for u in urls if u.endswith("zarr.json") or "/embeddings/" in u or "/scales/" in u], urls
     assert "year=2023" in page.url
 

@@ -76,7 +76,7 @@ def toggle(page, label: str) -> None:
     TODO: click the real Panel checkbox; get_by_role/get_by_text did not find it in its shadow root."""
     page.evaluate("""(name) => { const r = Bokeh.documents[0].get_model_by_name(
         {show_tiles: 'tiles', show_coast: 'coast', show_borders: 'borders'}[name]);
-        window.tesseraApi.layers({[name]: !r.visible}); }""", TOGGLES[label])
+        return window.tesseraApi.layers({[name]: !r.visible}); }""", TOGGLES[label])
 
 
 def ranges(page) -> tuple[float, float, float, float]:

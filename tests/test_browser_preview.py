@@ -21,7 +21,7 @@ PREVIEW = """() => {
     const d = p.base.getContext('2d').getImageData(0, 0, p.base.width, p.base.height).data;
     let s = '';
     for (let i = 0; i < d.length; i += 8192) s += String.fromCharCode(...d.subarray(i, i + 8192));
-    return {state: document.body.dataset.state, python: window.pyodide !== undefined, frozen: p.frozen,
+    return {state: document.body.dataset.state, python: window.tesseraApi !== undefined, frozen: p.frozen,
             hidden: document.getElementById('preview').hidden, view: {...p.view}, store: p.store,
             level: p.img.level.index, size: [p.base.width, p.base.height], pixels: btoa(s)};
 }"""

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from pyproj import Transformer
 
-from browser_util import all_text, map_click_point, model_data, wait_state, wait_text
+from browser_util import all_text, map_click_point, model_data, wait_async, wait_state, wait_text
 from test_browser_tools import HOSTILE, call, layer, shot
 from tools_util import pixel_lonlat, zone_vectors
 
@@ -80,7 +80,7 @@ def test_scatter_projection_brush_and_hover(page, server, site):
     page.mouse.down()
     page.mouse.move(bx, by, steps=8)
     page.mouse.up()
-    page.wait_for_function("JSON.parse(window.tesseraApi.scatterPoints()).selected.length > 0", timeout=60_000)
+    wait_async(page, "async () => JSON.parse(await window.tesseraApi.scatterPoints()).selected.length > 0")
     brushed = json.loads(page.evaluate("window.tesseraApi.scatterPoints()"))["selected"]
     assert len(brushed) == selected_in_bokeh(page) > 50
     assert highlighted(page) == {(pts["rows"][i], pts["cols"][i]) for i in brushed}
@@ -114,8 +114,8 @@ def test_scatter_projection_brush_and_hover(page, server, site):
     assert lone, "no isolated point to tap"
     t = int(lone[0])
     page.mouse.click(*map_click_point(page, float(got[t, 0]), float(got[t, 1]), "scatter"))
-    page.wait_for_function("(t) => { const s = JSON.parse(window.tesseraApi.scatterPoints()).selected;"
-                           " return s.length === 1 && s[0] === t; }", arg=t, timeout=60_000)
+    wait_async(page, "async (t) => { const s = JSON.parse(await window.tesseraApi.scatterPoints()).selected;"
+                     " return s.length === 1 && s[0] === t; }", t)
     tlon, tlat = pixel_lonlat(store, "utm30", pts["rows"][t], pts["cols"][t])
     tx, ty = Transformer.from_crs(4326, 3857, always_xy=True).transform(tlon, tlat)
     page.wait_for_function("(x) => { const d = Bokeh.documents[0].get_model_by_name('selected-source').data;"
@@ -152,7 +152,7 @@ def test_scatter_projection_brush_and_hover(page, server, site):
                            timeout=60_000)
     page.reload()
     assert wait_state(page) == "ready"
-    page.wait_for_function("window.tesseraApi.scatterPoints() !== null", timeout=60_000)
+    wait_async(page, "async () => (await window.tesseraApi.scatterPoints()) !== null")
     again = json.loads(page.evaluate("window.tesseraApi.scatterPoints()"))
     assert (again["rows"], again["cols"], again["selected"]) == (pts["rows"], pts["cols"], [0, 1, 2, 3, 4])
     assert highlighted(page) == {(pts["rows"][i], pts["cols"][i]) for i in range(5)}

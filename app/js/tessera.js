@@ -58,7 +58,7 @@ export const read = call(async (url, path, sel, hint) => {
 });
 
 // Decoded once per URL: the preview (app/web/preview.js) draws the coastlines while Python loads,
-// and the Panel map then gets the same arrays without a second fetch or decode.
+// and the Panel map then gets the same arrays (app/web/worker.js asks the page) without a second fetch.
 const geographies = new Map();
 export const loadGeography = call((url) => {
   if (!geographies.has(url)) {

@@ -42,14 +42,15 @@ class MemoryStorage(dict):
 
 
 class BrowserStorage:
+    """The page's localStorage, through app/page.py (Python runs in a worker, which has none)."""
+
     def get_item(self, key):
-        import js
-        v = js.localStorage.getItem(key)
-        return None if v is None else str(v)
+        from app import page
+        return page.storage_get(key)
 
     def set_item(self, key, value):
-        import js
-        js.localStorage.setItem(key, value)
+        from app import page
+        page.storage_set(key, value)
 
 
 def next_colour(classes) -> str:

@@ -1,13 +1,19 @@
-// Boot sequence: the store's global preview first (JavaScript, app/web/preview.js: state "map"),
-// while Pyodide, then the packages, then the Python app load, with a progress indicator (state
-// "ready" once the Panel map is interactive); any failure is shown in the page (state "error").
+// Boot sequence: the store's global preview first (JavaScript, app/web/preview.js: state "map");
+// meanwhile Pyodide, the packages and the Python app load in a Web Worker (app/web/worker.js), so the
+// page stays responsive throughout; state "ready" once the Panel map is interactive; any failure is
+// shown in the page (state "error").
+//
+// This thread keeps what a worker cannot do, and does it when Python asks (app/page.py lists the
+// messages): BokehJS renders the documents Python builds and syncs them both ways as JSON patches;
+// the URL hash, localStorage, downloads, window.tesseraApi and a host page's messages are served here.
 import * as tessera from "./vendor/tessera.mjs";
 import { startPreview } from "./preview.js";
 
-window.tesseraJS = tessera;
+window.tesseraJS = tessera; // this thread's data path: the preview's reads
 const timings = (window.tesseraTimings = { start: performance.now() });
 const el = (id) => document.getElementById(id);
 const PREVIEW_WAIT_MS = 1500;
+const STORAGE_PREFIX = "tessera-"; // the localStorage entries Python may read (app/tools/labels.py)
 
 function progress(step, pct, detail = "") {
   el("loading-step").textContent = step;
@@ -42,10 +48,82 @@ function loadScript(src) {
   });
 }
 
+function save(data, name, mime) {
+  const url = URL.createObjectURL(new Blob([data], { type: mime }));
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}
+
+// The Bokeh document Python renders, synced both ways. A change made here goes to Python as a JSON
+// patch; while Python is busy with one, later changes wait (a newer value of the same property
+// replaces an older one), and go as one patch when Python says it is idle again.
+const doc = { js: null, patching: 0, busy: false, queue: [] };
+
+function sendChange(worker, event) {
+  if (doc.patching > 0) return; // the echo of a patch from Python
+  if (doc.busy && event.model && event.attr) {
+    doc.queue = doc.queue.filter((e) => !(e.model === event.model && e.attr === event.attr));
+    doc.queue.push(event);
+    return;
+  }
+  doc.busy = true;
+  worker.postMessage({ type: "patch", patch: doc.js.create_json_patch([event]) });
+}
+
+// Wait until BokehJS has laid out and painted every document (Document.is_idle), for at most
+// `limitMs`. Observed before Python moved to the worker, cause not pinned down: a link's pins and
+// selection restored while the first layout was still settling froze the renderer in about one boot in
+// three (tests/test_browser.py test_state_is_restored_from_the_url); Python restores them after this.
+async function firstLayout(limitMs = 10_000) {
+  const end = performance.now() + limitMs;
+  while (performance.now() < end) {
+    const docs = window.Bokeh ? window.Bokeh.documents : [];
+    if (docs.length && docs.every((d) => d.is_idle)) return;
+    await new Promise((ok) => setTimeout(ok, 20));
+  }
+}
+
+function hostMessages(worker) {
+  // A host page's commands (app/messages.py decides which origins are obeyed): each goes to Python
+  // with its origin; the reply goes back to the window that sent it, addressed to that origin.
+  const sources = new Map();
+  let next = 0;
+  window.addEventListener("message", (e) => {
+    const d = e.data;
+    if (!d || typeof d !== "object" || d.tessera === undefined || !("cmd" in d)) return; // not ours
+    let data;
+    try {
+      data = structuredClone(d);
+    } catch {
+      return;
+    }
+    const id = ++next;
+    sources.set(id, e.source);
+    worker.postMessage({ type: "host", id, origin: e.origin, data });
+  });
+  return sources;
+}
+
 async function main() {
   const params = new URLSearchParams(location.search);
   if (params.get("embed") === "1") document.body.classList.add("embed");
   const boot = (window.tesseraBoot = await (await fetch("boot.json")).json()); // lazy_wheels: loaded on first use
+  // Python starts at once, in its own thread: it holds none of this one.
+  const worker = new Worker("worker.js", { type: "module" });
+  const storage = {};
+  for (let i = 0; i < localStorage.length; i++) {
+    const k = localStorage.key(i);
+    if (k.startsWith(STORAGE_PREFIX)) storage[k] = localStorage.getItem(k);
+  }
+  const framed = window.parent !== window;
+  const host = location.ancestorOrigins && location.ancestorOrigins.length ? location.ancestorOrigins[0] : null;
+  worker.postMessage({ type: "boot", boot, page: { href: location.href, search: location.search, hash: location.hash,
+                                                   origin: location.origin, framed, host, storage } });
   // The map first: not awaited; a store without a preview (or any failure here) just shows none,
   // Python reports real problems with the store itself.
   const preview = startPreview(tessera, el("preview"), boot.geography, () => {
@@ -53,44 +131,109 @@ async function main() {
     document.body.dataset.state = "map";
   }).catch((err) => console.warn("no preview:", err && err.message));
   progress("Loading Python (Pyodide " + boot.pyodide + ")…", 5);
-  // Pyodide's two largest files download meanwhile (into the HTTP cache: pyodide/ is cacheable), but
-  // its start-up and the Bokeh/Panel scripts, which hold the main thread for seconds, wait for the
-  // preview's first paint (at most PREVIEW_WAIT_MS): they would otherwise delay it by as much.
-  // (Each body is drained: an unread body stalls its download, and Pyodide's own request for the same
-  // URL would wait on the HTTP cache entry.)
-  for (const f of ["pyodide.asm.wasm", "python_stdlib.zip"]) {
-    fetch("pyodide/" + f).then((r) => r.body && r.body.pipeTo(new WritableStream())).catch(() => {});
-  }
-  await Promise.race([preview, new Promise((ok) => setTimeout(ok, PREVIEW_WAIT_MS))]);
-  const { loadPyodide } = await import("./pyodide/pyodide.mjs");
-  // Bokeh and Panel JS load in order, while Pyodide boots.
+  // The Bokeh and Panel scripts hold this thread while they run: they wait for the preview's first
+  // paint (at most PREVIEW_WAIT_MS), then load in order while Python boots.
   const scripts = (async () => {
+    await Promise.race([preview, new Promise((ok) => setTimeout(ok, PREVIEW_WAIT_MS))]);
     for (const src of boot.scripts) await loadScript(src);
   })();
-  const pyodide = await loadPyodide({ indexURL: new URL("pyodide/", location.href).href });
-  await scripts;
-  timings.pyodide = performance.now();
-  progress("Loading packages…", 35, boot.lock_packages.join(", "));
-  const wheels = boot.wheels.map((w) => new URL(w, location.href).href);
-  await pyodide.loadPackage([...boot.lock_packages, ...wheels], { messageCallback: () => {} });
-  timings.packages = performance.now();
-  progress("Starting the app…", 75);
-  pyodide.globals.set("PANEL_CDN_ROOT", new URL(boot.panel_cdn_root, location.href).href);
-  await pyodide.runPythonAsync(`
-import os
-os.environ["PANEL_CDN_ROOT"] = PANEL_CDN_ROOT
-import app.main
-await app.main.start("app-root")
-`);
-  timings.app = performance.now();
-  el("loading").hidden = true;
-  if (document.body.dataset.state !== "error") document.body.dataset.state = "ready"; // app/main.py sets it first
-  window.pyodide = pyodide;
+
+  const calls = {
+    preview: (method) => (window.tesseraPreview ? window.tesseraPreview[method]() ?? null : null),
+    geography: (url) => tessera.loadGeography(url), // the preview's decoded copy (one fetch, one decode)
+    async render({ docs_json, render_items, root_ids, target }) {
+      await scripts;
+      const items = JSON.parse(render_items);
+      const roots = JSON.parse(root_ids);
+      items[0].roots = { [roots[0]]: target };
+      items[0].root_ids = roots;
+      const [views] = await window.Bokeh.embed.embed_items(JSON.parse(docs_json), items);
+      doc.js = [...views.roots.values()][0].model.document;
+      doc.js.on_change((e) => sendChange(worker, e), false);
+      await firstLayout();
+      return null;
+    },
+  };
+  const apiCalls = new Map();
+  let apiNext = 0, sources = null;
+  const handlers = {
+    progress: (m) => progress(m.step, m.pct, m.detail),
+    mark: (m) => (timings[m.name] = m.at - performance.timeOrigin),
+    state(m) {
+      document.body.dataset.state = m.state;
+      if (m.state === "ready") el("loading").hidden = true;
+    },
+    error: (m) => showError(m.title, m.message),
+    console: (m) => console[m.level](m.text),
+    hash: (m) => history.replaceState(null, "", location.pathname + location.search + m.hash),
+    storage: (m) => localStorage.setItem(m.key, m.value),
+    download: (m) => save(m.data, m.name, m.mime),
+    async call(m) {
+      try {
+        worker.postMessage({ type: "reply", id: m.id, ok: true, value: await calls[m.method](...m.args) });
+      } catch (err) {
+        worker.postMessage({ type: "reply", id: m.id, ok: false, error: String(err && err.message ? err.message : err) });
+      }
+    },
+    patch(m) {
+      doc.patching += 1;
+      try {
+        doc.js.apply_json_patch(m.patch, m.buffers);
+      } finally {
+        doc.patching -= 1;
+      }
+    },
+    idle() {
+      if (doc.queue.length) {
+        const patch = doc.js.create_json_patch(doc.queue);
+        doc.queue = [];
+        worker.postMessage({ type: "patch", patch });
+      } else {
+        doc.busy = false;
+      }
+    },
+    api(m) {
+      // window.tesseraApi: each command a Promise of Python's answer (app/api.py)
+      const call = (name) => (...args) => new Promise((resolve, reject) => {
+        const id = ++apiNext;
+        apiCalls.set(id, { resolve, reject });
+        worker.postMessage({ type: "api", id, name, args });
+      });
+      window.tesseraApi = Object.fromEntries(m.names.map((n) => [n, call(n)]));
+      sources = hostMessages(worker);
+    },
+    "api-reply"(m) {
+      const p = apiCalls.get(m.id);
+      apiCalls.delete(m.id);
+      m.ok ? p.resolve(m.value) : p.reject(new Error(m.error));
+    },
+    "host-reply"(m) {
+      const source = sources.get(m.id);
+      sources.delete(m.id);
+      if (source) source.postMessage(m.reply, m.origin);
+    },
+    "host-ready": (m) => window.parent.postMessage({ tessera: 1, event: "ready" }, m.origin),
+    "worker-reply"(m) {
+      const p = workerCalls.get(m.id);
+      workerCalls.delete(m.id);
+      m.ok ? p.resolve(m.value) : p.reject(new Error(m.error));
+    },
+  };
+  worker.onmessage = (e) => handlers[e.data.type](e.data);
+  worker.onerror = (e) => showError("The explorer could not start", e.message || "its worker failed to load");
+  // For tests, benchmarks and a developer's console: the worker's fetch log and caches, and Python.
+  const workerCalls = new Map();
+  let workerNext = 0;
+  const ask = (name) => (...args) => new Promise((resolve, reject) => {
+    const id = ++workerNext;
+    workerCalls.set(id, { resolve, reject });
+    worker.postMessage({ type: "worker", id, name, args });
+  });
+  window.tesseraWorker = Object.fromEntries(["stats", "resetStats", "forgetBytes", "packages", "resourceBytes", "python"]
+    .map((n) => [n, ask(n)]));
 }
 
 main().catch((err) => {
   console.error(err);
-  // A Python exception's message is its whole traceback: the page shows its last line only.
-  const lines = String(err && err.message ? err.message : err).trim().split("\n");
-  showError("The explorer could not start", lines[lines.length - 1]);
+  showError("The explorer could not start", String(err && err.message ? err.message : err));
 });

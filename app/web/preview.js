@@ -1,8 +1,8 @@
 // The map first: while Pyodide and Panel load (seconds), the store's global_rgb preview is drawn
 // here, in JavaScript, on a canvas where the Panel map will appear; it pans (drag) and zooms (wheel).
 // Python takes the view over when it builds its map (`handover()`, app/main.py) and closes the
-// preview once that map is drawn.  Reads go through the bridge (window.tesseraJS), so the store
-// Python opens next is already open (one source cache) and its coastlines already decoded.
+// preview once that map is drawn.  Reads go through the page's copy of the bridge (window.tesseraJS);
+// Python, in its worker (app/web/worker.js), has its own.
 //
 // The view is Web Mercator like the Bokeh map's: a centre (metres) and metres per canvas pixel.
 // Pixels are sampled nearest from one level window (a coarse level for a world view; after a wheel zoom

@@ -1,0 +1,109 @@
+// Python's thread: Pyodide, the packages and the explorer's Python (Panel, Bokeh's Python side, the
+// tools) run in this Web Worker, so that no Python work ever holds the page's UI thread. The page
+// (boot.js) keeps BokehJS, the preview and everything a worker cannot touch: the DOM, the URL,
+// localStorage, downloads, window.tesseraApi and messages from a host page.
+//
+// Python reaches the page through `self.tesseraPage` (its Python side is app/page.py):
+//   info                 the page's boot facts: href, search, hash, origin, framed, host, storage
+//   post(msg, transfer)  a message to the page
+//   call(method, ...args) a Promise of the page's answer
+//   on(kind, fn)         fn(msg) for each message of `kind` from the page (queued until fn is set)
+//
+// Page -> worker messages: boot, reply (to a call), worker (the tesseraWorker commands: stats,
+// resetStats, forgetBytes, python, packages), and the kinds Python registers with on() (patch, api, host).
+import * as tessera from "./vendor/tessera.mjs";
+
+// The data path (app/js/tessera.js): store reads happen here, beside Python. The coastlines are the
+// page's: its preview has already fetched and decoded them, so they are asked for, not fetched again.
+self.tesseraJS = { ...tessera, loadGeography: (url) => self.tesseraPage.call("geography", url) };
+performance.setResourceTimingBufferSize(100000); // every download counted (benchmarks/browser.py)
+const pending = new Map();
+const handlers = new Map();
+const queued = new Map();
+let nextId = 0;
+let pyodide = null;
+
+const post = (msg, transfer) => self.postMessage(msg, transfer || []);
+const mark = (name) => post({ type: "mark", name, at: performance.timeOrigin + performance.now() });
+const progress = (step, pct, detail = "") => post({ type: "progress", step, pct, detail });
+
+self.tesseraPage = {
+  info: null,
+  post,
+  call: (method, ...args) =>
+    new Promise((resolve, reject) => {
+      const id = ++nextId;
+      pending.set(id, { resolve, reject });
+      post({ type: "call", id, method, args });
+    }),
+  on(kind, fn) {
+    handlers.set(kind, fn);
+    for (const msg of queued.get(kind) || []) fn(msg);
+    queued.delete(kind);
+  },
+};
+
+// The page's tesseraWorker commands (tests and benchmarks): this thread's fetch log and caches, and Python.
+const commands = {
+  stats: () => ({ requests: tessera.stats.requests, bytes: tessera.stats.bytes, log: tessera.stats.log.slice() }),
+  resetStats: () => tessera.resetStats(),
+  forgetBytes: () => tessera.forgetBytes(),
+  packages: () => (pyodide ? Object.keys(pyodide.loadedPackages) : []),
+  resourceBytes: () => performance.getEntriesByType("resource").reduce((s, e) => s + e.transferSize, 0),
+  async python(code) {
+    const r = await pyodide.runPythonAsync(code);
+    return r && typeof r.toJs === "function" ? r.toJs({ dict_converter: Object.fromEntries }) : r;
+  },
+};
+
+async function start({ boot, page }) {
+  self.tesseraBoot = boot; // lazy_wheels, geography (app/raster.py, app/main.py)
+  self.tesseraPage.info = page;
+  progress("Loading Python (Pyodide " + boot.pyodide + ")…", 5);
+  const { loadPyodide } = await import("./pyodide/pyodide.mjs");
+  // Python's output goes to the page's console, where the tests and a developer look for tracebacks.
+  const out = (level) => (text) => post({ type: "console", level, text });
+  pyodide = await loadPyodide({ indexURL: new URL("pyodide/", location.href).href, stdout: out("log"),
+                                stderr: out("error") });
+  mark("pyodide");
+  progress("Loading packages…", 35, boot.lock_packages.join(", "));
+  const wheels = boot.wheels.map((w) => new URL(w, location.href).href);
+  await pyodide.loadPackage([...boot.lock_packages, ...wheels], { messageCallback: () => {} });
+  mark("packages");
+  progress("Starting the app…", 75);
+  pyodide.globals.set("PANEL_CDN_ROOT", new URL(boot.panel_cdn_root, location.href).href);
+  await pyodide.runPythonAsync(`
+import os
+os.environ["PANEL_CDN_ROOT"] = PANEL_CDN_ROOT
+import app.main
+await app.main.start("app-root")
+`);
+  mark("app");
+}
+
+self.onmessage = async (event) => {
+  const msg = event.data;
+  if (msg.type === "boot") {
+    start(msg).catch((err) => {
+      // A Python exception's message is its whole traceback: the page shows its last line only.
+      const lines = String(err && err.message ? err.message : err).trim().split("\n");
+      post({ type: "console", level: "error", text: String(err && err.stack ? err.stack : err) });
+      post({ type: "error", title: "The explorer could not start", message: lines[lines.length - 1] });
+    });
+  } else if (msg.type === "reply") {
+    const p = pending.get(msg.id);
+    pending.delete(msg.id);
+    if (p) msg.ok ? p.resolve(msg.value) : p.reject(new Error(msg.error));
+  } else if (msg.type === "worker") {
+    try {
+      post({ type: "worker-reply", id: msg.id, ok: true, value: await commands[msg.name](...msg.args) });
+    } catch (err) {
+      post({ type: "worker-reply", id: msg.id, ok: false, error: String(err && err.message ? err.message : err) });
+    }
+  } else if (handlers.has(msg.type)) {
+    handlers.get(msg.type)(msg);
+  } else {
+    if (!queued.has(msg.type)) queued.set(msg.type, []);
+    queued.get(msg.type).push(msg);
+  }
+};
