@@ -73,6 +73,24 @@ def test_click_a_pixel_plots_exactly_the_cpython_dequantised_vector(page, server
     page.screenshot(path=str(ARTIFACTS / "explorer-pixel.png"), full_page=True)
 
 
+def test_python_runs_off_the_page_thread(page, server):
+    """Python runs in a Web Worker: while it computes without a pause for 1.5 s, the page keeps drawing frames
+    (on the page's thread, as before, it would draw none until Python was done)."""
+    assert open_app(page, server + "index.html") == "ready"
+    assert page.evaluate("window.pyodide") is None and page.evaluate("typeof window.Bokeh") == "object"
+    got = page.evaluate("""async () => {
+        let frames = 0, busy = true;
+        const tick = () => { if (busy) { frames += 1; requestAnimationFrame(tick); } };
+        const answer = window.tesseraWorker.python(
+            "import time\\nend = time.monotonic() + 1.5\\nwhile time.monotonic() < end: pass\\n'done'");
+        requestAnimationFrame(tick);
+        const r = await answer;
+        busy = false;
+        return {r, frames};
+    }""")
+    assert got["r"] == "done" and got["frames"] >= 10, got
+
+
 def test_no_data_pixel_is_shown_as_no_data(page, server, site):
     store = site / "data" / "2024.zarr"
     s = zarr.open_group(store / "utm30", mode="r")["scales"][:]
