@@ -122,8 +122,9 @@ async function main() {
   }
   const framed = window.parent !== window;
   const host = location.ancestorOrigins && location.ancestorOrigins.length ? location.ancestorOrigins[0] : null;
-  worker.postMessage({ type: "boot", boot, page: { href: location.href, search: location.search, hash: location.hash,
-                                                   origin: location.origin, framed, host, storage } });
+  worker.postMessage({ type: "boot", boot, bridgeOptions: window.tesseraBridgeOptions,
+                       page: { href: location.href, search: location.search, hash: location.hash,
+                               origin: location.origin, framed, host, storage } });
   // The map first: not awaited; a store without a preview (or any failure here) just shows none,
   // Python reports real problems with the store itself.
   const preview = startPreview(tessera, el("preview"), boot.geography, () => {

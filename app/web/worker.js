@@ -11,12 +11,8 @@
 //
 // Page -> worker messages: boot, reply (to a call), worker (the tesseraWorker commands: stats,
 // resetStats, forgetBytes, python, packages), and the kinds Python registers with on() (patch, api, host).
-import * as tessera from "./vendor/tessera.mjs";
-
-// The data path (app/js/tessera.js): store reads happen here, beside Python. The coastlines are the
-// page's: its preview has already fetched and decoded them, so they are asked for, not fetched again.
-self.tesseraJS = { ...tessera, loadGeography: (url) => self.tesseraPage.call("geography", url) };
 performance.setResourceTimingBufferSize(100000); // every download counted (benchmarks/browser.py)
+let tessera = null; // the data path (app/js/tessera.js), imported at boot with the page's bridge options
 const pending = new Map();
 const handlers = new Map();
 const queued = new Map();
@@ -56,9 +52,15 @@ const commands = {
   },
 };
 
-async function start({ boot, page }) {
+async function start({ boot, page, bridgeOptions }) {
   self.tesseraBoot = boot; // lazy_wheels, geography (app/raster.py, app/main.py)
   self.tesseraPage.info = page;
+  // The data path (app/js/tessera.js): store reads happen here, beside Python. It reads its options
+  // (app/js/ranges.js) as it loads: the page's, passed on (a benchmark's baseline sets them there). The
+  // coastlines are the page's: its preview has them decoded already, so they are asked for, not fetched.
+  self.tesseraBridgeOptions = bridgeOptions;
+  tessera = await import("./vendor/tessera.mjs");
+  self.tesseraJS = { ...tessera, loadGeography: (url) => self.tesseraPage.call("geography", url) };
   progress("Loading Python (Pyodide " + boot.pyodide + ")…", 5);
   const { loadPyodide } = await import("./pyodide/pyodide.mjs");
   // Python's output goes to the page's console, where the tests and a developer look for tracebacks.
