@@ -2,11 +2,13 @@
 beside the capped full-vector path (model.OVERVIEWS = False: 10 m vectors, at most 768 px per side around the
 view's centre) on the same view in the same run, in headless Chromium on the local Range server.
 
-    python benchmarks/anyzoom.py [--px 384] [--network 50,40] [--zooms 10,40,160,1000]
+    python benchmarks/anyzoom.py [--px 384] [--network 50,40] [--zooms 10,40,160,1000] [--screen 1600x1000]
 
 Each similarity is timed from a cold cache (the bridge's byte cache forgotten, the HTTP cache disabled) under
 the emulated link (Chromium DevTools), after the view moved there; bytes are the store bytes the bridge
-fetched, per pixel of the explorer's map (760 x 520).
+fetched, per pixel of the explorer's map (760 x 520), or of the screen given by --screen: the explorer's
+view grid (app/session.py MAP_W, MAP_H, which the tools' regions follow) is then set to that size in the page's
+Python for the run, so the tools analyse a view of that many screen pixels (the figure on the page keeps its size).
 """
 from __future__ import annotations
 
@@ -39,12 +41,15 @@ def main() -> None:
     ap.add_argument("--px", type=int, default=384)
     ap.add_argument("--network", default="50,40", help="MBIT,RTT_MS of the emulated link ('' for none)")
     ap.add_argument("--zooms", default="10,40,160,1000", help="metres per map pixel")
+    ap.add_argument("--screen", default=None, help="WxH: analyse a view of that many screen pixels (e.g. 1600x1000)")
     a = ap.parse_args()
 
     import numpy as np
     from playwright.sync_api import sync_playwright
 
     from app.session import MAP_H, MAP_W
+    if a.screen:
+        MAP_W, MAP_H = (int(x) for x in a.screen.lower().split("x"))
     from tools_util import pixel_lonlat, zone_vectors
 
     with tempfile.TemporaryDirectory() as d:
@@ -60,6 +65,8 @@ def main() -> None:
             page = ctx.new_page()
             page.goto(base + "index.html")
             assert wait_state(page) == "ready"
+            if a.screen:
+                page.evaluate(f"window.tesseraWorker.python('import app.session as s; s.MAP_W, s.MAP_H = {MAP_W}, {MAP_H}')")
             page.evaluate("async ([lon, lat]) => { await tesseraApi.view(lon, lat, 3000); await tesseraApi.select(lon, lat); }",
                           [lon, lat])
             cdp = ctx.new_cdp_session(page)
