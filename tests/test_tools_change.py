@@ -2,8 +2,6 @@
 and zoomed out at an overview level (both stores' level arrays, each store's code on its own basis)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import zarr
@@ -13,7 +11,7 @@ from app.tools import region, share
 from builder import demo
 from conftest import PLACES, PX, run_cli, run_async
 from test_session import year_copy
-from tools_util import centre_of_data, level_vectors, opened, pixel_lonlat, zone_vectors
+from tools_util import centre_of_data, level_change, level_vectors, opened, pixel_lonlat, zone_vectors
 
 
 @pytest.fixture(scope="module")
@@ -60,22 +58,6 @@ def test_change_between_two_year_stores(store, store_2023):
 
 
 SPAN = 20_000  # metres across the 760 px map: 26 m per screen pixel -> overview level 2 (40 m)
-
-
-def level_change(on: Path, other: Path, zone: str, k: int, window) -> np.ndarray:
-    """1 - cosine of level k's code reconstructions (zarr-python + numpy) of two year stores over `window` of the
-    store `on`'s level grid; the other store's level grid is aligned by its spatial:transform (NaN off it)."""
-    va, ta, _ = level_vectors(on, zone, k)
-    vb, tb, _ = level_vectors(other, zone, k)
-    dr, dc = round((tb[5] - ta[5]) / ta[0]), round((ta[2] - tb[2]) / ta[0])
-    r0, r1, c0, c1 = window
-    b = np.full((r1 - r0, c1 - c0, vb.shape[-1]), np.nan)
-    rows, cols = np.arange(r0, r1) + dr, np.arange(c0, c1) + dc
-    ri, ci = (rows >= 0) & (rows < vb.shape[0]), (cols >= 0) & (cols < vb.shape[1])
-    b[np.ix_(ri, ci)] = vb[np.ix_(rows[ri], cols[ci])]
-    a = va[r0:r1, c0:c1].astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        return 1 - (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
 
 
 def test_zoomed_out_change_reads_both_year_stores_at_the_views_overview_level(store, store_2023):

@@ -150,9 +150,14 @@ def view_window(model: StoreModel, v: render.View):
     if chosen is None:
         return None
     zone, full = chosen
+    return zone, cap(full, centre(zone, v), app_model.MAX_REGION), full
+
+
+def centre(zone: Zone, v: render.View) -> tuple[int, int]:
+    """The (level) zone pixel (row, col) under the view's centre."""
     lon, lat = v.lonlat_grid()
     cr, cc = zone.to_rowcol(float(lon[v.height // 2, v.width // 2]), float(lat[v.height // 2, v.width // 2]))
-    return zone, cap(full, (int(cr), int(cc)), app_model.MAX_REGION), full
+    return int(cr), int(cc)
 
 
 FULL_BYTES = 4  # bytes per pixel of a read besides its B (vectors) or D (code) int8 values: the scale
