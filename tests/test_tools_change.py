@@ -122,3 +122,28 @@ def test_zoomed_out_change_between_stores_of_one_basis_is_zero(store, tmp_path):
         assert np.isfinite(want).sum() > 10 and np.nanmax(np.abs(want)) < 1e-5
         np.testing.assert_allclose(layer.values, want, rtol=0, atol=1e-5, equal_nan=True)
     run_async(run())
+
+
+def test_a_year_store_without_overviews_gives_the_capped_10m_window(store, plain_store, monkeypatch):
+    """The 2023 store built with --no-overviews: zoomed out, change falls back to both years' 10 m vectors on the
+    view's capped window (said in the status line); a link to a level window says in one line why it cannot run."""
+    monkeypatch.setattr("app.model.MAX_REGION", 128)  # the demo's data is smaller than the real cap
+    catalog = [{"year": 2023, "url": str(plain_store), "label": "2023"}, {"year": 2024, "url": str(store), "label": "2024"}]
+
+    async def run():
+        state = await opened(store, 2024, catalog=catalog)
+        state.centre_view(*centre_of_data(store, "utm30"), SPAN)
+        state.tools.change.offer()
+        layer = await state.tools.change.compute(2023, 2024)
+        zone, window, full = region.view_window(state.model, state.render_view())
+        assert (layer.zone.level, layer.window) == (0, window) and window != full
+        r0, r1, c0, c1 = window
+        a, b = (zone_vectors(s, "utm30")[r0:r1, c0:c1].astype(np.float64) for s in (plain_store, store))
+        with np.errstate(invalid="ignore"):
+            want = 1 - (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+        assert np.isfinite(want).sum() > 1000
+        np.testing.assert_allclose(layer.values, want, rtol=0, atol=1e-5, equal_nan=True)
+        assert "capped at 128 px per side around its centre" in state.status
+        assert await share.restore(state, "change,y0:2023,y1:2024,win:0_10_0_10,zone:utm30,lvl:2") is None
+        assert "Change unavailable:</b> the 2023 or 2024 store has no overview level 2 of utm30" in state.status
+    run_async(run())
