@@ -83,7 +83,8 @@ def commands(state: Explorer, tools_ui=None) -> dict:
         return (await layers.layer(state, name)).png()
 
     async def export_region():
-        """region.npy + region.json of the view's window (capped at model.MAX_REGION per side), zipped."""
+        """region.npy + region.json of the view's window at its overview level (capped at model.MAX_REGION per
+        side), zipped."""
         return await region.export(state)
 
     cmds = {"goto": goto, "layers": layers_, "select": select, "timeSimilarity": time_similarity,

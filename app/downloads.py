@@ -15,7 +15,8 @@ from app.model import MAX_REGION
 from app.reader import SourceError
 
 REGION_NOTE = (f"Region: the view's part of one zone, at most {MAX_REGION} x {MAX_REGION} px around the view's "
-               "centre (float32, NaN where no data; up to 302 MB).")
+               "centre, at 10 m or, zoomed out, the view's overview level's vectors (float32, NaN where no data; "
+               "up to 302 MB).")
 
 
 def save(data: bytes, filename: str, mime: str) -> None:
@@ -43,11 +44,12 @@ class ExportButtons(pn.viewable.Viewer):
         t0 = time.perf_counter()
         try:
             if kind == "region":
-                zone, (r0, r1, c0, c1) = layers.view_window(s)
+                zone, (r0, r1, c0, c1), full = region.export_window(s)
                 data = await region.export(s)
                 name, mime = f"tessera-{s.model.year}-{zone.name}-region.zip", "application/zip"
-                what = views.html("rows {}-{}, cols {}-{} of {} ({} x {} px, capped at {} x {})", r0, r1, c0, c1,
-                                  zone.name, r1 - r0, c1 - c0, MAX_REGION, MAX_REGION)
+                what = views.html("rows {}-{}, cols {}-{} of {} at {:g} m (level {}; {} x {} px of the view's {} x {}, "
+                                  "capped at {} x {})", r0, r1, c0, c1, zone.name, zone.pixel, zone.level, r1 - r0,
+                                  c1 - c0, full[1] - full[0], full[3] - full[2], MAX_REGION, MAX_REGION)
             else:
                 if kind == "tif":
                     await raster.ensure_tifffile()

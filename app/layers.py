@@ -27,8 +27,7 @@ class ExportError(ValueError):
 
 def view_window(state) -> tuple[Zone, tuple[int, int, int, int]]:
     """The view's 10 m window in one zone, capped at model.MAX_REGION per side (app/tools/region.py
-    view_window: the tools' region without overviews, and the change tool's); tool layers export their own
-    (level) window."""
+    view_window: the tools' region without overviews); tool layers export their own (level) window."""
     if state.model is None:
         raise ExportError("no store is open")
     got = tool_region.view_window(state.model, state.render_view())

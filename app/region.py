@@ -1,10 +1,13 @@
 """A region's dequantised embeddings: region.npy (float32 (H, W, B), NaN where no data) and
 region.json (its georeferencing), in one zip.
 
-The region is the view's window in one zone, capped like similarity at model.MAX_REGION pixels
-per side around the view's centre (app/layers.view_window). At the cap that is 768 x 768 x 128
-float32 = 302 MB, so the .npy is written a row block at a time (numpy's own .npy header, then
-dequantised rows) straight into an uncompressed zip, with no full float32 copy in memory.
+The region is the view's window in one zone (app/tools/region.py plan), at most model.MAX_REGION pixels per
+side around the view's centre: zoomed in (level 0) the zone's 10 m vectors, as similarity reads them
+without overviews; zoomed out, when the zone has embedding overviews (tessera-ovr:), the full vectors of
+the view's overview level (overviews/k/embeddings * scales: 2x2 means, 10 x 2^k m pixels), georeferenced on
+that level's grid.  At the cap that is 768 x 768 x 128 float32 = 302 MB, so the .npy is written a row block
+at a time (numpy's own .npy header, then dequantised rows) straight into an uncompressed zip, with no full
+float32 copy in memory.
 """
 from __future__ import annotations
 
@@ -15,24 +18,34 @@ import zipfile
 
 import numpy as np
 
-from app.layers import view_window
+from app import model as app_model  # MAX_REGION, looked up at call time
+from app.layers import ExportError
 from app.raster import georef
+from app.tools import region as tool_region
 from builder import convention as conv
 
 ROWS_PER_BLOCK = 32
 
 
-def sidecar(zone, window, shape, year, store_url: str) -> dict:
-    """region.json: what region.npy holds and where it lies."""
+def sidecar(zone, window, shape, year, store_url: str, full=None) -> dict:
+    """region.json: what region.npy holds and where it lies (on the grid of the zone's level `zone.level`)."""
     r0, r1, c0, c1 = window
+    full = tuple(window if full is None else full)
     g = georef(zone, window)
+    k, side = zone.level, app_model.MAX_REGION
+    arrays = "embeddings (int8) * scales (float32)" if not k else \
+        f"overviews/{k}/embeddings (int8) * overviews/{k}/scales (float32), 2x2 means of level {k - 1}"
     return {"zone": zone.name, "epsg": g["epsg"], "crs": conv.proj_code(zone.zone, zone.south),
             "transform": g["spatial:transform"], "transform_order": "GDAL/rasterio affine a, b, c, d, e, f: "
             "x = c + col * a, y = f + row * e (top-left corner of pixel (0, 0))",
             "bbox": g["spatial:bbox"], "shape": [int(x) for x in shape], "dims": ["northing", "easting", "band"],
             "dtype": "float32", "nodata": "NaN", "rows": [r0, r1], "cols": [c0, c1], "year": year,
-            "store": store_url, "dequantisation": "embeddings (int8) * scales (float32), per pixel",
-            "max_region": "the view's window in one zone, at most MAX_REGION x MAX_REGION px"}
+            "store": store_url, "level": k, "pixel_size": zone.pixel,
+            "dequantisation": f"{arrays}, per pixel",
+            "view_window": [int(x) for x in full], "capped": full != tuple(window),
+            "max_region": f"the view's window in one zone at its overview level (the finest whose pixel is at least "
+                          f"the map's metres per pixel; 10 m without overviews), at most {side} x {side} px "
+                          "around the view's centre (view_window: the whole view on that grid)"}
 
 
 def write_zip(emb: np.ndarray, scl: np.ndarray, meta: dict) -> bytes:
@@ -48,10 +61,26 @@ def write_zip(emb: np.ndarray, scl: np.ndarray, meta: dict) -> bytes:
     return buf.getvalue()
 
 
+def export_window(state):
+    """(zone at the view's overview level, window capped at MAX_REGION per side around the view's centre, the
+    view's whole window on that grid); ExportError when there is nothing to export."""
+    if state.model is None:
+        raise ExportError("no store is open")
+    v = state.render_view()
+    p = tool_region.plan(state.model, v)
+    if p is None:
+        raise ExportError("the view shows no zone of this store")
+    zone, full = p[0], p[2]
+    if not zone.level:  # 10 m: the capped view window (plan does not cap a level-0 code window)
+        return tool_region.view_window(state.model, v)
+    return zone, tool_region.cap(full, tool_region.centre(zone, v), app_model.MAX_REGION), full
+
+
 async def export(state) -> bytes:
     """The current view's region of the open year store, as region.npy + region.json in a zip."""
-    zone, (r0, r1, c0, c1) = view_window(state)
-    emb, scl = await asyncio.gather(state.model.region(zone, "embeddings", r0, r1, c0, c1),
-                                    state.model.region(zone, "scales", r0, r1, c0, c1))
-    meta = sidecar(zone, (r0, r1, c0, c1), emb.shape, state.model.year, state.model.source.url)
+    zone, (r0, r1, c0, c1), full = export_window(state)
+    m = state.model
+    read = m.overview if zone.level else m.region
+    emb, scl = await asyncio.gather(read(zone, "embeddings", r0, r1, c0, c1), read(zone, "scales", r0, r1, c0, c1))
+    meta = sidecar(zone, (r0, r1, c0, c1), emb.shape, m.year, m.source.url, full)
     return write_zip(np.asarray(emb, np.int8), np.asarray(scl, np.float32), meta)

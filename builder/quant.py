@@ -71,6 +71,25 @@ def cosine_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return c.astype(np.float32)
 
 
+def cosine_pairs_code(za: np.ndarray, basis_a: np.ndarray, mean_a: np.ndarray,
+                      zb: np.ndarray, basis_b: np.ndarray, mean_b: np.ndarray) -> np.ndarray:
+    """cosine_pairs of two codes' reconstructions va = za @ basis_a + mean_a and vb = zb @ basis_b + mean_b
+    (coords (..., Da) and (..., Db), each on its own basis) computed in the codes' dimensions, never forming the
+    B-d vectors: va.vb = za (Ba Bb^T) zb + za.(Ba mb) + zb.(Bb ma) + ma.mb, and |v|^2 the same with one code.
+    Exact for any two bases (the same one included); NaN where either is NaN or zero."""
+    ba, ma, bb, mb = (np.asarray(x, np.float64) for x in (basis_a, mean_a, basis_b, mean_b))
+    za, zb = np.asarray(za, np.float64), np.asarray(zb, np.float64)
+
+    def dot(z1, b1, m1, z2, b2, m2):
+        return np.einsum("...i,...i->...", z1 @ (b1 @ b2.T), z2) + z1 @ (b1 @ m2) + z2 @ (b2 @ m1) + m1 @ m2
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c = dot(za, ba, ma, zb, bb, mb) / np.sqrt(np.maximum(dot(za, ba, ma, za, ba, ma), 0)
+                                                  * np.maximum(dot(zb, bb, mb, zb, bb, mb), 0))
+    c[~np.isfinite(c)] = np.nan
+    return c.astype(np.float32)
+
+
 def cosine_table(vectors: list[np.ndarray]) -> np.ndarray:
     m = np.stack([np.asarray(v, dtype=np.float64) for v in vectors])
     n = np.linalg.norm(m, axis=1)

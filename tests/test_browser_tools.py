@@ -11,7 +11,7 @@ from pyproj import Transformer
 
 from browser_util import REPO, all_text, wait_state
 from builder import demo
-from tools_util import level_vectors, pixel_lonlat, training_pixels, zone_vectors
+from tools_util import level_change, level_vectors, pixel_lonlat, training_pixels, zone_vectors
 
 pytestmark = pytest.mark.browser
 ARTIFACTS = REPO / "artifacts"
@@ -182,3 +182,16 @@ def test_zoomed_out_similarity_reads_the_overview_code(page, server, site):
     lr, lc = np.argwhere(np.isfinite(want))[np.isfinite(want).sum() // 2]
     plon, plat = to_ll.transform(t[2] + (c0 + lc + 0.5) * t[0], t[5] + (r0 + lr + 0.5) * t[4])
     assert call(page, "value", "similarity", plon, plat) == pytest.approx(want[lr, lc], abs=1e-5)
+    # change 2023 -> 2024 on the same view: both year stores at level 3 (each code on its own basis), against
+    # numpy on zarr-python reads of both stores' utm30/overviews/3
+    page.evaluate("window.tesseraWorker.resetStats()")
+    res = call(page, "change", 2023, 2024)
+    assert res is not None and (res["level"], res["window"]) == (3, [r0, r1, c0, c1]), all_text(page)[-500:]
+    assert "overview level 3 (80 m pixels), the 8-d compact code" in res["status"]
+    urls = page.evaluate("window.tesseraWorker.stats().then((s) => s.log.map((e) => e.url))")
+    assert any("2023.zarr/utm30/overviews/3/code/" in u for u in urls)
+    assert not any("/embeddings/" in u for u in urls)
+    zone, _, got = layer(page, "change")
+    want = level_change(store, site / "data" / "2023.zarr", "utm30", 3, (r0, r1, c0, c1))
+    assert zone == "utm30" and np.isfinite(want).sum() > 100
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5, equal_nan=True)

@@ -22,6 +22,7 @@ from app import api, layers, messages, raster, region
 from app.reader import ZarrSource
 from app.session import Explorer
 from app.state import UrlState
+from app.tools import region as tool_region
 from conftest import run_async
 
 
@@ -223,3 +224,42 @@ def test_region_is_capped_at_max_region_around_the_view_centre(store, monkeypatc
     assert (r0 + r1) // 2 == r and (c0 + c1) // 2 == c  # centred on the pixel under the view's centre
     meta = json.loads(zipfile.ZipFile(io.BytesIO(run_async(region.export(state)))).read("region.json"))
     assert (meta["rows"], meta["cols"]) == ([r0, r1], [c0, c1]) and meta["shape"][:2] == [40, 40]
+
+
+def level_item(store, zone: str, k: int) -> dict:
+    g = zarr.open_group(store / zone, mode="r")
+    return next(it for it in g.attrs["tessera-ovr:levels"] if it["level"] == k)
+
+
+@pytest.mark.parametrize("cap", [None, 12])
+def test_region_export_of_a_zoomed_out_view_is_the_levels_full_vectors(store, monkeypatch, cap):
+    """20 km across the map (26 m per map pixel): the export is the whole view at overview level 2 (40 m), its
+    full vectors (overviews/2/embeddings * scales), georeferenced on level 2's grid; capped at MAX_REGION per side
+    around the view's centre when the view is larger, which the sidecar says."""
+    if cap:
+        monkeypatch.setattr("app.model.MAX_REGION", cap)
+    state, (r, c), (lon, lat) = run_async(explorer_at(store, "utm30", span=20_000.0))
+    meta_z = zipfile.ZipFile(io.BytesIO(run_async(region.export(state))))
+    got, meta = np.load(io.BytesIO(meta_z.read("region.npy"))), json.loads(meta_z.read("region.json"))
+    (r0, r1), (c0, c1) = meta["rows"], meta["cols"]
+    assert (meta["level"], meta["pixel_size"]) == (2, 40.0)
+    g = zarr.open_group(store / "utm30/overviews/2", mode="r")
+    want = g["embeddings"][r0:r1, c0:c1].astype(np.float32) * g["scales"][r0:r1, c0:c1][..., None]
+    assert got.dtype == np.float32 and got.shape == want.shape == tuple(meta["shape"])
+    np.testing.assert_array_equal(got, want)
+    t = level_item(store, "utm30", 2)["spatial:transform"]
+    assert meta["transform"] == [40.0, 0.0, t[2] + c0 * 40, 0.0, -40.0, t[5] - r0 * 40]
+    # the view's centre lies in the window where the sidecar's transform puts it
+    e, n = Transformer.from_crs(4326, meta["epsg"], always_xy=True).transform(lon, lat)
+    a, _, xo, _, ee, yo = meta["transform"]
+    row, col = int((n - yo) // ee), int((e - xo) // a)
+    assert 0 <= row < r1 - r0 and 0 <= col < c1 - c0
+    full = meta["view_window"]
+    if cap:
+        assert (r1 - r0, c1 - c0) == (cap, cap) and meta["capped"] and full != [r0, r1, c0, c1]
+        assert abs(row - cap // 2) <= 1 and abs(col - cap // 2) <= 1
+    else:
+        plan = tool_region.plan(state.model, state.render_view())
+        assert (plan[0].level, tuple(plan[1])) == (2, (r0, r1, c0, c1)) and not meta["capped"]
+        assert np.isfinite(want[..., 0]).sum() > 300 and full == [r0, r1, c0, c1]
+    assert f"at most {cap or 768} x {cap or 768} px" in meta["max_region"]

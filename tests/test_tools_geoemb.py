@@ -12,6 +12,7 @@ from app import layers
 from app.reader import ZarrSource
 from app.session import Explorer
 from app.state import UrlState
+from app.tools import region, share
 from conftest import run_async
 
 
@@ -88,4 +89,42 @@ def test_labels_classify_cluster_change_scatter_and_export_on_a_geoemb_store(geo
         assert meta["ModelTiepoint"][3:5] == [t[2] + c0 * 10, t[5] - r0 * 10]
         np.testing.assert_array_equal(data[valid], want.astype(np.uint8))
         assert (data[~valid] == 255).all()
+    run_async(run())
+
+
+def test_zoomed_out_change_on_a_geoemb_store_reads_its_capped_10m_window(geoemb_store, monkeypatch):
+    """A geoemb: store carries no overviews: zoomed out, change runs on the same capped 10 m window as the other
+    tools (region.plan), both years from its time axis, and the status says the view was capped."""
+    monkeypatch.setattr("app.model.MAX_REGION", 128)  # the demo's data is smaller than the real cap
+    url = str(geoemb_store)
+    v1, v0 = vectors(geoemb_store, "utm30", 1), vectors(geoemb_store, "utm30", 0)  # 2024, 2023
+    rows, cols = np.nonzero(np.isfinite(v1[..., 0]))
+
+    async def run():
+        state = Explorer([{"year": 0, "url": url}], UrlState(store=url), source_factory=ZarrSource)
+        await state.open_year(0)
+        state.year = 2024
+        await state.settle()
+        zone = state.model.zones["utm30"]
+        state.centre_view(*zone.centre_lonlat(int(rows.mean()), int(cols.mean())), 20_000)
+        await state.settle()
+        state.tools.change.offer()  # as app/main.py does once the store is open
+        layer = await state.tools.change.compute(2023, 2024)
+        plan = region.plan(state.model, state.render_view())
+        assert (layer.zone.level, layer.window, plan[1], plan[3]) == (0, plan[1], layer.window, "vectors")
+        r0, r1, c0, c1 = layer.window
+        assert (r1 - r0, c1 - c0) == (128, 128) and plan[2] != plan[1]
+        a, b = v0[r0:r1, c0:c1].astype(np.float64), v1[r0:r1, c0:c1].astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            want = 1 - (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+        assert np.isfinite(want).sum() > 1000
+        np.testing.assert_allclose(layer.values, want, rtol=0, atol=1e-5, equal_nan=True)
+        assert "capped at 128 px per side around its centre" in state.status
+        # the link re-runs it on that window
+        link = UrlState.from_url("", state.url().to_hash())
+        assert ",lvl:" not in link.tool and f"win:{r0}_{r1}_{c0}_{c1},zone:utm30" in link.tool
+        state.centre_view(link.lon + 0.01, link.lat, link.span)
+        again = await share.restore(state, link.tool)
+        assert again is not None, state.status
+        np.testing.assert_array_equal(again.values, layer.values)
     run_async(run())

@@ -179,10 +179,10 @@ HOSTILE_TOOLS = [
     ("cluster,win:5_2_0_10,zone:utm31", "window 5_2_0_10 is not inside utm31's grid"),
     ("cluster,win:-1_10_0_10,zone:utm31", "is not inside utm31's grid"),
     ("cluster,win:0_10_0_999999,zone:utm31", "is not inside utm31's grid"),
-    ("change,win:0_129_0_10,zone:utm31", "window 0_129_0_10 is larger than the region cap (128 px per side)"),
+    ("change,win:0_257_0_10,zone:utm31", "window 0_257_0_10 is larger than the region cap (256 px per side)"),
     ("scatter,win:0_257_0_10,zone:utm31", "window 0_257_0_10 is larger than the region cap (256 px per side)"),
     ("cluster,win:0_10_0_10,zone:utm31,lvl:99", "no overview level 99 in utm31"),
-    ("change,win:0_10_0_10,zone:utm31,lvl:1", "no overview level 1 in utm31"),  # the change tool reads 10 m only
+    ("change,win:0_10_0_10,zone:utm31,lvl:9", "no overview level 9 in utm31"),
     ("cluster,win:0_10_0_10,zone:utm31,lvl:x", "bad setting 'lvl:x'"),
     (f"cluster,{HOSTILE}:1", f"bad setting '{HOSTILE}:1'"),
     ("scatter,sel:0-99999999", "out of range"),

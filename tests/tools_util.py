@@ -38,6 +38,22 @@ def level_vectors(store: Path, zone: str, k: int):
     return vec, item["spatial:transform"], int(g.attrs["proj:code"].split(":")[1])
 
 
+def level_change(on: Path, other: Path, zone: str, k: int, window) -> np.ndarray:
+    """1 - cosine of level k's code reconstructions (zarr-python + numpy) of two year stores over `window` of the
+    store `on`'s level grid; the other store's level grid is aligned by its spatial:transform (NaN off it)."""
+    va, ta, _ = level_vectors(on, zone, k)
+    vb, tb, _ = level_vectors(other, zone, k)
+    dr, dc = round((tb[5] - ta[5]) / ta[0]), round((ta[2] - tb[2]) / ta[0])
+    r0, r1, c0, c1 = window
+    b = np.full((r1 - r0, c1 - c0, vb.shape[-1]), np.nan)
+    rows, cols = np.arange(r0, r1) + dr, np.arange(c0, c1) + dc
+    ri, ci = (rows >= 0) & (rows < vb.shape[0]), (cols >= 0) & (cols < vb.shape[1])
+    b[np.ix_(ri, ci)] = vb[np.ix_(rows[ri], cols[ci])]
+    a = va[r0:r1, c0:c1].astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return 1 - (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+
+
 def pixel_lonlat(store: Path, zone: str, row: int, col: int) -> tuple[float, float]:
     g = zarr.open_group(store / zone, mode="r")
     t = g.attrs["spatial:transform"]

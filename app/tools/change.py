@@ -1,8 +1,14 @@
 """Change between two years over the view: 1 - cosine of each pixel's two vectors, read from the two
-years' stores when the catalog has both (their zone grids lie on the same 10 m lattice, so one is the
-other shifted by whole pixels), else from the multi-year index (one zone grid for every year).
+years' stores when the catalog has both, else from the multi-year index or a geoemb: store's time axis (one
+zone grid for every year).  Like the other tools (app/tools/region.py plan) the view is read whole at its
+overview level (tessera-ovr:), as full vectors or the compact code, the same level and window for both years
+(two stores' grids of a level lie on one lattice, so one is the other shifted by whole pixels); a zone without
+overviews (an index, geoemb:, --no-overviews) is read at 10 m, capped at model.MAX_REGION per side.
 """
 from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
 
 import numpy as np
 import param
@@ -11,6 +17,7 @@ from app import render, views
 from app.model import StoreModel, cosine_pairs
 from app.reader import SourceError
 from app.tools import region as reg
+from builder.quant import cosine_pairs_code
 
 BINS = 40
 
@@ -28,11 +35,30 @@ def histogram(values: np.ndarray) -> dict:
 
 
 def shifted(window, zone_from, zone_to):
-    """The same ground as `window` of zone_from, in zone_to's rows/cols (grids on one 10 m lattice)."""
-    dr = int(round((zone_to.origin_n - zone_from.origin_n) / 10.0))
-    dc = int(round((zone_from.origin_e - zone_to.origin_e) / 10.0))
+    """The same ground as `window` of zone_from, in zone_to's rows/cols (both on one level's grid: grids of a zone
+    lie on one lattice of that level's pixels, README "Embedding overviews", so they differ by whole pixels)."""
+    dr = int(round((zone_to.origin_n - zone_from.origin_n) / zone_from.pixel))
+    dc = int(round((zone_from.origin_e - zone_to.origin_e) / zone_from.pixel))
     r0, r1, c0, c1 = window
     return r0 + dr, r1 + dr, c0 + dc, c1 + dc
+
+
+def change_values(a: reg.Region, b: reg.Region) -> np.ndarray:
+    """1 - cosine of each pixel's two years (NaN where either has no data)."""
+    if a.coded and b.coded:
+        # Each year store fits its own PCA basis and mean (builder/overviews.py), so two years' codes are
+        # coordinates on different axes: a cosine of the raw codes would compare unrelated numbers (and leave out
+        # the mean).  This is the cosine of the reconstructed B-d vectors (coords @ basis + mean, the space both
+        # years share), computed in the codes' D dimensions; exact whether the bases differ or not.
+        return 1.0 - cosine_pairs_code(a.coords, *a.code, b.coords, *b.code)
+    return 1.0 - cosine_pairs(a.vectors, b.vectors)
+
+
+async def read_year(model: StoreModel, zone, window, full, use: str, overview: bool) -> reg.Region:
+    """One year's region: an overview level's code or vectors (read_level), else 10 m vectors (read_window)."""
+    if overview:
+        return await reg.read_level(model, zone, window, use)
+    return reg.Region(zone, window, full, await reg.read_window(model, zone, window))
 
 
 class Change(param.Parameterized):
@@ -68,28 +94,44 @@ class Change(param.Parameterized):
             self._stores[year] = await StoreModel(self.app.source_factory(entry["url"])).open(year)
         return self._stores[year]
 
-    async def read(self, y0: int, y1: int):
-        """(zone, window, full window, vectors of y0, vectors of y1) over the tool's window (the view's, or a link's)."""
-        ym = self.app.years_model
-        stored = {c["year"] for c in self.app.catalog}
+    async def read(self, y0: int, y1: int) -> tuple[reg.Region, reg.Region] | None:
+        """The two years' regions over the tool's region (the view's, or a link's; app/tools/region.py tool_plan):
+        the same overview level and window for both, read as full vectors or the code like the other tools."""
+        app, ym = self.app, self.app.years_model
+        stored = {c["year"] for c in app.catalog}
         # Year stores first: their region reads fetch whole shards (an index's references are per inner chunk).
         # A geoemb: store holds both years itself: read them from its time axis, never open it again.
         if ym is not None and y0 in ym.years and y1 in ym.years and (ym.layout.time_axis or not {y0, y1} <= stored):
-            w = reg.tool_window(self.app, ym)
-            if w is None:
+            # a multi-year index and a geoemb: store carry no overviews: their plan is the 10 m window (capped)
+            p = reg.tool_plan(app, ym)
+            if p is None:
                 return None
-            zone, window, full = w
-            a = await reg.read_window(ym, zone, window, ym.years.index(y0))
-            b = await reg.read_window(ym, zone, window, ym.years.index(y1))
-            return zone, window, full, a, b
+            zone, window, full, _ = p
+            a, b = await asyncio.gather(reg.read_window(ym, zone, window, ym.years.index(y0)),
+                                        reg.read_window(ym, zone, window, ym.years.index(y1)))
+            return reg.Region(zone, window, full, a), reg.Region(zone, window, full, b)
         m0, m1 = await self._store(y0), await self._store(y1)
-        w = reg.tool_window(self.app, m0)
-        if w is None or w[0].name not in m1.zones:
+        # the window every tool reads on this view, on the shown store's grid; each year store's own grid of
+        # that level is the same ground shifted by whole pixels
+        p = reg.tool_plan(app)
+        if p is None or any(p[0].name not in m.zones for m in (m0, m1)):
             return None
-        zone, window, full = w
-        z1 = m1.zones[zone.name]
-        return zone, window, full, await reg.read_window(m0, zone, window), \
-            await reg.read_window(m1, z1, shifted(window, zone, z1))
+        zone, window, full, use = p
+        overview = reg.overviews(zone)
+        if overview and not all(reg.overviews(z) and zone.level < len(z.levels)
+                                for z in (m0.zones[zone.name], m1.zones[zone.name])):
+            # a year store without that level (built with --no-overviews): both years at 10 m, capped
+            if app.tool_window is not None and (zone.level or use == "code"):
+                raise SourceError("notfound", f"the {y0} or {y1} store has no overview level {zone.level} "
+                                              f"of {zone.name}")
+            (zone, window, full), use, overview = reg.tool_window(app), "vectors", False
+
+        def year(m: StoreModel):
+            z = m.zones[zone.name].at_level(zone.level) if overview else m.zones[zone.name]
+            return read_year(m, z, shifted(window, zone, z), shifted(full, zone, z), use, overview)
+
+        a, b = await asyncio.gather(year(m0), year(m1))
+        return replace(a, zone=zone, window=window, full=full), b
 
     async def compute(self, y0=None, y1=None) -> reg.Layer | None:
         app = self.app
@@ -103,14 +145,15 @@ class Change(param.Parameterized):
         if got is None:
             app.status = views.html("The view shows no zone with data in both {} and {}.", y0, y1)
             return None
-        zone, window, full, a, b = got
-        values = (1.0 - cosine_pairs(a, b)).astype(np.float32)
+        a, b = got
+        if y0 in self.param.y0.objects and y1 in self.param.y1.objects:
+            self.param.update(y0=y0, y1=y1)  # the selectors (and a link, app/tools/share.py) say the layer's years
+        values = change_values(a, b).astype(np.float32)
         self.hist = histogram(values)
-        self.result = reg.Layer("change", zone, window, values, change_rgba(values, self.threshold))
+        self.result = reg.Layer("change", a.zone, a.window, values, change_rgba(values, self.threshold))
         n = int(np.isfinite(values).sum())
-        region = reg.Region(zone, window, full, a)
         app.status = views.html("Change {} -> {} (1 - cosine): {}; {:,} pixels with data in both years, {:,} "
-                                "above {:.2f}.", y0, y1, reg.describe(region), n,
+                                "above {:.2f}.", y0, y1, reg.describe(a), n,
                                 int((np.nan_to_num(values, nan=-1) >= self.threshold).sum()), self.threshold)
         return self.result
 

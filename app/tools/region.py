@@ -150,9 +150,14 @@ def view_window(model: StoreModel, v: render.View):
     if chosen is None:
         return None
     zone, full = chosen
+    return zone, cap(full, centre(zone, v), app_model.MAX_REGION), full
+
+
+def centre(zone: Zone, v: render.View) -> tuple[int, int]:
+    """The (level) zone pixel (row, col) under the view's centre."""
     lon, lat = v.lonlat_grid()
     cr, cc = zone.to_rowcol(float(lon[v.height // 2, v.width // 2]), float(lat[v.height // 2, v.width // 2]))
-    return zone, cap(full, (int(cr), int(cc)), app_model.MAX_REGION), full
+    return int(cr), int(cc)
 
 
 FULL_BYTES = 4  # bytes per pixel of a read besides its B (vectors) or D (code) int8 values: the scale
@@ -200,8 +205,8 @@ def plan(model: StoreModel, v: render.View):
 
 
 def tool_window(app, model: StoreModel | None = None):
-    """(zone, window, full window) at 10 m a tool without overviews (change) runs on: a link's window while its
-    layer is re-run (`app.tool_window`, level 0), else the view's capped one; None when there is no zone."""
+    """(zone, window, full window) at 10 m without overviews: a link's window while its layer is re-run
+    (`app.tool_window`, level 0), else the view's capped one; None when there is no zone."""
     model = model or app.model
     if app.tool_window is None:
         return view_window(model, app.render_view())
@@ -227,17 +232,27 @@ def tool_plan(app, model: StoreModel | None = None):
 
 
 async def read_level(model: StoreModel, zone: Zone, window, use: str) -> Region:
-    """The region of a (level) zone window: full vectors (level 0: the zone's own arrays) or the compact code."""
+    """The region of a (level) zone window: full vectors (level 0: the zone's own arrays) or the compact code;
+    NaN where the window leaves the level's grid (another year's store, app/tools/change.py)."""
     r0, r1, c0, c1 = window
+    if use == "vectors" and zone.level == 0:
+        return Region(zone, window, window, await read_window(model, zone, window), overview=True)
+    a0, a1, b0, b1 = max(r0, 0), min(r1, zone.height), max(c0, 0), min(c1, zone.width)
+    inside = (slice(a0 - r0, a1 - r0), slice(b0 - c0, b1 - c0))
+
+    async def padded(values, scales, depth: int) -> np.ndarray:
+        out = np.full((r1 - r0, c1 - c0, depth), np.nan, np.float32)
+        if a0 < a1 and b0 < b1:
+            q, s = await asyncio.gather(model.overview(zone, values, a0, a1, b0, b1),
+                                        model.overview(zone, scales, a0, a1, b0, b1))
+            out[inside] = conv.dequantise(q.astype(np.int8), s)
+        return out
+
     if use == "vectors":
-        if zone.level == 0:
-            return Region(zone, window, window, await read_window(model, zone, window), overview=True)
-        emb, scl = await asyncio.gather(model.overview(zone, "embeddings", r0, r1, c0, c1),
-                                        model.overview(zone, "scales", r0, r1, c0, c1))
-        return Region(zone, window, window, conv.dequantise(emb.astype(np.int8), scl), overview=True)
-    q, s, code = await asyncio.gather(model.overview(zone, "code", r0, r1, c0, c1),
-                                      model.overview(zone, "code_scales", r0, r1, c0, c1), model.code_model(zone))
-    return Region(zone, window, window, coords=conv.dequantise(q.astype(np.int8), s), code=code, overview=True)
+        return Region(zone, window, window, await padded("embeddings", "scales", zone.n_bands), overview=True)
+    code = await model.code_model(zone)
+    return Region(zone, window, window, coords=await padded("code", "code_scales", code[0].shape[0]), code=code,
+                  overview=True)
 
 
 async def read_plan(model: StoreModel, p) -> Region | None:

@@ -134,7 +134,7 @@ def checked_window(state, name: str, window: tuple, zone: str | None, level: int
     z = state.model.zones.get(zone)
     if z is None:
         raise ValueError(f"{name}: no zone {zone[:SHOWN]!r} in this store")
-    coded = region.overviews(z) and name != "change"  # the change tool reads 10 m vectors only
+    coded = region.overviews(z)
     if level and not (coded and level < len(z.levels)):
         raise ValueError(f"{name}: no overview level {level} in {zone}")
     if coded:
