@@ -116,6 +116,7 @@ class ExplorerUI(pn.viewable.Viewer):
         # Taps reach Python as a data change of a small source (Bokeh UI events are not
         # forwarded to Python in Pyodide's standalone documents; model changes are).
         tap = self.sources["tap-source"]
+        tap.tags = [page.EVERY_CHANGE]
         fig.js_on_event(Tap, CustomJS(args=dict(src=tap), code="src.data = {x: [cb_obj.x], y: [cb_obj.y]};"))
         tap.on_change("data", self._on_tap)
         self.x_range.on_change("end", self._on_range)

@@ -103,19 +103,24 @@ def install(state, commands: dict, origins: list[str]) -> None:
         if not reply["ok"]:
             state.status = views.html("<b>Message from {} failed:</b> <span class='message-error'>{}</span>",
                                       origin, reply["error"])
-        page.post({"type": "host-reply", "id": msg_id, "origin": origin, "reply": reply})
+        try:
+            page.post({"type": "host-reply", "id": msg_id, "origin": origin, "reply": reply})
+        except Exception as e:  # a result the page cannot send on: the host still gets its answer
+            page.post({"type": "host-reply", "id": msg_id, "origin": origin,
+                       "reply": {**reply, "ok": False, "result": None,
+                                 "error": f"its result cannot be sent ({one_line(e)})"}})
 
     def on_message(msg) -> None:
         try:
             data = msg.data.to_py()
         except Exception:
-            return  # not plain data: not ours
-        if not is_ours(data):
-            return
+            data = None  # not plain data: not ours
         origin = str(msg.origin)
-        if origin not in allowed:
-            page.post({"type": "console", "level": "warn",
-                       "text": f"tessera: refused a message from {origin} (allowed: {', '.join(origins)})"})
+        if not is_ours(data) or origin not in allowed:
+            if is_ours(data):
+                page.post({"type": "console", "level": "warn",
+                           "text": f"tessera: refused a message from {origin} (allowed: {', '.join(origins)})"})
+            page.post({"type": "host-reply", "id": msg.id, "reply": None})  # no answer: the page forgets it
             return
         state.spawn(handle(msg.id, origin, data))
 

@@ -7,13 +7,18 @@ no DOM, no localStorage and no window: each page call here is a message to the m
     info                  what the page told the worker at boot: href, search, hash, origin, framed, host,
                           and a copy of the page's localStorage entries of ours
     post(msg)             one message to the page, nothing back
-    call(method, args)    a Promise of the page's answer (the preview's handover)
+    call(method, args)    a Promise of the page's answer (render the document, the preview's handover,
+                          the preview's decoded coastlines)
 
 Message types (worker -> page) are the names used below; boot.js has the matching handlers.
 """
 from __future__ import annotations
 
 _storage: dict | None = None
+
+# Tag a model whose every change must reach Python (a tap: each one a click). The page coalesces queued
+# changes of the same property while Python is busy (boot.js sendChange), except on models with this tag.
+EVERY_CHANGE = "every-change"
 
 
 def _page():

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import zarr
 
-from browser_util import REPO, all_text, map_click_point, model_data, static_server, wait_state, wait_text
+from browser_util import (REPO, all_text, map_click_point, model_data, static_server, wait_async, wait_state,
+                          wait_text)
 from tools_util import pixel_lonlat  # re-exported: test_browser_exports and test_browser_hostile import it from here
 
 pytestmark = pytest.mark.browser
@@ -91,6 +92,41 @@ def test_python_runs_off_the_page_thread(page, server):
     assert got["r"] == "done" and got["frames"] >= 10, got
 
 
+def test_every_label_click_reaches_python_while_it_is_busy(page, server, site):
+    """Changes made while Python handles an earlier one wait and go together in order; newer values of a
+    property replace older ones, but never a tap's: three quick label clicks are three labels."""
+    from app.geo import lonlat_to_merc
+    store = site / "data" / "2024.zarr"
+    cells = [interior_valid(store, "utm30", k) for k in range(3)]
+    xy = [lonlat_to_merc(*pixel_lonlat(store, "utm30", r, c)) for r, c in cells]
+    assert open_app(page, server + "index.html") == "ready"
+    page.evaluate("""(xy) => {
+        const doc = Bokeh.documents[0];
+        const mode = [...doc.all_models].find((m) => m.label === 'Click to label' && 'active' in m);
+        const tap = doc.get_model_by_name('tap-source');
+        mode.active = true;  // goes to Python at once; the taps below wait until Python is idle again
+        for (const [x, y] of xy) tap.data = {x: [x], y: [y]};
+    }""", [[float(x), float(y)] for x, y in xy])
+    got = wait_async(page, "async () => { const l = JSON.parse(await window.tesseraApi.labels());"
+                           " return l.points.length >= 3 && l; }")
+    want = [pixel_lonlat(store, "utm30", r, c) for r, c in cells]
+    assert len(got["points"]) == 3
+    np.testing.assert_allclose([p[2:] for p in got["points"]], want, atol=1e-7)  # in click order
+
+
+def test_the_explorer_starts_where_local_storage_is_denied(page, server, site):
+    """A sandboxed frame or a strict privacy setting makes localStorage throw: the explorer still starts, and
+    labels work for the session."""
+    page.add_init_script("Object.defineProperty(window, 'localStorage', {get() {"
+                         " throw new DOMException('denied', 'SecurityError'); }})")
+    store = site / "data" / "2024.zarr"
+    r, c = interior_valid(store, "utm30")
+    assert open_app(page, server + "index.html") == "ready"
+    lon, lat = pixel_lonlat(store, "utm30", r, c)
+    assert wait_async(page, "async ([lon, lat]) => await window.tesseraApi.label(lon, lat, 'field')", [lon, lat])
+    assert json.loads(page.evaluate("window.tesseraApi.labels()"))["points"][0][0] == "field"
+
+
 def test_no_data_pixel_is_shown_as_no_data(page, server, site):
     store = site / "data" / "2024.zarr"
     s = zarr.open_group(store / "utm30", mode="r")["scales"][:]
@@ -101,7 +137,7 @@ def test_no_data_pixel_is_shown_as_no_data(page, server, site):
     r, c = near[len(near) // 2]
     lon, lat = pixel_lonlat(store, "utm30", int(r), int(c))
     assert open_app(page, server + "index.html") == "ready"
-    res = page.evaluate("async ([lon, lat]) => { const p = await window.tesseraApi.select(lon, lat); return p.toJs ? Object.fromEntries(p.toJs()) : p }", [lon, lat])
+    res = page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", [lon, lat])
     assert res["valid"] is False and res["row"] == r and res["col"] == c
     data = model_data(page, "spectrum-source")
     assert data["ys"] == []  # nothing plotted: never zeros

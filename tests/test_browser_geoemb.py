@@ -59,8 +59,7 @@ def rowcol(store, p) -> tuple[int, int]:
 
 
 def select(page, lon, lat) -> dict:
-    return page.evaluate("async ([lon, lat]) => { const p = await window.tesseraApi.select(lon, lat);"
-                         " return p && p.toJs ? Object.fromEntries(p.toJs()) : p }", [lon, lat])
+    return page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", [lon, lat])
 
 
 def spectrum(page, label_part: str) -> np.ndarray:
@@ -112,8 +111,8 @@ def test_pixels_no_data_years_plot_and_year_switch_from_one_store(page, server, 
     p2 = next(q for q in cands if same_shard_other_chunk(rowcol(store, q)))
     r2, c2 = rowcol(store, p2)
     select(page, p1["lon"], p1["lat"])
-    # The page's range cache (app/js/ranges.js) may hold p2's chunks already (the false-colour preview reads
-    # inner chunks of the view): forget its bytes, so the count is that of a chunk not read before; zarrita
+    # The worker's range cache (app/js/ranges.js), which Python's reads go through, may hold p2's chunks
+    # already (the view's false-colour layer reads inner chunks): forget its bytes, so the count is that of a chunk not read before; zarrita
     # keeps the shard indexes it decoded.
     page.evaluate("Promise.all([window.tesseraWorker.forgetBytes(), window.tesseraWorker.resetStats()])")
     select(page, p2["lon"], p2["lat"])

@@ -26,10 +26,8 @@ def rowcol(store, zone, lon, lat):
 
 
 def call(page, expr: str, *args):
-    """Await a tesseraApi promise; PyProxy results come back as plain objects."""
-    return page.evaluate("""async ([expr, args]) => {
-        const r = await window.tesseraApi[expr](...args);
-        return r && r.toJs ? Object.fromEntries(r.toJs()) : r; }""", [expr, list(args)])
+    """Await a tesseraApi promise (its results are plain values: app/api.py)."""
+    return page.evaluate("async ([expr, args]) => await window.tesseraApi[expr](...args)", [expr, list(args)])
 
 
 def layer(page, name):

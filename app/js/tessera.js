@@ -1,4 +1,5 @@
-// The bridge between Python (Pyodide) and the browser's data path, as `window.tesseraJS`.
+// The bridge between Python (Pyodide) and the browser's data path, as `self.tesseraJS` in the worker where
+// Python runs (app/web/worker.js); the page imports it too, for the preview.
 //
 // Every call resolves to one shape, never rejects:
 //   {ok: true, value}                      value: a JSON string for documents (Python parses it),

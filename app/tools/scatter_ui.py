@@ -13,7 +13,7 @@ from bokeh.events import MouseMove
 from bokeh.models import ColumnDataSource, CustomJS, TapTool
 from bokeh.plotting import figure
 
-from app import geo, views
+from app import geo, page, views
 
 # The map's mouse position reaches Python once the mouse rests for 40 ms (not on every move).
 HOVER_JS = """
@@ -59,7 +59,7 @@ class ScatterUI:
         dots = self.fig.scatter("x", "y", source=self.points, size=3, fill_color="#4c72b0", line_color=None,
                                 alpha=0.6, selection_fill_color="#ff00ff", selection_alpha=1.0,
                                 nonselection_fill_alpha=0.25, name="scatter-points")
-        self.tapped = ColumnDataSource(dict(i=[], x=[], y=[]), name="scatter-tap")
+        self.tapped = ColumnDataSource(dict(i=[], x=[], y=[]), name="scatter-tap", tags=[page.EVERY_CHANGE])
         self.fig.add_tools(TapTool(renderers=[dots], callback=CustomJS(args=dict(src=self.tapped), code=TAP_JS)))
         self.fig.scatter("x", "y", source=self.cursor, size=14, marker="circle", fill_color=None, line_color="black",
                          line_width=2, name="scatter-hover")

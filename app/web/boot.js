@@ -60,19 +60,35 @@ function save(data, name, mime) {
 }
 
 // The Bokeh document Python renders, synced both ways. A change made here goes to Python as a JSON
-// patch; while Python is busy with one, later changes wait (a newer value of the same property
-// replaces an older one), and go as one patch when Python says it is idle again.
+// patch; while Python is busy with one, later changes wait in order and go as one patch when Python
+// says it is idle again. A newer value of the same property replaces an older one (a range dragged,
+// the mouse moved), except on models tagged EVERY_CHANGE (app/main.py: the taps, each a click that
+// must reach Python).
 const doc = { js: null, patching: 0, busy: false, queue: [] };
+const EVERY_CHANGE = "every-change";
 
 function sendChange(worker, event) {
   if (doc.patching > 0) return; // the echo of a patch from Python
-  if (doc.busy && event.model && event.attr) {
-    doc.queue = doc.queue.filter((e) => !(e.model === event.model && e.attr === event.attr));
+  if (doc.busy) {
+    if (event.model && event.attr && !(event.model.tags || []).includes(EVERY_CHANGE))
+      doc.queue = doc.queue.filter((e) => !(e.model === event.model && e.attr === event.attr));
     doc.queue.push(event);
     return;
   }
+  sendPatch(worker, [event]);
+}
+
+function sendPatch(worker, events) {
+  let patch;
+  try {
+    patch = doc.js.create_json_patch(events);
+  } catch (err) {
+    console.error("tessera: a change could not be sent to Python:", err);
+    doc.busy = false;
+    return;
+  }
   doc.busy = true;
-  worker.postMessage({ type: "patch", patch: doc.js.create_json_patch([event]) });
+  worker.postMessage({ type: "patch", patch });
 }
 
 // Wait until BokehJS has laid out and painted every document (Document.is_idle), for at most
@@ -116,9 +132,13 @@ async function main() {
   // Python starts at once, in its own thread: it holds none of this one.
   const worker = new Worker("worker.js", { type: "module" });
   const storage = {};
-  for (let i = 0; i < localStorage.length; i++) {
-    const k = localStorage.key(i);
-    if (k.startsWith(STORAGE_PREFIX)) storage[k] = localStorage.getItem(k);
+  try {
+    for (let i = 0; i < localStorage.length; i++) {
+      const k = localStorage.key(i);
+      if (k.startsWith(STORAGE_PREFIX)) storage[k] = localStorage.getItem(k);
+    }
+  } catch (err) {
+    console.warn("tessera: no localStorage here (labels will not persist):", err && err.message);
   }
   const framed = window.parent !== window;
   const host = location.ancestorOrigins && location.ancestorOrigins.length ? location.ancestorOrigins[0] : null;
@@ -167,7 +187,13 @@ async function main() {
     error: (m) => showError(m.title, m.message),
     console: (m) => console[m.level](m.text),
     hash: (m) => history.replaceState(null, "", location.pathname + location.search + m.hash),
-    storage: (m) => localStorage.setItem(m.key, m.value),
+    storage(m) {
+      try {
+        localStorage.setItem(m.key, m.value);
+      } catch (err) {
+        console.warn("tessera: could not save " + m.key + ":", err && err.message);
+      }
+    },
     download: (m) => save(m.data, m.name, m.mime),
     async call(m) {
       try {
@@ -185,13 +211,10 @@ async function main() {
       }
     },
     idle() {
-      if (doc.queue.length) {
-        const patch = doc.js.create_json_patch(doc.queue);
-        doc.queue = [];
-        worker.postMessage({ type: "patch", patch });
-      } else {
-        doc.busy = false;
-      }
+      const events = doc.queue;
+      doc.queue = [];
+      if (events.length) sendPatch(worker, events);
+      else doc.busy = false;
     },
     api(m) {
       // window.tesseraApi: each command a Promise of Python's answer (app/api.py)
@@ -211,7 +234,7 @@ async function main() {
     "host-reply"(m) {
       const source = sources.get(m.id);
       sources.delete(m.id);
-      if (source) source.postMessage(m.reply, m.origin);
+      if (source && m.reply) source.postMessage(m.reply, m.origin); // no reply: refused, or not ours
     },
     "host-ready": (m) => window.parent.postMessage({ tessera: 1, event: "ready" }, m.origin),
     "worker-reply"(m) {
@@ -220,8 +243,18 @@ async function main() {
       m.ok ? p.resolve(m.value) : p.reject(new Error(m.error));
     },
   };
-  worker.onmessage = (e) => handlers[e.data.type](e.data);
-  worker.onerror = (e) => showError("The explorer could not start", e.message || "its worker failed to load");
+  worker.onmessage = (e) => {
+    try {
+      handlers[e.data.type](e.data);
+    } catch (err) {
+      console.error("tessera: the page could not handle a " + e.data.type + " message:", err);
+    }
+  };
+  worker.onerror = (e) => {
+    const started = document.body.dataset.state === "ready";
+    showError(started ? "The explorer's Python stopped" : "The explorer could not start",
+              e.message || (started ? "its worker failed" : "its worker failed to load"));
+  };
   // For tests, benchmarks and a developer's console: the worker's fetch log and caches, and Python.
   const workerCalls = new Map();
   let workerNext = 0;

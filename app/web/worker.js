@@ -103,7 +103,12 @@ self.onmessage = async (event) => {
       post({ type: "worker-reply", id: msg.id, ok: false, error: String(err && err.message ? err.message : err) });
     }
   } else if (handlers.has(msg.type)) {
-    handlers.get(msg.type)(msg);
+    try {
+      await handlers.get(msg.type)(msg);
+    } catch (err) {
+      // One message Python could not handle: said on the page's console, and the explorer goes on.
+      post({ type: "console", level: "error", text: String(err && err.stack ? err.stack : err) });
+    }
   } else {
     if (!queued.has(msg.type)) queued.set(msg.type, []);
     queued.get(msg.type).push(msg);
