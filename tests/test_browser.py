@@ -127,6 +127,20 @@ def test_the_explorer_starts_where_local_storage_is_denied(page, server, site):
     assert json.loads(page.evaluate("window.tesseraApi.labels()"))["points"][0][0] == "field"
 
 
+def test_pandas_is_not_on_the_start_up_path(page, server, site):
+    """pandas (Bokeh's dependency, unused by the explorer) is neither loaded nor imported while the explorer
+    starts; it loads in the background once ready, and Bokeh can then use it for date/time values."""
+    boot = json.loads((site / "boot.json").read_text())
+    assert "pandas" in boot["background_packages"] and "pandas" not in boot["lock_packages"]
+    assert open_app(page, server + "index.html") == "ready"
+    assert page.evaluate("window.tesseraWorker.python('import sys\\n\"pandas\" in sys.modules')") is False
+    wait_async(page, "async () => (await window.tesseraWorker.packages()).includes('pandas')")
+    assert page.evaluate("window.tesseraWorker.python('import pandas, bokeh.util.serialization as s\\n"
+                         "s.is_datetime_type(pandas.Timestamp(0))')") is True
+    timings = page.evaluate("window.tesseraTimings")
+    assert timings["background"] > timings["app"]
+
+
 def test_no_data_pixel_is_shown_as_no_data(page, server, site):
     store = site / "data" / "2024.zarr"
     s = zarr.open_group(store / "utm30", mode="r")["scales"][:]

@@ -81,6 +81,11 @@ import app.main
 await app.main.start("app-root")
 `);
   mark("app");
+  // Bokeh's own dependency, which the explorer does not use (builder/sitepkgs.py BACKGROUND_PACKAGES):
+  // loaded now, off the start-up path.
+  pyodide.loadPackage(boot.background_packages, { messageCallback: () => {} })
+    .then(() => mark("background"))
+    .catch((err) => post({ type: "console", level: "warn", text: "background packages: " + err.message }));
 }
 
 self.onmessage = async (event) => {
