@@ -107,6 +107,7 @@ def test_tools_agree_with_cpython(page, server, site):
     want = np.max([sub @ v[int(rows[k]), int(cols[k])] / (np.linalg.norm(sub, axis=-1) * np.linalg.norm(
         v[int(rows[k]), int(cols[k])])) for k in (10, 4000)], axis=0)
     np.testing.assert_allclose(sim, want, rtol=0, atol=1e-5, equal_nan=True)
+    page.get_by_label("Tool layer").select_option("none")  # the class layer is drawn over similarity's
     shot(page, "similarity")
     size = f"{r1 - r0}x{c1 - c0} px"
     fmt = lambda t: f"{t['ms']:.0f} ms (read {t['read_ms']:.0f}, compute {t['compute_ms']:.0f})"
