@@ -30,6 +30,9 @@ sys.path.insert(0, str(REPO))
 from browser_util import CHROMIUM, CHROMIUM_ARGS, build_test_site, static_server, wait_state  # noqa: E402
 
 
+# The boot marks, once the worker has marked the end of its start-up (just after `ready`).
+APP_MARKED = "window.tesseraTimings && window.tesseraTimings.app && window.tesseraTimings"
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--px", type=int, default=384)
@@ -74,13 +77,13 @@ def main() -> None:
             page.goto(base + "index.html")
             assert wait_state(page) == "ready"
             cold = time.perf_counter() - t0
-            t = page.evaluate("window.tesseraTimings")
+            t = page.wait_for_function(APP_MARKED).json_value()
             start_bytes = page.evaluate(ALL_BYTES)
             page.reload()
             t1 = time.perf_counter()
             assert wait_state(page) == "ready"
             warm = time.perf_counter() - t1
-            tw = page.evaluate("window.tesseraTimings")
+            tw = page.wait_for_function(APP_MARKED).json_value()
             page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", list(lonlats[0]))  # touch the shard
             lat_ms, reqs, nbytes = [], [], []
             for lon, lat in lonlats[1:]:
