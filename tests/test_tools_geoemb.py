@@ -26,6 +26,17 @@ def vectors(path, zone: str, t: int) -> np.ndarray:
     return v
 
 
+async def opened_at(url: str, row: int, col: int, span_m: float) -> Explorer:
+    """The explorer on the geoemb: store at `url`, year 2024, its view centred on utm30 (row, col), span_m wide."""
+    state = Explorer([{"year": 0, "url": url}], UrlState(store=url), source_factory=ZarrSource)
+    await state.open_year(0)
+    state.year = 2024
+    await state.settle()
+    state.centre_view(*state.model.zones["utm30"].centre_lonlat(row, col), span_m)
+    await state.settle()
+    return state
+
+
 def test_labels_classify_cluster_change_scatter_and_export_on_a_geoemb_store(geoemb_store):
     import tifffile
     from sklearn.cluster import KMeans
@@ -38,13 +49,8 @@ def test_labels_classify_cluster_change_scatter_and_export_on_a_geoemb_store(geo
     r_mid, c_mid = int(rows.mean()), int(cols.mean())
 
     async def run():
-        state = Explorer([{"year": 0, "url": url}], UrlState(store=url), source_factory=ZarrSource)
-        await state.open_year(0)
-        state.year = 2024
-        await state.settle()
+        state = await opened_at(url, r_mid, c_mid, 2500)
         zone = state.model.zones["utm30"]
-        state.centre_view(*zone.centre_lonlat(r_mid, c_mid), 2500)
-        await state.settle()
         # labels: two classes from two far-apart groups of valid pixels (first and last rows of data)
         rng = np.random.default_rng(5)
         picks = {"north": rng.choice(np.nonzero(rows < np.percentile(rows, 20))[0], 6, replace=False),
@@ -101,13 +107,8 @@ def test_zoomed_out_change_on_a_geoemb_store_reads_its_capped_10m_window(geoemb_
     rows, cols = np.nonzero(np.isfinite(v1[..., 0]))
 
     async def run():
-        state = Explorer([{"year": 0, "url": url}], UrlState(store=url), source_factory=ZarrSource)
-        await state.open_year(0)
-        state.year = 2024
-        await state.settle()
+        state = await opened_at(url, int(rows.mean()), int(cols.mean()), 20_000)
         zone = state.model.zones["utm30"]
-        state.centre_view(*zone.centre_lonlat(int(rows.mean()), int(cols.mean())), 20_000)
-        await state.settle()
         state.tools.change.offer()  # as app/main.py does once the store is open
         layer = await state.tools.change.compute(2023, 2024)
         plan = region.plan(state.model, state.render_view())
