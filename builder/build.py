@@ -1,8 +1,9 @@
 """Build (or extend) one year store from a directory of TESSERA tiles.
 
 Phases, each safe to interrupt (even by SIGKILL):
-  1. open every tile's headers, scan its scales and fingerprint its content
-     (all bad input is refused here, before anything is written);
+  1. open every tile's headers, scan its scales, fit the colour and code models
+     on a sample, and fingerprint the tiles' content (all bad input is refused
+     here, before anything is written);
   2. plan zone grids; a grid that must grow to the north or west is moved by
      whole shards (`regrid`, journalled, so a crash mid-move resumes);
   3. write every shard touched by a new or changed tile, in parallel through
@@ -11,8 +12,9 @@ Phases, each safe to interrupt (even by SIGKILL):
      pixel never overwrites data).  Each finished shard is journalled, so a
      re-run after a crash skips it;
   4. update zone attributes, then the tile fingerprints in the build record;
-  5. update the embedding overviews (builder.overviews) above the changed shards;
-  6. update the global_rgb pyramid where shards changed, then consolidate.
+  5. update the embedding overviews (builder.overviews) above the changed shards, and
+  6. the global_rgb pyramid where shards changed, side by side (they read different arrays;
+     `Runner.concurrently`), then consolidate.
 
 The build record (JSON, outside the store: `<store>.build/` by default) keeps
 what a later incremental run needs: tile fingerprints per zone, the RGB
@@ -100,7 +102,7 @@ class BuildReport:
 def _open_checked(ref: TileRef) -> Tile:
     tile = open_tile(ref)
     check_scales(tile.scale_values(), tile.scales.url)
-    return tile.hashed()
+    return tile
 
 
 def _check_consistent(tiles: list[Tile]) -> None:
@@ -152,7 +154,7 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
     store = Path(cfg.store)
     report = BuildReport(store)
     refs = discover(cfg.tiles, cfg.year)
-    tiles: list[Tile] = runner.map(_open_checked, refs, f"reading and fingerprinting {len(refs)} tiles")
+    tiles: list[Tile] = runner.map(_open_checked, refs, f"reading {len(refs)} tiles", here=True)
     _check_consistent(tiles)
     n_bands = tiles[0].n_bands
     by_zone: dict[int, list[Tile]] = defaultdict(list)
@@ -168,6 +170,10 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
     sample = sample_pixels(tiles) if (cfg.rgb and "rgb" not in record) or need_code else None
     if cfg.rgb:
         rgb_model = RGBModel.from_json(record["rgb"]) if "rgb" in record else RGBModel.fit(sample)
+    code_model = ovr.CodeModel.fit(sample, cfg.code_dims).to_json() if need_code else None
+    runner.start()  # the workers start up while the tiles are fingerprinted here (builder.parallel)
+    tiles = runner.map(Tile.hashed, tiles, f"fingerprinting {len(tiles)} tiles", here=True)
+    by_zone = {z: [t for t in tiles if t.zone == z] for z in by_zone}
     # Everything above only reads: a refused build leaves no store and no record behind.
     root = open_year(store, cfg.year)
     rec.check_zone_groups(cfg, root, record)
@@ -179,22 +185,15 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
     if rgb_model is not None:
         record["rgb"] = rgb_model.to_json()
     if need_code:
-        record["overviews"] = {"levels": ovr.LEVELS, "dims": cfg.code_dims,
-                               "model": ovr.CodeModel.fit(sample, cfg.code_dims).to_json()}
+        record["overviews"] = {"levels": ovr.LEVELS, "dims": cfg.code_dims, "model": code_model}
     rec.save_record(cfg, record)  # a resumed run must reuse the same colours and code
 
     for zone_num, ztiles in sorted(by_zone.items()):
         _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, rgb_model, record, report)
     report.tiles_total = len(tiles)
-    if record.get("overview_pending"):
-        ovr.update({name: (store / name, ZoneGrid.from_attrs(dict(root[name].attrs), cfg.layout.shard), pending)
-                    for name, pending in sorted(record["overview_pending"].items())}, ovr.LEVELS, runner,
-                   checkpoint=kill_point, quarters=_quarters(cfg))
-    shutil.rmtree(_quarters(cfg), ignore_errors=True)  # before the pending shards leave the record
     pyramid = cfg.global_rgb and cfg.rgb
-    if pyramid:
-        from builder.pyramid import update_pyramid
-        update_pyramid(store, record.get("pyramid_pending", {}), cfg.global_res, runner, checkpoint=kill_point)
+    runner.concurrently(lambda: _update_overviews(cfg, root, record, runner),
+                        *([lambda: _update_pyramid(cfg, record, runner)] if pyramid else []))
     consolidate(store)
     kill_point("consolidated")
     if (pyramid and record.get("pyramid_pending")) or record.get("overview_pending"):
@@ -203,6 +202,22 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
         record.pop("overview_pending", None)
         rec.save_record(cfg, record)
     return report
+
+
+def _update_overviews(cfg: BuildConfig, root, record: dict, runner: Runner) -> None:
+    """Phase 5: the overview levels above the pending shards, then the quarter files are removed (before
+    the pending shards leave the record)."""
+    if record.get("overview_pending"):
+        ovr.update({name: (Path(cfg.store) / name, ZoneGrid.from_attrs(dict(root[name].attrs), cfg.layout.shard),
+                           pending) for name, pending in sorted(record["overview_pending"].items())},
+                   ovr.LEVELS, runner, checkpoint=kill_point, quarters=_quarters(cfg))
+    shutil.rmtree(_quarters(cfg), ignore_errors=True)
+
+
+def _update_pyramid(cfg: BuildConfig, record: dict, runner: Runner) -> None:
+    """Phase 6: the global_rgb pyramid over the pending shards."""
+    from builder.pyramid import update_pyramid
+    update_pyramid(Path(cfg.store), record.get("pyramid_pending", {}), cfg.global_res, runner, checkpoint=kill_point)
 
 
 def _quarters(cfg: BuildConfig) -> Path:

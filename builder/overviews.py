@@ -38,6 +38,7 @@ from builder.store import Layout, ShardedArrayFiles, _sharded
 LEVELS = 8  # level 8: one pixel per 10 m shard (2.56 km); a whole UTM zone is 2 shards wide there
 DIMS = 8    # code dimensions (benchmarks/overviews.py measures accuracy and bytes for others)
 CHUNK = 32  # inner chunk edge of the overview arrays: a 1 KB shard index instead of 64 KB
+SMALL = 4   # a level with at most this many shards to update is done, with all coarser ones, in one task
 
 
 @dataclass(frozen=True)
@@ -262,7 +263,7 @@ def update(zones: dict[str, tuple[Path, ZoneGrid, list]], levels: int, runner: R
         models[name] = CodeModel(g[ext.OVR_MEAN][...], g[ext.OVR_BASIS][...]).to_json()
         level0[name] = {tuple(x) for x in pending}
     dirty = dict(level0)
-    written = 0
+    by_level = []  # the tasks of each level: a level's parents follow from the level below's, not its results
     for k in range(1, levels + 1):
         tasks, parents = [], {}
         for name, (zone_dir, grid, _) in zones.items():
@@ -278,7 +279,23 @@ def update(zones: dict[str, tuple[Path, ZoneGrid, list]], levels: int, runner: R
                     tuple(str(quarter_path(level_quarters(quarters, name, k - 1), kid)) if quarters else None
                           for kid in kids),
                     str(quarter_path(level_quarters(quarters, name, k), (r, c))) if quarters and k < levels else None))
-        written += len(runner.map(_level_task, tasks, f"overviews level {k}: {len(tasks)} shards"))
-        checkpoint(f"overviews-level{k}")
+        by_level.append(tasks)
         dirty = {name: set(p) for name, p in parents.items()}
+    written = 0
+    k = 1
+    while k <= levels:
+        if len(by_level[k - 1]) <= SMALL:  # this level and all coarser ones: few shards, one task, level by level
+            (done,) = runner.map(_level_chain, [tuple(by_level[k - 1:])], f"overviews levels {k}-{levels}")
+            written += len(done)
+            for kk in range(k, levels + 1):
+                checkpoint(f"overviews-level{kk}")
+            break
+        written += len(runner.map(_level_task, by_level[k - 1], f"overviews level {k}: {len(by_level[k - 1])} shards"))
+        checkpoint(f"overviews-level{k}")
+        k += 1
     return written
+
+
+def _level_chain(levels: tuple[list[LevelTask], ...]) -> list[tuple[tuple[int, int], bool]]:
+    """The tasks of several levels in one task, finer before coarser."""
+    return [_level_task(t) for tasks in levels for t in tasks]

@@ -156,8 +156,12 @@ class Tile:
         return self.emb.url, self.scales.url, self.ref.landmask_url
 
     def hashed(self) -> "Tile":
-        """This tile with its content digest (reads every byte of its three files)."""
-        return dataclasses.replace(self, digest=content_digest(self.urls))
+        """This tile with its content digest (reads every byte of its three files); a land mask read already
+        comes along."""
+        tile = dataclasses.replace(self, digest=content_digest(self.urls))
+        if "land" in self.__dict__:
+            tile.__dict__["land"] = self.__dict__["land"]
+        return tile
 
     def fingerprint(self) -> str:
         """Identity of the tile's content: the digest of its files' bytes (see the module docstring)."""
