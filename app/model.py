@@ -158,6 +158,16 @@ class StoreModel:
         east, north = zone.utm(row, col)
         return Pixel(zone.name, row, col, lon, lat, east, north, scale, vec, status)
 
+    async def warm_pixels(self, windows: list[tuple[Zone, int, int, int, int]]) -> dict | None:
+        """Warm the shard indexes a click in these (zone, r0, r1, c0, c1) windows reads first (embeddings and scales
+        of the year shown; geoemb: every time index, as `_column` reads): Source.prefetch."""
+        items = []
+        for zone, r0, r1, c0, c1 in windows:
+            t = (0, len(zone.times)) if self.layout.time_axis else None
+            esel, ssel = self.layout.pixel_sel((r0, r1), (c0, c1), t)
+            items += [(f"{zone.name}/embeddings", esel), (f"{zone.name}/scales", ssel)]
+        return await self.source.prefetch(items)
+
     async def pixel_at(self, lon: float, lat: float) -> Pixel | None:
         hit = self.locate(lon, lat)
         return None if hit is None else await self.pixel(*hit)

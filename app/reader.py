@@ -49,6 +49,12 @@ class Source:
         hint=PIXEL reads the fewest bytes (a click); REGION reads whole shards (previews, tools)."""
         raise NotImplementedError
 
+    async def prefetch(self, items: list[tuple[str, list]]) -> dict | None:
+        """Warm what a PIXEL read in these boxes ((path, [start, stop] pairs or None per axis)) reads first: the
+        shard indexes (app/js/prefetch.js), so that a click there costs one round trip.  A newer call supersedes
+        an unfinished one.  An optimisation only: None where there is nothing to warm (zarr-python here)."""
+        return None
+
 
 _DTYPES = {"int8": np.int8, "uint8": np.uint8, "float32": np.float32, "float64": np.float64, "int32": np.int32,
            "uint16": np.uint16, "int16": np.int16, "uint32": np.uint32, "int64": np.int64}
@@ -84,6 +90,12 @@ class JSSource(Source):
         dtype = _DTYPES[str(out.dtype)]
         shape = tuple(int(x) for x in out.shape.to_py())
         return np.frombuffer(out.data.to_py(), dtype=dtype).reshape(shape).copy()
+
+    async def prefetch(self, items: list[tuple[str, list]]) -> dict | None:
+        from pyodide.ffi import to_js
+        sel = [[path, [None if s is None else [int(s[0]), int(s[1])] for s in box]] for path, box in items]
+        out = await bridge("prefetchIndexes", self.url, to_js(sel))
+        return {"files": int(out.files), "bytes": int(out.bytes), "superseded": bool(out.superseded)}
 
 
 class ZarrSource(Source):

@@ -98,6 +98,19 @@ def zone_window(zone: Zone, lon: np.ndarray, lat: np.ndarray, pad: int = 1):
     return row, col, max(r0 - pad, 0), min(r1 + pad, zone.height), max(c0 - pad, 0), min(c1 + pad, zone.width), inside
 
 
+def view_windows(zones, view: View, step: int = 20) -> list[tuple[Zone, int, int, int, int]]:
+    """(zone, r0, r1, c0, c1) of the pixels of each zone that the view shows, from a grid of every `step`-th screen
+    pixel (padded by a step: cheap, and a window that may be a little larger, never smaller)."""
+    coarse = View(view.x0, view.x1, view.y0, view.y1, max(2, view.width // step), max(2, view.height // step))
+    lon, lat = coarse.lonlat_grid()
+    out = []
+    for z in zones:
+        win = zone_window(z, lon, lat, pad=math.ceil(step * view.metres_per_pixel() / z.pixel) + 1)
+        if win is not None:
+            out.append((z, *win[2:6]))
+    return out
+
+
 def sample_window(values: np.ndarray, r0: int, c0: int, row: np.ndarray, col: np.ndarray, mask: np.ndarray,
                   out: np.ndarray) -> None:
     """out[mask] = values[row - r0, col - c0] where (row, col) fall inside `values`."""

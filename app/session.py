@@ -62,6 +62,7 @@ class Explorer(param.Parameterized):
         self._tasks: set = set()
         self._drawing = None
         self._redraw_pending = False
+        self._warming = None  # the task warming the shard indexes of the settled view (warm_view)
         self.geography = None  # the task loading coastlines, borders and place names (app/main.py)
         self.tool_window = None  # (zone name, overview level, window) a link's tools run on instead of the view's (app/tools/share.py)
         self.tools = Tools(self)  # labels, classification, k-means, change (app/tools/)
@@ -96,10 +97,14 @@ class Explorer(param.Parameterized):
     async def settle(self) -> None:
         """Wait until every action this state set off has finished."""
         import asyncio
-        while others := [t for t in self._tasks if t is not asyncio.current_task()]:
+        # Done tasks are left out even before their done callback ran: in Pyodide that callback is a later macrotask,
+        # while awaiting finished tasks resolves at once, so counting them would spin here for ever.
+        while others := [t for t in self._tasks if not t.done() and t is not asyncio.current_task()]:
             await asyncio.gather(*others, return_exceptions=True)
 
     def schedule_redraw(self) -> None:
+        if self._warming is not None and not self._warming.done():
+            self._warming = self.spawn(self.model.source.prefetch([]))  # the view moved on: drop what is left
         if self._drawing is not None and not self._drawing.done():
             self._redraw_pending = True  # the running loop draws once more with the newest view
             return
@@ -111,6 +116,17 @@ class Explorer(param.Parameterized):
             await self.redraw()
             if not self._redraw_pending:
                 break
+        self._warming = self.spawn(self.warm_view())
+
+    async def warm_view(self):
+        """Once the view has settled zoomed in (10 m previews: few shards in view), warm the shard indexes of the
+        year store's pixels in view, so that a click there costs one round trip (Source.prefetch)."""
+        if self.model is None or self.render_view().metres_per_pixel() > render.ZONE_ZOOM_M:
+            return None
+        try:
+            return await self.model.warm_pixels(render.view_windows(self.model.zones.values(), self.render_view()))
+        except SourceError:  # an optimisation only: a click reads (and reports) what it needs
+            return None
 
     # ------------------------------------------------------------ stores --
     async def open_year(self, year: int) -> None:

@@ -6,7 +6,9 @@ Builds the site and the demo stores (2023, 2024 and the multi-year index), then 
 in one headless Chromium: `baseline` with window.tesseraBridgeOptions = {sharedRanges: false} (plain
 zarrita reads: every source reads its own shard indexes, the reference index sends a HEAD before each),
 and `new` (app/js/ranges.js: one range cache for every source, suffix reads turned into plain ranges).
-Each pixel lies in a shard neither page has touched; the two pages click it in turn.  For each click:
+Each pixel lies in a shard neither page has read a pixel from; for each, the two pages in turn move the map to
+it at 10 m per screen pixel (tesseraApi.view, which waits until the view settled: the new path's prefetch of the
+shard indexes in view, app/js/prefetch.js, included; its bytes are printed) and then click it.  For each click:
 the time from tesseraApi.select to the first frame drawn with the pixel's vector in the spectrum plot,
 and the requests and bytes of its embeddings and scales reads (year store and multi-year index).  The
 first half of the shards is clicked on plain localhost, the second half with Chromium's network
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import statistics
 import sys
 import tempfile
@@ -33,12 +36,17 @@ CLICK = """async ([lon, lat, tag]) => {  // select, then wait for the frames tha
   const frame = (name, t0) => new Promise((resolve) => { const tick = () => shown(name)
       ? requestAnimationFrame(() => resolve(performance.now() - t0)) : requestAnimationFrame(tick); tick(); });
   await window.tesseraWorker.resetStats();  // Python's reads happen in its worker (app/web/worker.js)
-  const t0 = performance.now();
+  const t0 = performance.now(), abs0 = performance.timeOrigin + t0;
   const done = window.tesseraApi.select(lon, lat);
   const [ms, years] = await Promise.all([frame('spectrum-source', t0), frame('years-source', t0)]);
   await done;
-  const log = (await window.tesseraWorker.stats()).log.filter((e) => /\\/(embeddings|scales)\\//.test(e.url));
-  return [ms, log.length, log.reduce((s, e) => s + e.bytes, 0), log.filter((e) => e.method === 'HEAD').length, years];
+  const all = (await window.tesseraWorker.stats()).log;
+  const log = all.filter((e) => /\\/(embeddings|scales)\\//.test(e.url));
+  const idx = log.filter((e) => e.bytes > 16384), chk = log.filter((e) => e.bytes <= 16384);
+  const span = (l, k, f) => (l.length ? f(...l.map((e) => e[k])) - abs0 : NaN);
+  return [ms, log.length, log.reduce((s, e) => s + e.bytes, 0), log.filter((e) => e.method === 'HEAD').length, years,
+          span(log, 'start', Math.min), span(idx, 'end', Math.max), span(chk, 'start', Math.min), span(log, 'end', Math.max),
+          all.length];
 }"""
 
 
@@ -73,6 +81,7 @@ def main() -> None:
         build_test_site(site, Path(d), a.px)
         pixels = cold_pixels(site / "data")
         half = len(pixels) // 2
+        warm = {"baseline": [], "new": []}
         results = {(path, net): [] for path in ("baseline", "new") for net in ("localhost", "emulated")}
         with static_server(site) as base, sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -89,6 +98,12 @@ def main() -> None:
             for i, (zone, r, c, lon, lat) in enumerate(pixels):
                 net = "localhost" if i < half else "emulated"
                 for path, (page, cdp) in pages.items():
+                    # What a user does: the view settles zoomed in at 10 m on the pixel (the new path warms the
+                    # shard indexes in view then, app/js/prefetch.js), then the click.
+                    page.evaluate("window.tesseraWorker.resetStats()")
+                    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])
+                    st = page.evaluate("window.tesseraWorker.stats()")
+                    warm[path].append(sum(e["bytes"] for e in st["log"] if re.search(r"/(embeddings|scales)/", e["url"])))
                     if i == half:
                         cdp.send("Network.enable")
                         cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": a.rtt,
@@ -97,14 +112,19 @@ def main() -> None:
             browser.close()
     print(f"a pixel from a cold shard ({half} + {len(pixels) - half} shards, demo --px {a.px}; medians; "
           "requests and bytes of the embeddings and scales reads, year store + multi-year index):")
+    for path in ("baseline", "new"):
+        print(f"  view settled at 10 m per screen pixel (760 px, 7.6 km), embeddings and scales bytes read then: "
+              f"{path} median {statistics.median(warm[path]) / 1e3:.0f} kB, max {max(warm[path]) / 1e3:.0f} kB")
     for net in ("localhost", f"emulated"):
         label = net if net == "localhost" else f"{a.rtt:.0f} ms RTT, 50 Mbit/s"
-        med = {path: [statistics.median(x[k] for x in results[(path, net)]) for k in range(5)] for path in ("baseline", "new")}
+        med = {path: [statistics.median(x[k] for x in results[(path, net)]) for k in range(10)] for path in ("baseline", "new")}
         for path in ("baseline", "new"):
-            ms, n, b, heads, yms = med[path]
+            ms, n, b, heads, yms, first, idx_end, chk_start, last, nall = med[path]
             print(f"  {label:>24} {path:>8}: click to plotted vector {ms:6.0f} ms, to the years plot {yms:6.0f} ms, "
                   f"{n:4.1f} requests ({heads:.0f} HEAD), {b / 1e3:6.1f} kB")
-        (mb, nb, bb, _, yb), (mn, nn, bn, _, yn) = med["baseline"], med["new"]
+            print(f"  {'':>24} {'':>8}  first read starts {first:5.0f} ms, indexes in {idx_end:5.0f} ms, first chunk read "
+                  f"{chk_start:5.0f} ms, last byte {last:5.0f} ms, all requests {nall:.0f}")
+        (mb, nb, bb, _, yb), (mn, nn, bn, _, yn) = med["baseline"][:5], med["new"][:5]
         print(f"  {label:>24}    ratio: latency {mn / mb:.2f}x (years plot {yn / yb:.2f}x), requests {nn / nb:.2f}x, "
               f"bytes {bn / bb:.2f}x")
 

@@ -225,6 +225,41 @@ def test_a_pixel_from_a_cold_shard_reads_each_shard_index_once_and_no_range_twic
     assert json.loads(page.evaluate("window.tesseraWorker.python('import json, app.errors; json.dumps(app.errors.KINDS)')")) == kinds
 
 
+def test_a_view_settled_at_10_m_warms_its_shard_indexes_and_a_click_there_reads_only_its_chunks(page, server, site):
+    """Zoomed out nothing is prefetched; once the view settles at 10 m per screen pixel the worker has read the
+    index (and only the index) of every shard in view of the year store's embeddings and scales, and a click there
+    then reads one chunk per array, no index; the plotted vector is CPython's."""
+    store = site / "data" / "2024.zarr"
+    row, col = interior_valid(store, "utm31", 2)
+    lon, lat = pixel_lonlat(store, "utm31", row, col)
+    index_bytes = 64 * 64 * 16 + 4  # (256/4)^2 (offset, length) uint64 pairs and a CRC32C
+    pixel_files = lambda log: [e for e in log if "/embeddings/" in e["url"] or "/scales/" in e["url"]]
+    assert open_app(page, server + "index.html") == "ready"
+    page.evaluate("window.tesseraWorker.resetStats()")
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 200000)", [lon, lat])  # zoomed out
+    stats = page.evaluate("window.tesseraWorker.stats()")
+    assert pixel_files(stats["log"]) == [] and stats["prefetch"]["files"] == 0
+    page.evaluate("window.tesseraWorker.resetStats()")
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])  # 10 m per px
+    stats = page.evaluate("window.tesseraWorker.stats()")
+    warm = pixel_files(stats["log"])
+    summary = [(e["url"].split("/data/")[-1], e["range"], e["status"], e["bytes"]) for e in warm]
+    assert warm and all("/data/2024.zarr/" in e["url"] for e in warm), summary  # the year store shown only
+    assert all(e["bytes"] == index_bytes for e in warm if e["status"] == 206), summary  # indexes, no chunk
+    assert len({e["url"] for e in warm}) == len(warm) <= 64, summary  # each shard file once, capped
+    shard = f"{row // 256}/{col // 256}"
+    for f in (f"utm31/embeddings/c/{shard}/0", f"utm31/scales/c/{shard}"):
+        assert any(e["url"].endswith("2024.zarr/" + f) and e["status"] == 206 for e in warm), (f, summary)
+    page.evaluate("window.tesseraWorker.resetStats()")
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", [lon, lat])
+    log = [e for e in pixel_files(page.evaluate("window.tesseraWorker.stats().then((s) => s.log)"))
+           if "/data/2024.zarr/" in e["url"]]
+    summary = [(e["url"].split("/data/")[-1], e["range"], e["bytes"]) for e in log]
+    assert len(log) == 2 and all(e["status"] == 206 and e["bytes"] <= 16 * 128 + 64 for e in log), summary
+    got = np.array(wait_spectrum(page, 1, f"r{row} c{col}")["ys"][0])
+    np.testing.assert_array_equal(got, truth(store, "utm31", row, col).astype(np.float64))
+
+
 def test_similarity_ranks_a_known_similar_pixel_high(page, server, site):
     store = site / "data" / "2024.zarr"
     z = zarr.open_group(store / "utm30", mode="r")

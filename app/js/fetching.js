@@ -34,6 +34,7 @@ export const LIMITS = { metadataBytes: 16 * 2 ** 20, indexBytes: 64 * 2 ** 20, d
 export const fileSizes = new Map();
 
 export async function tracedFetch(request, source = null) {
+  const start = performance.timeOrigin + performance.now();  // absolute ms: comparable across the page and the worker
   let resp;
   try {
     resp = await fetch(request);
@@ -45,7 +46,7 @@ export async function tracedFetch(request, source = null) {
   stats.requests += 1;
   stats.bytes += len;
   stats.log.push({ url: request.url, source, method: request.method, range: request.headers.get("Range"),
-                   status: resp.status, bytes: len });
+                   status: resp.status, bytes: len, start, end: performance.timeOrigin + performance.now() });
   if (request.headers.get("Range") && resp.status === 200) {
     throw new TesseraError("range", `the server ignored an HTTP Range request for ${request.url}; range requests are required`);
   }

@@ -17,7 +17,8 @@ import * as zarr from "zarrita";
 import { fileSizes } from "./fetching.js";
 
 // A page may set window.tesseraBridgeOptions before the bundle loads (the benchmark's baseline does).
-export const options = { sharedRanges: true, cacheBytes: 48 * 2 ** 20, wholeFiles: 64,
+// prefetchFiles: the most shard indexes warmed per settled view (prefetch.js).
+export const options = { sharedRanges: true, cacheBytes: 48 * 2 ** 20, wholeFiles: 64, prefetchFiles: 64,
                          ...(globalThis.tesseraBridgeOptions || {}) };
 
 // A Map with least-recently-used eviction by total bytes (values: promises of Uint8Array | undefined).

@@ -9,16 +9,24 @@
 //
 // Modules: fetching.js (traced, capped fetches and origin checks), ranges.js (zarrita store
 // extensions: shared range cache, whole-shard reads), sources.js (opening stores and indexes),
-// geography.js (coastlines, borders, place names), mercator.js (the projection, also the preview's).
+// prefetch.js (warming the shard indexes of the shards in view), geography.js (coastlines, borders, place
+// names), mercator.js (the projection, also the preview's).
 import * as zarr from "zarrita";
-import { ERROR_KINDS, LIMITS, TesseraError, catalogOrigins, fetchJSONDoc, fileSizes, resetStats,
+import { ERROR_KINDS, LIMITS, TesseraError, catalogOrigins, fetchJSONDoc, fileSizes, resetStats as resetFetches,
          stats } from "./fetching.js";
 import { geography } from "./geography.js";
+import { prefetchIndexes as prefetch, prefetchStats } from "./prefetch.js";
 import { clearCaches, options } from "./ranges.js";
 import { array, node, source } from "./sources.js";
 
-export { ERROR_KINDS, LIMITS, TesseraError, options, resetStats, stats };
+export { ERROR_KINDS, LIMITS, TesseraError, options, prefetchStats, stats };
 export * as mercator from "./mercator.js";
+
+// The request log and the prefetch's counters start again (tests and benchmarks).
+export function resetStats() {
+  resetFetches();
+  Object.assign(prefetchStats, { calls: 0, files: 0, bytes: 0 });
+}
 
 function failure(err) {
   if (err instanceof TesseraError) return { ok: false, error: { kind: err.kind, message: err.message } };
@@ -57,6 +65,11 @@ export const read = call(async (url, path, sel, hint) => {
   const out = await zarr.get(arr, selection);
   return { data: out.data, shape: out.shape, dtype: arr.dtype };
 });
+
+// Warm the shard indexes of the shards that boxes of arrays touch (the view's, once it settled zoomed in):
+// `items` is a list of [path, sel] with `sel` as `read` takes it.  Resolves to {files, bytes, superseded}.
+export const prefetchIndexes = call((url, items) =>
+  prefetch(url, Array.from(items, ([path, sel]) => [String(path), Array.from(sel, (s) => (s == null ? null : [s[0], s[1]]))])));
 
 // Decoded once per URL: the preview (app/web/preview.js) draws the coastlines while Python loads,
 // and the Panel map then gets the same arrays (app/web/worker.js asks the page) without a second fetch.

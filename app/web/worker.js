@@ -41,7 +41,8 @@ self.tesseraPage = {
 
 // The page's tesseraWorker commands (tests and benchmarks): this thread's fetch log and caches, and Python.
 const commands = {
-  stats: () => ({ requests: tessera.stats.requests, bytes: tessera.stats.bytes, log: tessera.stats.log.slice() }),
+  stats: () => ({ requests: tessera.stats.requests, bytes: tessera.stats.bytes, log: tessera.stats.log.slice(),
+                  prefetch: { ...tessera.prefetchStats } }),
   resetStats: () => tessera.resetStats(),
   forgetBytes: () => tessera.forgetBytes(),
   packages: () => (pyodide ? Object.keys(pyodide.loadedPackages) : []),
