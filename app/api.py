@@ -106,12 +106,10 @@ def expose(state: Explorer, origins: list[str], tools_ui=None) -> None:
     async def run(msg) -> None:  # run as a host page's message is (one rule), answered to the page
         reply = await messages.answer(cmds, {"tessera": messages.PROTOCOL, "cmd": str(msg.name),
                                              "args": msg.args.to_py()})
-        try:
-            page.post({"type": "api-reply", "id": msg.id, "ok": reply["ok"], "value": reply.get("result"),
-                       "error": reply.get("error")})
-        except Exception as e:  # a result the page cannot receive: the Promise still settles, with one line
-            page.post({"type": "api-reply", "id": msg.id, "ok": False, "value": None,
-                       "error": f"{msg.name}: its result cannot be sent to the page ({messages.one_line(e)})"})
+        page.post_answer({"type": "api-reply", "id": msg.id, "ok": reply["ok"], "value": reply.get("result"),
+                          "error": reply.get("error")},
+                         lambda e: {"type": "api-reply", "id": msg.id, "ok": False, "value": None,
+                                    "error": f"{msg.name}: its result cannot be sent to the page ({messages.one_line(e)})"})
 
     page.on("api", lambda msg: state.spawn(run(msg)))
     page.post({"type": "api", "names": list(cmds)})

@@ -103,12 +103,10 @@ def install(state, commands: dict, origins: list[str]) -> None:
         if not reply["ok"]:
             state.status = views.html("<b>Message from {} failed:</b> <span class='message-error'>{}</span>",
                                       origin, reply["error"])
-        try:
-            page.post({"type": "host-reply", "id": msg_id, "origin": origin, "reply": reply})
-        except Exception as e:  # a result the page cannot send on: the host still gets its answer
-            page.post({"type": "host-reply", "id": msg_id, "origin": origin,
-                       "reply": {**reply, "ok": False, "result": None,
-                                 "error": f"its result cannot be sent ({one_line(e)})"}})
+        page.post_answer({"type": "host-reply", "id": msg_id, "origin": origin, "reply": reply},
+                         lambda e: {"type": "host-reply", "id": msg_id, "origin": origin,
+                                    "reply": {**reply, "ok": False, "result": None,
+                                              "error": f"its result cannot be sent ({one_line(e)})"}})
 
     def on_message(msg) -> None:
         try:
@@ -116,13 +114,13 @@ def install(state, commands: dict, origins: list[str]) -> None:
         except Exception:
             data = None  # not plain data: not ours
         origin = str(msg.origin)
-        if not is_ours(data) or origin not in allowed:
-            if is_ours(data):
-                page.post({"type": "console", "level": "warn",
-                           "text": f"tessera: refused a message from {origin} (allowed: {', '.join(origins)})"})
-            page.post({"type": "host-reply", "id": msg.id, "reply": None})  # no answer: the page forgets it
+        if is_ours(data) and origin in allowed:
+            state.spawn(handle(msg.id, origin, data))
             return
-        state.spawn(handle(msg.id, origin, data))
+        if is_ours(data):
+            page.post({"type": "console", "level": "warn",
+                       "text": f"tessera: refused a message from {origin} (allowed: {', '.join(origins)})"})
+        page.post({"type": "host-reply", "id": msg.id, "reply": None})  # no answer: the page forgets it
 
     page.on("host", on_message)
     if page.framed():  # in a frame: say ready to the host, if its origin is allowed

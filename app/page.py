@@ -36,6 +36,15 @@ def post(msg: dict, transfer=None) -> None:
         _page().post(m)
 
 
+def post_answer(msg: dict, failed) -> None:
+    """Post `msg`, an answer something waits on; when it cannot be sent (a value the page cannot receive),
+    post `failed(exception)` instead, so that the wait still ends."""
+    try:
+        post(msg)
+    except Exception as e:
+        post(failed(e))
+
+
 def _js_object(**values):
     """A plain JS object of `values` (strings, numbers or JS values, passed as they are)."""
     import js
