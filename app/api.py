@@ -74,13 +74,14 @@ def commands(state: Explorer, tools_ui=None) -> dict:
     async def redraw():
         await state.redraw()
 
-    async def export_geotiff(name="similarity"):
-        """The layer as GeoTIFF bytes (tifffile is loaded on the first call)."""
+    async def export_geotiff(name="similarity", zone=None):
+        """The layer as GeoTIFF bytes, in one zone (default: the view's primary zone; tifffile is loaded on the
+        first call)."""
         await raster.ensure_tifffile()
-        return (await layers.layer(state, name)).geotiff()
+        return (await layers.layer(state, name, zone)).geotiff()
 
-    async def export_png(name="similarity"):
-        return (await layers.layer(state, name)).png()
+    async def export_png(name="similarity", zone=None):
+        return (await layers.layer(state, name, zone)).png()
 
     async def export_region():
         """region.npy + region.json of the view's window at its overview level (capped at model.MAX_REGION per
@@ -89,7 +90,8 @@ def commands(state: Explorer, tools_ui=None) -> dict:
 
     cmds = {"goto": goto, "layers": layers_, "select": select, "timeSimilarity": time_similarity,
             "pin": pin, "simAt": state.sim_at, "view": view, "redraw": redraw,
-            "exportGeoTIFF": export_geotiff, "exportPNG": export_png, "exportRegion": export_region}
+            "exportGeoTIFF": export_geotiff, "exportPNG": export_png, "exportRegion": export_region,
+            "layerZones": lambda name="similarity": layers.zones(state, str(name))}
     tools = tools_api.commands(state, tools_ui)  # label, classify, cluster, change, value, ...
     view_sim = tools.pop("similarity")
     cmds.update(tools, similarity=lambda on=True, mode="mean", threshold=None: similarity(on) if isinstance(on, bool)

@@ -2,7 +2,8 @@
 
 The bytes come from the same functions as tesseraApi's exports (app/layers.py, app/raster.py,
 app/region.py); the browser saves them through a Blob link. Status lines say what was exported,
-its size and time, and for a region which window of which zone (capped at model.MAX_REGION).
+its size and time, and for a region which window of which zone (capped at model.MAX_REGION). A layer
+over a view that spans UTM zones is saved as one file per zone, each in its own CRS, in one zip.
 """
 from __future__ import annotations
 
@@ -53,11 +54,8 @@ class ExportButtons(pn.viewable.Viewer):
             else:
                 if kind == "tif":
                     await raster.ensure_tifffile()
-                lay = await layers.layer(s, s.export_layer)
-                data = lay.geotiff() if kind == "tif" else lay.png()
-                name = f"tessera-{s.model.year}-{lay.zone.name}-{lay.name}.{kind}"
-                mime = "image/tiff" if kind == "tif" else "image/png"
-                what = views.html("rows {}-{}, cols {}-{} of {}", *lay.window, lay.zone.name)
+                name, data, mime, lays = await layers.download(s, s.export_layer, kind)
+                what = "; ".join(views.html("rows {}-{}, cols {}-{} of {}", *lay.window, lay.zone.name) for lay in lays)
         except (ValueError, SourceError) as e:
             s.status = views.html("<b>Export failed:</b> {}", e)
             return

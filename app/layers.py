@@ -10,8 +10,14 @@ and PNG by `tesseraApi.exportGeoTIFF(name)`, `exportPNG(name)` and the page's bu
   * "class", "cluster", "change": the analysis tools' maps (app/tools/);
   * "scatter": the pixels of the points brushed in the embedding scatter, uint8: 1 brushed, 0 the region's
     other pixels with data, 255 no data (PNG: the map's magenta on transparent).
+
+A GeoTIFF holds one CRS, so a layer over a view that spans UTM zones is exported one zone at a time: `zone`
+names it (default: the view's primary zone, the one holding its centre); `zones(state, name)` lists them.
 """
 from __future__ import annotations
+
+import io
+import zipfile
 
 import numpy as np
 
@@ -36,17 +42,34 @@ def view_window(state) -> tuple[Zone, tuple[int, int, int, int]]:
     return got[0], got[1]
 
 
-async def similarity_layer(state) -> RasterLayer:
-    if not state.sim:
+def part(layer, zone: str | None):
+    """The zone `zone` of a tool Layer (app/tools/region.py; None: its primary zone); ExportError when it has none."""
+    if zone is None:
+        return layer
+    for p in layer.all:
+        if p.zone.name == zone:
+            return p
+    raise ExportError(f"the {layer.name} map has no zone {str(zone)[:40]!r} "
+                      f"(its zones: {', '.join(p.zone.name for p in layer.all)})")
+
+
+async def similarity_layer(state, zone: str | None = None) -> RasterLayer:
+    if state.sim is None:
         raise ExportError("no similarity map yet: select a pixel and turn similarity search on")
-    zone, window, sim = state.sim
+    sim = part(state.sim, zone)
     threshold = state.threshold
-    return RasterLayer("similarity", sim, zone, window, float("nan"),
+    return RasterLayer("similarity", sim.values, sim.zone, sim.window, float("nan"),
                        colours=lambda v: render.similarity_rgba(v, threshold))
 
 
-async def base_layer(state) -> RasterLayer:
-    zone, (r0, r1, c0, c1) = view_window(state)
+async def base_layer(state, zone: str | None = None) -> RasterLayer:
+    if zone is None:
+        zone, (r0, r1, c0, c1) = view_window(state)
+    else:
+        got = [w for w in tool_region.view_windows(state.model, state.render_view()) if w[0].name == zone]
+        if not got:
+            raise ExportError(f"the view shows no zone {str(zone)[:40]!r}")
+        zone, (r0, r1, c0, c1) = got[0][:2]
     if not zone.has_rgb:
         raise ExportError(f"{zone.name} has no rgb preview")
     rgba = await state.model.region(zone, "rgb", r0, r1, c0, c1)
@@ -56,11 +79,12 @@ async def base_layer(state) -> RasterLayer:
 def tool_layer(name: str):
     """A provider for an analysis tool's map (app/tools/): class, cluster and scatter maps as uint8 values with
     255 for no data, the PNG in the map's colours; change as float32 with NaN for no data."""
-    async def provide(state) -> RasterLayer:
+    async def provide(state, zone: str | None = None) -> RasterLayer:
         layer = state.tools.layer(name)
         if layer is None:
             raise ExportError(f"no {name} map yet: " + ("brush points in the scatter first" if name == "scatter"
                                                           else f"run the {name} tool first"))
+        layer = part(layer, zone)
         if name == "change":
             return RasterLayer(name, layer.values.astype(np.float32), layer.zone, layer.window, float("nan"),
                                colours=lambda v: layer.rgba)
@@ -73,8 +97,32 @@ PROVIDERS = {"similarity": similarity_layer, "base": base_layer, "class": tool_l
              "cluster": tool_layer("cluster"), "change": tool_layer("change"), "scatter": tool_layer("scatter")}
 
 
-async def layer(state, name: str) -> RasterLayer:
+async def layer(state, name: str, zone: str | None = None) -> RasterLayer:
     provider = PROVIDERS.get(str(name))
     if provider is None:
         raise ExportError(f"unknown layer {name!r} (layers: {', '.join(PROVIDERS)})")
-    return await provider(state)
+    return await provider(state, None if zone is None else str(zone))
+
+
+def zones(state, name: str) -> list[str]:
+    """The zones layer `name` covers, its primary zone first ([] for the base layer: the view's primary zone)."""
+    got = state.sim if name == "similarity" else state.tools.layer(name) if name in PROVIDERS else None
+    return [] if got is None else [p.zone.name for p in got.all]
+
+
+async def download(state, name: str, kind: str) -> tuple[str, bytes, str, list[RasterLayer]]:
+    """(file name, bytes, MIME type, the zones' RasterLayers) of the page's GeoTIFF ("tif") or PNG ("png") export
+    of layer `name`: the file itself for one zone; for a layer over several UTM zones one file per zone (each in
+    its own CRS) in a zip."""
+    year = state.model.year if state.model is not None else None
+    lays = [await layer(state, name, z) for z in zones(state, name) or [None]]
+    files = {f"tessera-{year}-{lay.zone.name}-{lay.name}.{kind}": lay.geotiff() if kind == "tif" else lay.png()
+             for lay in lays}
+    if len(files) == 1:
+        (file, data), = files.items()
+        return file, data, "image/tiff" if kind == "tif" else "image/png", lays
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:  # stored: GeoTIFF and PNG are compressed already
+        for file, data in files.items():
+            z.writestr(file, data)
+    return f"tessera-{year}-{lays[0].name}-{len(files)}-zones-{kind}.zip", buf.getvalue(), "application/zip", lays

@@ -12,7 +12,7 @@ import math
 import param
 
 from app import basemap, geo, layers, places, render, tiles, views
-from app.tools import Tools, region, share, similarity
+from app.tools import Tools, share, similarity
 from app.model import Pixel, StoreModel
 from app.reader import JSSource, SourceError
 from app.state import UrlState
@@ -64,7 +64,7 @@ class Explorer(param.Parameterized):
         self._redraw_pending = False
         self._warming = None  # the task warming the shard indexes of the settled view (warm_view)
         self.geography = None  # the task loading coastlines, borders and place names (app/main.py)
-        self.tool_window = None  # (zone name, overview level, window) a link's tools run on instead of the view's (app/tools/share.py)
+        self.tool_window = None  # [(zone name, overview level, window), ...]: a link's tools run on these instead of the view's (app/tools/share.py)
         self.tools = Tools(self)  # labels, classification, k-means, change (app/tools/)
         self.param.watch(self._on_selected, "selected")
         # What a change of state sets off: a year switch, a similarity search, a redraw (coalesced).
@@ -272,7 +272,7 @@ class Explorer(param.Parameterized):
 
     def sim_at(self, lon: float, lat: float) -> float | None:
         """The last similarity map's value under lon/lat (None outside it or where there is no data)."""
-        return region.value_at(*self.sim, lon, lat) if self.sim else None
+        return self.sim.value_at(lon, lat) if self.sim is not None else None
 
     def click(self, lon: float, lat: float):
         """A map click: labels the pixel in label mode, else selects it."""

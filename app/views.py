@@ -117,15 +117,11 @@ def image_data(rgba: np.ndarray | None, v: render.View) -> dict:
 
 
 def similarity_image(sim, threshold: float, on: bool, v: render.View) -> np.ndarray | None:
-    """The similarity layer sampled into the view (None when off or not computed)."""
-    if not sim or not on:
+    """The similarity layer (app/tools/region.py Layer, every zone) sampled into the view (None when off or not
+    computed)."""
+    if sim is None or not on:
         return None
-    zone, (r0, r1, c0, c1), values = sim
-    lon, lat = v.lonlat_grid()
-    row, col = zone.to_rowcol(lon, lat)
-    out = np.zeros((v.height, v.width, 4), np.uint8)
-    render.sample_window(render.similarity_rgba(values, threshold), r0, c0, row, col, np.ones(row.shape, bool), out)
-    return out
+    return sim.image(v, lambda values: render.similarity_rgba(values, threshold))
 
 
 def scale_bar_data(view: tuple[float, float, float, float], fraction: float = 0.2) -> dict:

@@ -108,7 +108,7 @@ def test_similarity_png_shows_the_threshold_and_no_data_as_transparent(store):
     state.threshold = 0.5
     lay = run_async(layers.layer(state, "similarity"))
     img = np.asarray(Image.open(io.BytesIO(lay.png())))
-    zone, (r0, r1, c0, c1), sim = state.sim
+    zone, (r0, r1, c0, c1), sim = state.sim.zone, state.sim.window, state.sim.values
     assert img.shape == (r1 - r0, c1 - c0, 4)
     with np.errstate(invalid="ignore"):
         np.testing.assert_array_equal(img[..., 3] > 0, np.isfinite(sim) & (sim >= 0.5))

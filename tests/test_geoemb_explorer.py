@@ -129,7 +129,7 @@ def test_explorer_years_selection_years_plot_similarity_and_map(geoemb_store, ti
         state.centre_view(p["lon"], p["lat"], 4000)
         state.similarity_on = True
         await state.settle()
-        _, (r0, r1, c0, c1), sim = state.sim
+        _, (r0, r1, c0, c1), sim = state.sim.zone, state.sim.window, state.sim.values
         v = numpy_vectors(geoemb_store, "utm30", 0)[r0:r1, c0:c1]
         target = v[row - r0, col - c0]
         with np.errstate(invalid="ignore"):

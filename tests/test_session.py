@@ -131,7 +131,7 @@ def test_similarity_window_is_clipped_at_zone_edges(store, where):
         await state.select(lon, lat)
         state.similarity_on = True
         await state.settle()
-        z, (r0, r1, c0, c1), sim = state.sim
+        z, (r0, r1, c0, c1), sim = state.sim.zone, state.sim.window, state.sim.values
         assert z.level == 3  # 66 m per map pixel: overview level 3's grid (80 m), clipped at its edges
         vec, _, _ = level_vectors(store, "utm34", 3)
         assert 0 <= r0 < r1 <= vec.shape[0] and 0 <= c0 < c1 <= vec.shape[1] and sim.shape == (r1 - r0, c1 - c0)

@@ -32,7 +32,7 @@ def test_zoomed_out_similarity_and_kmeans_run_on_the_overview_code(store):
         state.centre_view(lon, lat, SPAN)
         state.param.update(sim_from="selection", similarity_on=True)
         await state.settle()
-        zone, (r0, r1, c0, c1), sim = state.sim
+        zone, (r0, r1, c0, c1), sim = state.sim.zone, state.sim.window, state.sim.values
         assert (zone.name, zone.level, zone.pixel) == ("utm30", 2, 40.0)
         assert "overview level 2 (40 m pixels), the 8-d compact code" in state.status
         vec, t, epsg = level_vectors(store, "utm30", 2)
@@ -52,14 +52,34 @@ def test_zoomed_out_similarity_and_kmeans_run_on_the_overview_code(store):
         assert tuple(tags[33550][:2]) == (40.0, 40.0)
         assert tuple(tags[33922][3:5]) == (t[2] + c0 * 40.0, t[5] - r0 * 40.0)
         np.testing.assert_allclose(tif.pages[0].asarray(), want, rtol=0, atol=1e-5, equal_nan=True)
-        # k-means on the same view: the level's reconstructed vectors, as scikit-learn clusters them
+        # the view crosses the Greenwich meridian: similarity runs in utm31 too, on its own level-2 grid
+        (other,) = state.sim.parts
+        vec31, t31, epsg31 = level_vectors(store, "utm31", 2)
+        (a0, a1, b0, b1) = other.window
+        want31 = cos(vec31[a0:a1, b0:b1], state.selected.vector)
+        assert (other.zone.name, other.zone.level) == ("utm31", 2) and np.isfinite(want31).sum() > 300
+        np.testing.assert_allclose(other.values, want31, rtol=0, atol=1e-5, equal_nan=True)
+        to_ll31 = Transformer.from_crs(epsg31, 4326, always_xy=True)
+        rows, cols = np.nonzero(np.isfinite(want31))
+        for i in (0, len(rows) // 2, len(rows) - 1):
+            r, c = int(rows[i]) + a0, int(cols[i]) + b0
+            plon, plat = to_ll31.transform(t31[2] + (c + 0.5) * t31[0], t31[5] + (r + 0.5) * t31[4])
+            assert plon > 0 and abs(state.sim_at(plon, plat) - want31[r - a0, c - b0]) < 1e-5
+        # the utm31 part covers the view east of the meridian: its pixels at the view's east edge are in it
+        x1 = state.render_view().x1
+        elon, elat = np.degrees(x1 / 6378137.0), lat
+        er, ec = Transformer.from_crs(4326, epsg31, always_xy=True).transform(elon, elat)
+        er, ec = int((t31[5] - ec) // 40.0), int((er - t31[2]) // 40.0)
+        assert a0 <= er < a1 and b0 <= ec <= b1
+        # k-means on the same view, over both zones' pixels: the level's reconstructed vectors, as scikit-learn
+        # clusters them
         layer = await state.tools.cluster.cluster(k=3, seed=5)
-        assert layer.zone.level == 2 and layer.window == (r0, r1, c0, c1)
-        X = vec[r0:r1, c0:c1][np.isfinite(want)]
+        assert layer.zone.level == 2 and layer.window == (r0, r1, c0, c1) and layer.parts[0].window == other.window
+        X = np.concatenate([vec[r0:r1, c0:c1][np.isfinite(want)], vec31[a0:a1, b0:b1][np.isfinite(want31)]])
         km = KMeans(n_clusters=3, random_state=5, n_init=3).fit(X)
         assert abs(state.tools.cluster.inertia - km.inertia_) <= 0.01 * km.inertia_
-        got = layer.values[np.isfinite(want)].astype(int)
-        pairs = set(zip(got.tolist(), km.labels_.tolist()))
+        got = np.concatenate([layer.values[np.isfinite(want)], layer.parts[0].values[np.isfinite(want31)]])
+        pairs = set(zip(got.astype(int).tolist(), km.labels_.tolist()))
         assert len(pairs) == 3  # the same partition, up to the cluster numbering
     run_async(run())
 
@@ -68,7 +88,7 @@ def test_zoomed_in_view_reads_full_vectors(store):
     async def run():
         state = await opened(store)
         state.centre_view(*centre_of_data(store, "utm30"), 2500)
-        reg = await region.read(state.model, state.render_view())
+        reg = (await region.read(state.model, state.render_view())).primary
         assert reg.zone.level == 0 and not reg.coded and not reg.capped
         r0, r1, c0, c1 = reg.window
         np.testing.assert_array_equal(reg.vectors, zone_vectors(store, "utm30")[r0:r1, c0:c1])

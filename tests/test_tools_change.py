@@ -79,24 +79,34 @@ def test_zoomed_out_change_reads_both_year_stores_at_the_views_overview_level(st
         want = level_change(store, store_2023, "utm30", 2, layer.window)
         assert np.isfinite(want).sum() > 300  # the whole view's data, at 40 m
         np.testing.assert_allclose(layer.values, want, rtol=0, atol=1e-5, equal_nan=True)
-        assert "Change 2023 -> 2024 (1 - cosine): utm30 rows" in state.status
+        assert "Change 2023 -> 2024 (1 - cosine): 2 zones: utm30 rows" in state.status
         assert "overview level 2 (40 m pixels), the 8-d compact code" in state.status
+        # the view crosses the meridian: utm31's part, on its own level-2 grid, against zarr-python + numpy
+        (east,) = layer.parts
+        want31 = level_change(store, store_2023, "utm31", 2, east.window)
+        assert east.zone.name == "utm31" and np.isfinite(want31).sum() > 300 and "+ utm31 rows" in state.status
+        np.testing.assert_allclose(east.values, want31, rtol=0, atol=1e-5, equal_nan=True)
+        lon, lat = east.zone.centre_lonlat(*(np.argwhere(np.isfinite(want31))[0] + [east.window[0], east.window[2]]))
+        assert layer.value_at(lon, lat) == pytest.approx(want31[np.isfinite(want31)][0], abs=1e-5)
         # drawn on level 2's grid: a level pixel's centre reads back that pixel's value
         rows, cols = np.nonzero(np.isfinite(want))
         r0, c0 = layer.window[0], layer.window[2]
         for i in (0, len(rows) // 2, len(rows) - 1):
             lon, lat = layer.zone.centre_lonlat(r0 + int(rows[i]), c0 + int(cols[i]))
             assert layer.value_at(lon, lat) == pytest.approx(want[rows[i], cols[i]], abs=1e-5)
-        assert sum(ch.hist["count"]) == np.isfinite(want).sum()
+        assert sum(ch.hist["count"]) == np.isfinite(want).sum() + np.isfinite(want31).sum()  # both zones
         cut = float(np.nanmedian(want))
         ch.threshold = cut
         shown = ch.result.rgba[..., 3] > 0
         assert (shown == (np.nan_to_num(layer.values, nan=-1) >= cut)).all() and 0 < shown.sum()
+        assert ((ch.result.parts[0].rgba[..., 3] > 0) == (np.nan_to_num(east.values, nan=-1) >= cut)).all()  # recoloured too
         assert ch.result.image(state.render_view())[..., 3].any()  # drawn into the view
         # the link re-runs it on level 2's window, also from a view that moved
         link = UrlState.from_url("", state.url().to_hash())
         w = layer.window
-        assert link.tool == f"change,y0:2023,y1:2024,threshold:{cut},win:{w[0]}_{w[1]}_{w[2]}_{w[3]},zone:utm30,lvl:2"
+        e = east.window
+        assert link.tool == (f"change,y0:2023,y1:2024,threshold:{cut},win:{w[0]}_{w[1]}_{w[2]}_{w[3]},zone:utm30,lvl:2,"
+                             f"also:utm31~2~{e[0]}_{e[1]}_{e[2]}_{e[3]}")
         other = await opened(store, 2024, catalog=catalog)
         other.centre_view(link.lon + 0.05, link.lat - 0.02, link.span / 4)
         other.tools.change.offer()
@@ -104,6 +114,8 @@ def test_zoomed_out_change_reads_both_year_stores_at_the_views_overview_level(st
         assert (again.zone.level, again.window, other.tools.change.threshold) == (2, layer.window, cut)
         np.testing.assert_array_equal(again.values, layer.values)
         np.testing.assert_array_equal(again.rgba, ch.result.rgba)
+        assert again.parts[0].window == east.window
+        np.testing.assert_array_equal(again.parts[0].values, east.values)
         assert "overview level 2 (40 m pixels)" in other.status
     run_async(run())
 

@@ -51,10 +51,11 @@ def test_class_map_agrees_with_scikit_learn(store, world, method):
         # legend: counts and areas (10 m pixels) of the classes shown, escaped names
         rows = state.tools.classify.legend()
         assert sum(k for _, _, k, _ in rows) == valid.sum()
-        assert all(a == pytest.approx(k * 1e-4) for _, _, k, a in rows)
+        assert all(a == pytest.approx(k * 1e-4) for _, _, k, a in rows)  # 10 m pixels: 1e-4 km²
         assert "class-legend" in panes.legend_html(rows)
         # a confidence threshold hides the doubtful pixels
-        conf = state.tools.classify.conf
+        assert not state.tools.classify.result.parts  # this view lies in utm30 only
+        conf = state.tools.classify.conf.values
         cut = float(np.nanmax(conf)) if method == "k-NN" else float(np.nanmedian(conf))
         state.tools.classify.threshold = cut
         shown = state.tools.classify.result.rgba[..., 3] > 0
@@ -86,7 +87,7 @@ def test_a_zoomed_out_view_is_capped_and_says_so(store, plain_store, world, monk
     async def run():
         state = await opened(plain_store)
         state.centre_view(*centre_of_data(plain_store, "utm30"), 5000)
-        reg = await region.read(state.model, state.render_view())
+        reg = (await region.read(state.model, state.render_view())).primary
         r0, r1, c0, c1 = reg.window
         assert reg.capped and r1 - r0 <= 40 and c1 - c0 <= 40
         assert "capped at 40 px per side" in region.describe(reg) and "overview" not in region.describe(reg)
@@ -98,4 +99,18 @@ def test_a_zoomed_out_view_is_capped_and_says_so(store, plain_store, world, monk
         r0, r1, c0, c1 = state3.tools.classify.result.window
         assert "capped" not in state3.status and "overview level 0 (10 m pixels), the 8-d compact code" in state3.status
         assert r1 - r0 > 40 and c1 - c0 > 40
+    run_async(run())
+
+
+def test_the_legend_counts_an_overview_levels_pixels_at_their_own_area(store, world):
+    """Zoomed out, the class map lies on overview level 2 (40 m pixels): each pixel is 0.0016 km², not 10 m's
+    1e-4 km² (the legend gave a 16th of the area before)."""
+    async def run():
+        state, _ = await labelled(store, world)
+        state.centre_view(*centre_of_data(store, "utm30"), 20_000)
+        layer = await state.tools.classify.classify("k-NN")
+        assert {p.zone.pixel for p in layer.all} == {40.0}
+        rows = state.tools.classify.legend()
+        assert sum(k for _, _, k, _ in rows) == sum(int(np.isfinite(p.values).sum()) for p in layer.all) > 300
+        assert all(a == pytest.approx(k * 0.04 * 0.04) for _, _, k, a in rows)
     run_async(run())

@@ -82,7 +82,7 @@ def test_labels_classify_cluster_change_scatter_and_export_on_a_geoemb_store(geo
         # scatter: PCA of every valid pixel of the region vs scikit-learn (a component's sign is arbitrary)
         from sklearn.decomposition import PCA
         sp = await state.tools.scatter.compute(max_points=100_000)
-        assert sp.region.window == layer.window and len(sp.rows) == valid.sum()
+        assert sp.region.primary.window == layer.window and len(sp.rows) == valid.sum()
         X = sub[sp.rows, sp.cols].astype(np.float64)
         xy = PCA(n_components=2).fit_transform(X)
         xy *= np.sign((sp.xy * xy).sum(axis=0))

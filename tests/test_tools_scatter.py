@@ -25,7 +25,7 @@ def test_projection_matches_sklearn_pca_on_every_pixel(store):
         state = await opened(store)
         state.centre_view(*centre_of_data(store, "utm31"), 2500)
         p = await state.tools.scatter.compute(max_points=100_000)
-        r0, r1, c0, c1 = p.region.window
+        r0, r1, c0, c1 = p.region.primary.window
         sub = zone_vectors(store, "utm31")[r0:r1, c0:c1]
         valid = np.isfinite(sub[..., 0])
         assert len(p.rows) == valid.sum() > 1000  # every valid pixel: no sample
@@ -47,7 +47,7 @@ def test_sample_brush_hover_and_label(store):
         state.centre_view(*centre_of_data(store, "utm31"), 2500)
         sc = state.tools.scatter
         p = await sc.compute(max_points=400, seed=5)
-        r0, r1, c0, c1 = p.region.window
+        r0, r1, c0, c1 = p.region.primary.window
         zv = zone_vectors(store, "utm31")
         n_valid = int(np.isfinite(zv[r0:r1, c0:c1, 0]).sum())
         assert len(p.rows) == 400 and p.n_valid == n_valid > 400
@@ -183,7 +183,7 @@ def test_tapping_a_point_selects_its_pixel_on_the_map(store):
         sc = state.tools.scatter
         assert await sc.tap([0], 0.0, 0.0) is None and state.selected is None  # nothing projected yet
         p = await sc.compute(max_points=500, seed=3)
-        r0, _, c0, _ = p.region.window
+        r0, _, c0, _ = p.region.primary.window
         # a tap hitting points 7 and 9 at point 9's place: point 9's pixel is selected, ringed in the scatter
         k = await sc.tap([7, 9, 10_000], float(p.xy[9, 0]), float(p.xy[9, 1]))
         await state.settle()

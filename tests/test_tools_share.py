@@ -77,8 +77,8 @@ def test_cluster_and_scatter_come_back_from_the_url(store):
         same_layer(layer, sc.highlight)
         # the highlighted pixels are the brushed points' pixels (lon/lat by pyproj from the store's grid)
         for i in brushed:
-            lon, lat = pixel_lonlat(store, "utm31", p.region.window[0] + int(p.rows[i]),
-                                    p.region.window[2] + int(p.cols[i]))
+            lon, lat = pixel_lonlat(store, "utm31", p.region.primary.window[0] + int(p.rows[i]),
+                                    p.region.primary.window[2] + int(p.cols[i]))
             assert again.tools.layer("scatter").value_at(lon, lat) == 1.0
         # a brush too long for the URL is left out, the scatter and its settings stay
         big = await sc.compute(max_points=3000, seed=9)
@@ -227,8 +227,8 @@ def test_similarity_source_and_mode_come_back_from_the_url(store):
         await similarity.restore(again, back)
         await again.settle()
         assert (again.similarity_on, again.sim_from, again.sim_mode, again.threshold) == (True, "pins", "max", 0.6)
-        zone, (r0, r1, c0, c1), sim = again.sim
-        assert (zone.name, (r0, r1, c0, c1)) == (state.sim[0].name, tuple(state.sim[1]))
+        zone, (r0, r1, c0, c1), sim = again.sim.zone, again.sim.window, again.sim.values
+        assert (zone.name, (r0, r1, c0, c1)) == (state.sim.zone.name, tuple(state.sim.window))
         sub = v[r0:r1, c0:c1].astype(np.float64)  # the max of the pins' cosines, from zarr-python + numpy
         want = np.stack([cosines(sub, v[r, c].astype(np.float64)) for r, c in rc]).max(0)
         np.testing.assert_allclose(sim, want, rtol=0, atol=1e-5, equal_nan=True)

@@ -16,7 +16,7 @@ def test_similarity_from_pins_over_the_view(store, mode):
         v, rc = await pin_three(state, store)
         state.param.update(sim_from="pins", sim_mode=mode, similarity_on=True)
         await state.settle()
-        zone, (r0, r1, c0, c1), sim = state.sim
+        zone, (r0, r1, c0, c1), sim = state.sim.zone, state.sim.window, state.sim.values
         sub = v[r0:r1, c0:c1].astype(np.float64)
         each = np.stack([cosines(sub, v[r, c].astype(np.float64)) for r, c in rc])
         want = each.mean(0) if mode == "mean" else each.max(0)

@@ -10,6 +10,18 @@ import numpy as np
 from app.tools import labels as lab
 
 
+def zones(parts) -> dict:
+    """Where a tool ran: the primary zone's name, level, pixel and window, and under "zones" every zone's."""
+    one = [{"zone": p.zone.name, "level": p.zone.level, "pixel": p.zone.pixel, "window": [int(x) for x in p.window]}
+           for p in parts]
+    return dict(one[0], zones=one)
+
+
+def layer_summary(layer) -> dict:
+    """zones() of a Layer, and its pixels with a value (all zones)."""
+    return dict(zones(layer.all), valid=int(np.isfinite(layer.values_all()).sum()))
+
+
 def commands(state, ui) -> dict:
     t = state.tools
 
@@ -21,11 +33,7 @@ def commands(state, ui) -> dict:
     def summary(layer, extra=None):
         if layer is None:
             return None
-        r0, r1, c0, c1 = layer.window
-        d = {"zone": layer.zone.name, "level": layer.zone.level, "pixel": layer.zone.pixel,
-             "window": [r0, r1, c0, c1], "status": str(state.status),
-             "valid": int(np.isfinite(layer.values).sum())}
-        return dict(d, **(extra or {}))
+        return dict(layer_summary(layer), status=str(state.status), **(extra or {}))
 
     def label(lon, lat, cls=None):
         async def go():
@@ -79,9 +87,7 @@ def commands(state, ui) -> dict:
             await state.compute_similarity()
             state.similarity_on = True
             ms = (time.perf_counter() - t0) * 1000
-            zone, (r0, r1, c0, c1), sim = state.sim
-            return {"zone": zone.name, "level": zone.level, "pixel": zone.pixel, "window": [r0, r1, c0, c1],
-                    "ms": ms, "status": str(state.status), "valid": int(np.isfinite(sim).sum())}
+            return dict(layer_summary(state.sim), ms=ms, status=str(state.status))
         return run(go)
 
     def scatter(method="PCA", params=None):
@@ -92,7 +98,7 @@ def commands(state, ui) -> dict:
             res = await t.scatter.compute(str(method), **p)
             if res is None:
                 return None
-            return {"zone": res.region.zone.name, "window": list(res.region.window), "status": str(state.status),
+            return {**zones(res.region.parts), "status": str(state.status),
                     "ms": (time.perf_counter() - t0) * 1000, "method": res.method, "points": len(res.rows),
                     "valid": res.n_valid, "explained": [float(x) for x in res.explained]}
         return run(go)
@@ -102,10 +108,12 @@ def commands(state, ui) -> dict:
         res = t.scatter.result
         if res is None:
             return None
-        r0, _, c0, _ = res.region.window
-        return json.dumps({"zone": res.region.zone.name, "rows": (res.rows + r0).tolist(),
-                           "cols": (res.cols + c0).tolist(), "x": res.xy[:, 0].tolist(), "y": res.xy[:, 1].tolist(),
-                           "selected": list(t.scatter.selected)})
+        parts = res.region.parts
+        r0 = np.array([p.window[0] for p in parts])[res.part]
+        c0 = np.array([p.window[2] for p in parts])[res.part]
+        return json.dumps({"zone": parts[0].zone.name, "zones": [parts[i].zone.name for i in res.part],
+                           "rows": (res.rows + r0).tolist(), "cols": (res.cols + c0).tolist(),
+                           "x": res.xy[:, 0].tolist(), "y": res.xy[:, 1].tolist(), "selected": list(t.scatter.selected)})
 
     def scatter_select(which):
         """Brush points: {"box": [x0, x1, y0, y1]} in scatter coordinates, or {"indices": [...]}; resolves to the
@@ -119,7 +127,7 @@ def commands(state, ui) -> dict:
         async def go():
             hl = t.scatter.select(idx)
             return {"selected": len(t.scatter.selected),
-                    "highlighted": 0 if hl is None else int((hl.values == 1).sum())}
+                    "highlighted": 0 if hl is None else int((hl.values_all() == 1).sum())}
         return run(go)
 
     def value(layer, lon, lat):
@@ -131,16 +139,16 @@ def commands(state, ui) -> dict:
         return None if got is None else got.value_at(float(lon), float(lat))
 
     def layer_array(layer):
-        """The layer's values over its zone window, row-major (NaN as null), for checks against CPython."""
-        got = t.layer(str(layer)) if layer != "similarity" else None
-        if layer == "similarity" and state.sim:
-            zone, w, vals = state.sim
-        elif got is not None:
-            zone, w, vals = got.zone, got.window, got.values
-        else:
+        """The layer's values over its (primary) zone window, row-major (NaN as null), and under "parts" every
+        zone's, for checks against CPython."""
+        got = state.sim if layer == "similarity" else t.layer(str(layer))
+        if got is None:
             return None
-        return json.dumps({"zone": zone.name, "level": zone.level, "pixel": zone.pixel, "window": list(w),
-                           "values": [None if not np.isfinite(x) else float(x) for x in vals.ravel()]})
+
+        def one(p):
+            return {"zone": p.zone.name, "level": p.zone.level, "pixel": p.zone.pixel, "window": list(p.window),
+                    "values": [None if not np.isfinite(x) else float(x) for x in p.values.ravel()]}
+        return json.dumps(dict(one(got), parts=[one(p) for p in got.all]))
 
     return {"label": label, "labels": labels, "importLabels": import_labels,
             "exportLabels": lambda: json.dumps(lab.to_geojson(t.labels.classes, t.labels.points)),

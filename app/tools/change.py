@@ -94,28 +94,38 @@ class Change(param.Parameterized):
             self._stores[year] = await StoreModel(self.app.source_factory(entry["url"])).open(year)
         return self._stores[year]
 
-    async def read(self, y0: int, y1: int) -> tuple[reg.Region, reg.Region] | None:
-        """The two years' regions over the tool's region (the view's, or a link's; app/tools/region.py tool_plan):
-        the same overview level and window for both, read as full vectors or the code like the other tools."""
+    async def read(self, y0: int, y1: int) -> tuple[reg.Regions, reg.Regions] | None:
+        """The two years' regions over the tool's region (the view's, or a link's; app/tools/region.py tool_plans),
+        in every zone it shows that both years hold: the same overview level and window for both, read as full
+        vectors or the code like the other tools."""
         app, ym = self.app, self.app.years_model
         stored = {c["year"] for c in app.catalog}
         # Year stores first: their region reads fetch whole shards (an index's references are per inner chunk).
         # A geoemb: store holds both years itself: read them from its time axis, never open it again.
         if ym is not None and y0 in ym.years and y1 in ym.years and (ym.layout.time_axis or not {y0, y1} <= stored):
             # a multi-year index and a geoemb: store carry no overviews: their plan is the 10 m window (capped)
-            p = reg.tool_plan(app, ym)
-            if p is None:
+            ps = reg.tool_plans(app, ym)
+            if not ps:
                 return None
-            zone, window, full, _ = p
-            a, b = await asyncio.gather(reg.read_window(ym, zone, window, ym.years.index(y0)),
-                                        reg.read_window(ym, zone, window, ym.years.index(y1)))
-            return reg.Region(zone, window, full, a), reg.Region(zone, window, full, b)
-        m0, m1 = await self._store(y0), await self._store(y1)
-        # the window every tool reads on this view, on the shown store's grid; each year store's own grid of
-        # that level is the same ground shifted by whole pixels
-        p = reg.tool_plan(app)
-        if p is None or any(p[0].name not in m.zones for m in (m0, m1)):
-            return None
+
+            async def both(zone, window, full):
+                a, b = await asyncio.gather(reg.read_window(ym, zone, window, ym.years.index(y0)),
+                                            reg.read_window(ym, zone, window, ym.years.index(y1)))
+                return reg.Region(zone, window, full, a), reg.Region(zone, window, full, b)
+            pairs = await asyncio.gather(*(both(*p[:3]) for p in ps))
+        else:
+            m0, m1 = await self._store(y0), await self._store(y1)
+            # the windows every tool reads on this view, on the shown store's grids
+            ps = [p for p in reg.tool_plans(app) if all(p[0].name in m.zones for m in (m0, m1))]
+            if not ps:
+                return None
+            pairs = await asyncio.gather(*(self._read_zone(p, m0, m1, y0, y1) for p in ps))
+        return reg.Regions([a for a, _ in pairs]), reg.Regions([b for _, b in pairs])
+
+    async def _read_zone(self, p, m0: StoreModel, m1: StoreModel, y0: int, y1: int):
+        """Both year stores' regions of one zone's plan; each year store's own grid of that level is the same
+        ground shifted by whole pixels."""
+        app = self.app
         zone, window, full, use = p
         overview = reg.overviews(zone)
         if overview and not all(reg.overviews(z) and zone.level < len(z.levels)
@@ -124,7 +134,8 @@ class Change(param.Parameterized):
             if app.tool_window is not None and (zone.level or use == "code"):
                 raise SourceError("notfound", f"the {y0} or {y1} store has no overview level {zone.level} "
                                               f"of {zone.name}")
-            (zone, window, full), use, overview = reg.tool_window(app), "vectors", False
+            (zone, window, full), use, overview = next(w for w in reg.tool_windows(app) if w[0].name == zone.name), \
+                "vectors", False
 
         def year(m: StoreModel):
             z = m.zones[zone.name].at_level(zone.level) if overview else m.zones[zone.name]
@@ -148,16 +159,17 @@ class Change(param.Parameterized):
         a, b = got
         if y0 in self.param.y0.objects and y1 in self.param.y1.objects:
             self.param.update(y0=y0, y1=y1)  # the selectors (and a link, app/tools/share.py) say the layer's years
-        values = change_values(a, b).astype(np.float32)
-        self.hist = histogram(values)
-        self.result = reg.Layer("change", a.zone, a.window, values, change_rgba(values, self.threshold))
-        n = int(np.isfinite(values).sum())
+        values = [change_values(pa, pb).astype(np.float32) for pa, pb in zip(a.parts, b.parts)]
+        self.result = a.layer("change", values, lambda v: change_rgba(v, self.threshold))
+        every = self.result.values_all()
+        self.hist = histogram(every)
+        n = int(np.isfinite(every).sum())
         app.status = views.html("Change {} -> {} (1 - cosine): {}; {:,} pixels with data in both years, {:,} "
                                 "above {:.2f}.", y0, y1, reg.describe(a), n,
-                                int((np.nan_to_num(values, nan=-1) >= self.threshold).sum()), self.threshold)
+                                int((np.nan_to_num(every, nan=-1) >= self.threshold).sum()), self.threshold)
         return self.result
 
     def _recolour(self) -> None:
         r = self.result
         if r is not None:
-            self.result = reg.Layer(r.name, r.zone, r.window, r.values, change_rgba(r.values, self.threshold))
+            self.result = r.recoloured(lambda v: change_rgba(v, self.threshold))

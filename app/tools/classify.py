@@ -14,7 +14,6 @@ from app import views
 from app.tools import lazy, region as reg
 
 METHODS = ["k-NN", "logistic regression", "random forest"]
-PIXEL_KM2 = 1e-4  # a 10 m x 10 m pixel
 
 
 def estimator(method: str, n_train: int, k: int = 5, seed: int = 0):
@@ -49,11 +48,13 @@ def class_rgba(values: np.ndarray, conf: np.ndarray, colours: list[str], thresho
     return out
 
 
-def summary(values: np.ndarray, conf: np.ndarray, names: list[str], threshold: float) -> list[tuple[str, int, float]]:
-    """(class, pixels, km²) of the pixels shown at this threshold."""
+def summary(values: np.ndarray, conf: np.ndarray, names: list[str], threshold: float,
+            pixel_m: float = 10.0) -> list[tuple[str, int, float]]:
+    """(class, pixels, km²) of the pixels shown at this threshold; pixels of `pixel_m` metres a side (an overview
+    level's pixel is 10 x 2^k m)."""
     ok = np.isfinite(values) & (np.nan_to_num(conf, nan=-1) >= threshold)
     counts = np.bincount(values[ok].astype(np.intp), minlength=len(names))  # intp: int32 on wasm32
-    return [(n, int(c), float(c) * PIXEL_KM2) for n, c in zip(names, counts)]
+    return [(n, int(c), float(c) * (pixel_m / 1000.0) ** 2) for n, c in zip(names, counts)]
 
 
 class Classifier(param.Parameterized):
@@ -67,7 +68,7 @@ class Classifier(param.Parameterized):
     def __init__(self, app, **kw):
         super().__init__(**kw)
         self.app = app
-        self.conf = None  # (H, W) confidence of the last result
+        self.conf = None  # region.Layer of the last result's confidence (the same zones and windows)
         self.names: list[str] = []
         self.colours: list[str] = []
         self.param.watch(lambda e: self.recolour(), "threshold")
@@ -87,11 +88,12 @@ class Classifier(param.Parameterized):
         t1 = time.perf_counter()
         idx, conf = await fit_predict(self.method, X, y, region.pixels(), self.k, self.seed)
         self.names, self.colours = names, [app.tools.labels.colour(n) for n in names]
-        self.conf = region.spread(conf)
-        values = region.spread(idx.astype(np.float32))
+        conf = region.spread(conf)
         self.timing = {"read_ms": (t1 - t0) * 1000, "compute_ms": (time.perf_counter() - t1) * 1000}
-        self.result = reg.Layer("class", region.zone, region.window, values,
-                                class_rgba(values, self.conf, self.colours, self.threshold))
+        # the confidence rides in the class layer's zones as a second layer of the same windows
+        self.conf = region.layer("confidence", conf)
+        self.result = region.layer("class", region.spread(idx.astype(np.float32)))
+        self.recolour()
         app.status = views.html("Classified ({}, {} labels, {} classes): {} in {:.0f} ms.", self.method, len(X),
                                 len(names), reg.describe(region), self.timing["read_ms"] + self.timing["compute_ms"])
         return self.result
@@ -99,12 +101,15 @@ class Classifier(param.Parameterized):
     def recolour(self) -> None:
         r = self.result
         if r is not None:
-            self.result = reg.Layer(r.name, r.zone, r.window, r.values,
-                                    class_rgba(r.values, self.conf, self.colours, self.threshold))
+            parts = [reg.replace(p, rgba=class_rgba(p.values, c.values, self.colours, self.threshold))
+                     for p, c in zip(r.all, self.conf.all)]
+            self.result = reg.replace(parts[0], parts=tuple(parts[1:]))
 
     def legend(self) -> list[tuple[str, str, int, float]]:
-        """(class, colour, pixels, km²) of the shown class map."""
+        """(class, colour, pixels, km²) of the shown class map, over all its zones."""
         if self.result is None:
             return []
-        rows = summary(self.result.values, self.conf, self.names, self.threshold)
-        return [(n, c, k, a) for (n, k, a), c in zip(rows, self.colours)]
+        per_zone = [summary(p.values, c.values, self.names, self.threshold, p.zone.pixel)
+                    for p, c in zip(self.result.all, self.conf.all)]
+        return [(n, colour, sum(z[i][1] for z in per_zone), sum(z[i][2] for z in per_zone))
+                for i, (n, colour) in enumerate(zip(self.names, self.colours))]

@@ -61,34 +61,42 @@ class Clusters(param.Parameterized):
         app = self.app
         self.param.update(**{n: v for n, v in (("k", k), ("seed", seed)) if v is not None})
         region = await reg.read_tool(app)
-        if region is None or region.valid.sum() < self.k:
+        if region is None or region.n_valid < self.k:
             app.status = views.html("Too few pixels with data in the view for {} clusters.", self.k)
             return None
         t0 = time.perf_counter()
-        labels, _, self.inertia = await kmeans(region.pixels(), self.k, self.seed)
-        values = region.spread(labels.astype(np.float32))
+        pixels = region.pixels()
+        labels, _, self.inertia = await kmeans(pixels, self.k, self.seed)
         self.region = region
-        self.result = reg.Layer("cluster", region.zone, region.window, values,
-                                class_rgba(values, np.ones_like(values), colours(self.k), 0.0))
-        n = len(region.pixels())
+        self.result = region.layer("cluster", region.spread(labels.astype(np.float32)),
+                                   lambda v: class_rgba(v, np.ones_like(v), colours(self.k), 0.0))
+        n = len(pixels)
         app.status = views.html("k-means (k={}, seed {}){}: {}; inertia {:.6g} ({:.0f} ms).", self.k, self.seed,
                                 f", centres fitted on {MAX_FIT:,} sampled pixels" if n > MAX_FIT else "",
                                 reg.describe(region), self.inertia, (time.perf_counter() - t0) * 1000)
         return self.result
 
     async def to_class(self, which: int, name: str | None = None, count: int | None = None) -> str | None:
-        """Label `count` pixels of cluster `which` (a seeded sample) as a new class (default 'cluster N')."""
+        """Label `count` pixels of cluster `which` (a seeded sample over all the layer's zones) as a new class
+        (default 'cluster N')."""
         app, r = self.app, self.result
         if r is None:
             app.status = views.html("Run k-means first.")
             return None
-        rows, cols = np.nonzero(r.values == which)
-        if not len(rows):
+        hits = [np.nonzero(p.values == which) for p in r.all]  # (rows, cols) in each zone's window
+        part = np.concatenate([np.full(len(h[0]), i) for i, h in enumerate(hits)])
+        if not len(part):
             app.status = views.html("Cluster {} has no pixels.", which)
             return None
-        pick = np.random.default_rng(self.seed).choice(len(rows), min(count or self.per_class, len(rows)), replace=False)
-        pick = np.sort(pick)
-        name = app.tools.labels.add_pixels(name or f"cluster {which}", r.zone, r.window, rows[pick], cols[pick],
-                                           self.region.at(rows[pick], cols[pick]), app.model.year)
+        pick = np.sort(np.random.default_rng(self.seed).choice(len(part), min(count or self.per_class, len(part)),
+                                                               replace=False))
+        index = np.concatenate([np.arange(len(h[0])) for h in hits])
+        name = name or f"cluster {which}"
+        for i, (p, region) in enumerate(zip(r.all, self.region.parts)):
+            mine = index[pick[part[pick] == i]]
+            if len(mine):
+                rows, cols = hits[i][0][mine], hits[i][1][mine]
+                name = app.tools.labels.add_pixels(name, p.zone, p.window, rows, cols, region.at(rows, cols),
+                                                   app.model.year)
         app.status = views.html("Cluster {} -> class <b>{}</b>: {} labels.", which, name, len(pick))
         return name

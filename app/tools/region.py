@@ -1,6 +1,8 @@
-"""The view's region: the embeddings of one zone's pixels under the map view.
+"""The view's region: the embeddings of the pixels under the map view, in every zone the view shows.
 
-A view is sampled in the zone whose pixels hold its centre (or most of it).  A zone with embedding overviews
+A view that spans UTM zones is read in each of them (`Regions`: one `Region` per zone, the zone holding the
+view's centre first, the primary); the tools run on all the parts' pixels together and give one `Layer` per
+zone (a Layer's `parts`).  Each zone is read on its own grid, as follows.  A zone with embedding overviews
 (tessera-ovr:) is read at the level whose pixel is the finest still at least the view's metres per screen
 pixel (`level_for`), over the whole view: its full vectors when they fit model.REGION_BYTES (and
 model.MAX_REGION per side; level 0 only), else its compact code (D int8 + a scale per pixel;
@@ -13,7 +15,7 @@ sampling and read back at a lon/lat.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -80,32 +82,102 @@ class Region:
 
 
 @dataclass
+class Regions:
+    """The view's region in each zone it shows: parts[0] is the primary zone's (the view's centre)."""
+
+    parts: list[Region]
+
+    @property
+    def primary(self) -> Region:
+        return self.parts[0]
+
+    @property
+    def n_valid(self) -> int:
+        return sum(int(p.valid.sum()) for p in self.parts)
+
+    def pixels(self) -> np.ndarray:
+        """(N, B) vectors of every part's valid pixels: part by part, each in row-major order."""
+        return np.concatenate([p.pixels() for p in self.parts])
+
+    def split(self, values: np.ndarray) -> list[np.ndarray]:
+        """Per-valid-pixel values (N,) in pixels() order, cut into the parts' pieces."""
+        return np.split(np.asarray(values), np.cumsum([int(p.valid.sum()) for p in self.parts])[:-1])
+
+    def spread(self, values: np.ndarray, fill=np.nan, dtype=np.float32) -> list[np.ndarray]:
+        """Per-valid-pixel values (N,) in pixels() order laid back on each part's window."""
+        return [p.spread(v, fill, dtype) for p, v in zip(self.parts, self.split(values))]
+
+    def layer(self, name: str, values: list[np.ndarray], colour=None) -> "Layer":
+        """The Layer of per-part values (H, W) coloured by `colour(values)` (None: coloured when drawn)."""
+        one = [Layer(name, p.zone, p.window, v, None if colour is None else colour(v))
+               for p, v in zip(self.parts, values)]
+        return replace(one[0], parts=tuple(one[1:]))
+
+
+@dataclass
 class Layer:
-    """A tool's result on a zone window: values (H, W) (NaN where none) and their RGBA colouring."""
+    """A tool's result on a zone window: values (H, W) (NaN where none) and their RGBA colouring (None: coloured
+    when drawn, as similarity is by its threshold); `parts`: the same layer on the view's other zones (Layers
+    without parts of their own).  zone, window and values are the primary zone's (what a GeoTIFF holds)."""
 
     name: str
     zone: Zone
     window: tuple[int, int, int, int]
     values: np.ndarray
-    rgba: np.ndarray
+    rgba: np.ndarray | None
+    parts: tuple["Layer", ...] = ()
+
+    @property
+    def all(self) -> tuple["Layer", ...]:
+        """This layer's zones: the primary one, then the others."""
+        return (replace(self, parts=()), *self.parts)
+
+    def values_all(self) -> np.ndarray:
+        """Every zone's values, flattened together (counts and histograms over the whole layer)."""
+        return np.concatenate([p.values.ravel() for p in self.all])
+
+    def recoloured(self, colour) -> "Layer":
+        """The same values, each zone's coloured by `colour(values)`."""
+        one = [replace(p, rgba=colour(p.values)) for p in self.all]
+        return replace(one[0], parts=tuple(one[1:]))
 
     def value_at(self, lon: float, lat: float) -> float | None:
-        return value_at(self.zone, self.window, self.values, lon, lat)
+        """The value under lon/lat in whichever zone's window has one (zones do not overlap on the ground)."""
+        for p in self.all:
+            x = value_at(p.zone, p.window, p.values, lon, lat)
+            if x is not None:
+                return x
+        return None
 
-    def image(self, v: render.View) -> np.ndarray:
-        return window_image(self.zone, self.window, self.rgba, v)
+    def image(self, v: render.View, colour=None) -> np.ndarray:
+        """An RGBA image of every zone's window sampled into the view (`colour(values)` when given, else rgba);
+        each zone's pixels drawn only where they are not transparent, so zones never hide each other."""
+        out = np.zeros((v.height, v.width, 4), np.uint8)
+        for p in self.all:
+            img = window_image(p.zone, p.window, p.rgba if colour is None else colour(p.values), v)
+            seen = img[..., 3] > 0
+            out[seen] = img[seen]
+        return out
 
 
-def choose_zone(model: StoreModel, v: render.View) -> tuple[Zone, tuple] | None:
-    """The zone for the view (the one holding its centre, else the one covering most of it) and its window."""
+def zones_in_view(model: StoreModel, v: render.View) -> list[tuple[Zone, tuple]]:
+    """(zone, window) of every zone the view shows: the one holding its centre first (else the one covering most
+    of it), then the others by the screen pixels they cover."""
     lon, lat = v.lonlat_grid()
     hit = model.locate(float(lon[v.height // 2, v.width // 2]), float(lat[v.height // 2, v.width // 2]))
     wins = {z.name: render.zone_window(z, lon, lat, pad=0) for z in model.zones.values()}
     wins = {k: w for k, w in wins.items() if w is not None}
-    if not wins:
-        return None
-    name = hit[0].name if hit is not None and hit[0].name in wins else max(wins, key=lambda k: wins[k][-1].sum())
-    return model.zones[name], wins[name][2:6]
+    order = sorted(wins, key=lambda k: -int(wins[k][-1].sum()))
+    if hit is not None and hit[0].name in wins:
+        order.remove(hit[0].name)
+        order.insert(0, hit[0].name)
+    return [(model.zones[k], wins[k][2:6]) for k in order]
+
+
+def choose_zone(model: StoreModel, v: render.View) -> tuple[Zone, tuple] | None:
+    """The view's primary zone (zones_in_view's first) and its window; None when the view shows no zone."""
+    got = zones_in_view(model, v)
+    return got[0] if got else None
 
 
 def cap(window: tuple[int, int, int, int], centre: tuple[int, int], size: int):
@@ -145,12 +217,15 @@ async def read_window(model: StoreModel, zone: Zone, window, year_index: int | N
 
 
 def view_window(model: StoreModel, v: render.View):
-    """(zone, capped window, full window) of the view, or None when the view shows no zone."""
-    chosen = choose_zone(model, v)
-    if chosen is None:
-        return None
-    zone, full = chosen
-    return zone, cap(full, centre(zone, v), app_model.MAX_REGION), full
+    """(zone, capped window, full window) of the view's primary zone, or None when the view shows no zone."""
+    got = view_windows(model, v)
+    return got[0] if got else None
+
+
+def view_windows(model: StoreModel, v: render.View) -> list:
+    """(zone, capped window, full window) of every zone the view shows (zones_in_view's order): each capped at
+    model.MAX_REGION per side around the view's centre on that zone's grid."""
+    return [(zone, cap(full, centre(zone, v), app_model.MAX_REGION), full) for zone, full in zones_in_view(model, v)]
 
 
 def centre(zone: Zone, v: render.View) -> tuple[int, int]:
@@ -186,49 +261,74 @@ def overviews(zone: Zone) -> bool:
     return bool(zone.levels) and app_model.OVERVIEWS
 
 
-def plan(model: StoreModel, v: render.View):
-    """(zone at its level, window, full window, "vectors" | "code") of the view's region, or None when the view
-    shows no zone.  A zone without overviews: view_window's capped 10 m window and "vectors"."""
-    w = view_window(model, v)
-    if w is None:
-        return None
-    zone = w[0]
+def zone_plan(model: StoreModel, v: render.View, zone: Zone, capped, full):
+    """(zone at its level, window, full window, "vectors" | "code") of the view in `zone`: without overviews the
+    capped 10 m window and "vectors"; with them the whole view on the grid of the level level_for picks."""
     if not overviews(zone):
-        return (*w, "vectors")
+        return zone, capped, full, "vectors"
     lz = zone.at_level(level_for(zone, v))
     lon, lat = v.lonlat_grid()
     got = render.zone_window(lz, lon, lat, pad=0)
     if got is None:
-        return (*w, "vectors")
+        return zone, capped, full, "vectors"
     window = got[2:6]
     return lz, window, window, use_for(lz, window)
 
 
+def plans(model: StoreModel, v: render.View) -> list:
+    """zone_plan of every zone the view shows, the primary zone first ([] when it shows none)."""
+    return [zone_plan(model, v, *w) for w in view_windows(model, v)]
+
+
+def plan(model: StoreModel, v: render.View):
+    """The primary zone's plan (plans' first: what a one-CRS export holds), or None when the view shows no zone."""
+    got = plans(model, v)
+    return got[0] if got else None
+
+
 def tool_window(app, model: StoreModel | None = None):
-    """(zone, window, full window) at 10 m without overviews: a link's window while its layer is re-run
-    (`app.tool_window`, level 0), else the view's capped one; None when there is no zone."""
+    """(zone, window, full window) at 10 m without overviews of the primary zone: a link's window while its layer
+    is re-run (`app.tool_window`, level 0), else the view's capped one; None when there is no zone."""
+    got = tool_windows(app, model)
+    return got[0] if got else None
+
+
+def tool_windows(app, model: StoreModel | None = None) -> list:
+    """tool_window of every zone: a link's windows (in its order), else the view's (view_windows)."""
     model = model or app.model
     if app.tool_window is None:
-        return view_window(model, app.render_view())
-    name, _level, window = app.tool_window
-    zone = model.zones.get(name)
-    return None if zone is None else (zone, tuple(window), tuple(window))
+        return view_windows(model, app.render_view())
+    out = []
+    for name, _level, window in app.tool_window:
+        zone = model.zones.get(name)
+        if zone is not None:
+            out.append((zone, tuple(window), tuple(window)))
+    return out
+
+
+def tool_plans(app, model: StoreModel | None = None) -> list:
+    """plans() of the region a tool runs on: a link's windows while its tool layer is re-run (`app.tool_window`:
+    [(zone name, overview level, window), ...], the primary first; set by app/tools/share.py), else the view's."""
+    model = model or app.model
+    if app.tool_window is None:
+        return plans(model, app.render_view())
+    out = []
+    for name, level, window in app.tool_window:
+        zone = model.zones.get(name)
+        if zone is None:
+            continue
+        if not overviews(zone):
+            out.append((zone, tuple(window), tuple(window), "vectors"))
+        else:
+            lz = zone.at_level(level)
+            out.append((lz, tuple(window), tuple(window), use_for(lz, window)))
+    return out
 
 
 def tool_plan(app, model: StoreModel | None = None):
-    """plan() of the region a tool runs on: a link's window while its tool layer is re-run (`app.tool_window`:
-    (zone name, overview level, window), set by app/tools/share.py), else the view's; None when there is no zone."""
-    model = model or app.model
-    if app.tool_window is None:
-        return plan(model, app.render_view())
-    name, level, window = app.tool_window
-    zone = model.zones.get(name)
-    if zone is None:
-        return None
-    if not overviews(zone):
-        return zone, tuple(window), tuple(window), "vectors"
-    lz = zone.at_level(level)
-    return lz, tuple(window), tuple(window), use_for(lz, window)
+    """tool_plans' primary zone, or None."""
+    got = tool_plans(app, model)
+    return got[0] if got else None
 
 
 async def read_level(model: StoreModel, zone: Zone, window, use: str) -> Region:
@@ -256,7 +356,7 @@ async def read_level(model: StoreModel, zone: Zone, window, use: str) -> Region:
 
 
 async def read_plan(model: StoreModel, p) -> Region | None:
-    """The Region of a plan() (None: no zone)."""
+    """The Region of one zone's plan (None: no zone)."""
     if p is None:
         return None
     zone, window, full, use = p
@@ -265,18 +365,25 @@ async def read_plan(model: StoreModel, p) -> Region | None:
     return Region(zone, window, full, await read_window(model, zone, window))
 
 
-async def read(model: StoreModel, v: render.View) -> Region | None:
-    return await read_plan(model, plan(model, v))
+async def read_plans(model: StoreModel, ps: list) -> Regions | None:
+    """The Regions of plans() (the zones read together); None when there is none."""
+    if not ps:
+        return None
+    return Regions(list(await asyncio.gather(*(read_plan(model, p) for p in ps))))
 
 
-async def read_tool(app) -> Region | None:
-    """The region a tool runs on (tool_plan)."""
-    return await read_plan(app.model, tool_plan(app))
+async def read(model: StoreModel, v: render.View) -> Regions | None:
+    return await read_plans(model, plans(model, v))
 
 
-def describe(region: Region) -> str:
-    """Where a tool ran, as plain text (the caller escapes it): the zone window, the overview level and what
-    was read (full vectors or the compact code), and the cap when it cut the view."""
+async def read_tool(app) -> Regions | None:
+    """The region a tool runs on (tool_plans), in every zone."""
+    return await read_plans(app.model, tool_plans(app))
+
+
+def describe_one(region: Region) -> str:
+    """Where a tool ran in one zone, as plain text (the caller escapes it): the zone window, the overview level
+    and what was read (full vectors or the compact code), and the cap when it cut the view."""
     r0, r1, c0, c1 = region.window
     z = region.zone
     text = f"{z.name} rows {r0}-{r1}, cols {c0}-{c1} ({int(region.valid.sum()):,} valid pixels)"
@@ -288,6 +395,14 @@ def describe(region: Region) -> str:
         text += (f"; the view covers {f[1] - f[0]} x {f[3] - f[2]} px of {z.name}, capped at "
                  f"{app_model.MAX_REGION} px per side around its centre")
     return text
+
+
+def describe(region) -> str:
+    """Where a tool ran (describe_one of each zone of a Regions, or of one Region; plain text)."""
+    parts = region.parts if isinstance(region, Regions) else [region]
+    if len(parts) == 1:
+        return describe_one(parts[0])
+    return f"{len(parts)} zones: " + " + ".join(describe_one(p) for p in parts)
 
 
 def value_at(zone: Zone, window, values: np.ndarray, lon: float, lat: float) -> float | None:

@@ -50,10 +50,12 @@ async def pca(X: np.ndarray, n: int = 2, rows: int = 2048) -> tuple[np.ndarray, 
 
 @dataclass
 class Projection:
-    """The drawn points: pixels (rows, cols in the region's window) and their 2-D coordinates."""
+    """The drawn points: pixels (part: the zone's index in the region; rows, cols in that zone's window) and their
+    2-D coordinates."""
 
-    region: reg.Region
+    region: reg.Regions
     method: str
+    part: np.ndarray
     rows: np.ndarray
     cols: np.ndarray
     xy: np.ndarray  # float32 (n, 2)
@@ -69,11 +71,18 @@ class Projection:
         """The map layer of the pixels of points `indices`: 1 there, 0 on the region's other pixels with data
         (drawn or not), NaN where there is no data; only the 1s are coloured."""
         idx = np.asarray(indices, np.intp)
-        values = np.where(self.region.valid, np.float32(0), np.float32(np.nan))
-        values[self.rows[idx], self.cols[idx]] = 1.0
-        rgba = np.zeros(values.shape + (4,), np.uint8)
-        rgba[values == 1] = HIGHLIGHT
-        return reg.Layer("scatter", self.region.zone, self.region.window, values, rgba)
+        values = []
+        for i, r in enumerate(self.region.parts):
+            v = np.where(r.valid, np.float32(0), np.float32(np.nan))
+            mine = idx[self.part[idx] == i]
+            v[self.rows[mine], self.cols[mine]] = 1.0
+            values.append(v)
+
+        def colour(v):
+            rgba = np.zeros(v.shape + (4,), np.uint8)
+            rgba[v == 1] = HIGHLIGHT
+            return rgba
+        return self.region.layer("scatter", values, colour)
 
     def in_box(self, x0: float, x1: float, y0: float, y1: float) -> list[int]:
         x, y = self.xy[:, 0], self.xy[:, 1]
@@ -82,25 +91,37 @@ class Projection:
     def at(self, lon: float, lat: float) -> dict | None:
         """The map pixel under lon/lat in the scatter: its projection and its point's index (None when the
         pixel was not sampled); None outside the region or where there is no data."""
-        r = self.region
-        row, col = r.zone.to_rowcol(float(lon), float(lat))
-        rr, cc = int(row) - r.window[0], int(col) - r.window[2]
-        if not (0 <= rr < r.valid.shape[0] and 0 <= cc < r.valid.shape[1]) or not r.valid[rr, cc]:
-            return None
-        hit = np.nonzero((self.rows == rr) & (self.cols == cc))[0]
-        x, y = self.project(r.at([rr], [cc]))[0]
-        return {"index": int(hit[0]) if len(hit) else None, "x": float(x), "y": float(y),
-                "row": rr + r.window[0], "col": cc + r.window[2]}
+        for i, r in enumerate(self.region.parts):
+            row, col = r.zone.to_rowcol(float(lon), float(lat))
+            rr, cc = int(row) - r.window[0], int(col) - r.window[2]
+            if not (0 <= rr < r.valid.shape[0] and 0 <= cc < r.valid.shape[1]) or not r.valid[rr, cc]:
+                continue
+            hit = np.nonzero((self.part == i) & (self.rows == rr) & (self.cols == cc))[0]
+            x, y = self.project(r.at([rr], [cc]))[0]
+            return {"index": int(hit[0]) if len(hit) else None, "x": float(x), "y": float(y), "zone": r.zone.name,
+                    "row": rr + r.window[0], "col": cc + r.window[2]}
+        return None
+
+    def vectors(self, idx: np.ndarray) -> np.ndarray:
+        """(n, B) vectors of points `idx`."""
+        out = np.empty((len(idx), self.mean.shape[0]), np.float32)
+        for i, r in enumerate(self.region.parts):
+            mine = self.part[idx] == i
+            if mine.any():
+                out[mine] = r.at(self.rows[idx[mine]], self.cols[idx[mine]])
+        return out
 
 
-async def project_region(region: reg.Region, method: str, max_points: int, seed: int) -> Projection:
-    rows, cols = np.nonzero(region.valid)
+async def project_region(region: reg.Regions, method: str, max_points: int, seed: int) -> Projection:
+    where = [np.nonzero(r.valid) for r in region.parts]
+    part = np.concatenate([np.full(len(w[0]), i) for i, w in enumerate(where)])
+    rows = np.concatenate([w[0] for w in where])
+    cols = np.concatenate([w[1] for w in where])
     pick = fit_sample(len(rows), seed, max_points)
-    rows, cols = rows[pick], cols[pick]
-    X = region.at(rows, cols)
-    mean, comps, ratio = await pca(X)
-    p = Projection(region, method, rows, cols, np.zeros((len(rows), 2), np.float32), mean, comps, ratio,
-                   int(region.valid.sum()))
+    p = Projection(region, method, part[pick], rows[pick], cols[pick], np.zeros((len(pick), 2), np.float32),
+                   np.zeros(region.primary.zone.n_bands), None, None, len(rows))
+    X = p.vectors(np.arange(len(pick)))
+    p.mean, p.components, p.explained = await pca(X)
     p.xy = p.project(X)
     return p
 
@@ -127,7 +148,7 @@ class Scatter(param.Parameterized):
         self.param.update(**{n: v for n, v in (("method", method), ("max_points", max_points), ("seed", seed))
                              if v is not None})
         region = await reg.read_tool(app)
-        if region is None or region.valid.sum() < 3:
+        if region is None or region.n_valid < 3:
             app.status = views.html("Too few pixels with data in the view for a scatter.")
             return None
         t0 = time.perf_counter()
@@ -158,7 +179,7 @@ class Scatter(param.Parameterized):
         if not idx:
             return None
         k = min(idx, key=lambda i: float((p.xy[i, 0] - x) ** 2 + (p.xy[i, 1] - y) ** 2))
-        r = p.region
+        r = p.region.parts[int(p.part[k])]
         lon, lat = r.zone.centre_lonlat(int(p.rows[k]) + r.window[0], int(p.cols[k]) + r.window[2])
         await self.app.select(float(lon), float(lat))
         return k
@@ -178,7 +199,10 @@ class Scatter(param.Parameterized):
                                                                replace=False))
         labels = app.tools.labels
         name = name or self.class_name or f"scatter {len(labels.classes) + 1}"
-        name = labels.add_pixels(name, p.region.zone, p.region.window, p.rows[idx[pick]], p.cols[idx[pick]],
-                                 p.region.at(p.rows[idx[pick]], p.cols[idx[pick]]), app.model.year)
+        for i, r in enumerate(p.region.parts):
+            mine = idx[pick][p.part[idx[pick]] == i]
+            if len(mine):
+                name = labels.add_pixels(name, r.zone, r.window, p.rows[mine], p.cols[mine],
+                                         r.at(p.rows[mine], p.cols[mine]), app.model.year)
         app.status = views.html("{} brushed points -> class <b>{}</b>: {} labels.", len(idx), name, len(pick))
         return name

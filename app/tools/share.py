@@ -6,7 +6,8 @@
     tool=scatter,max_points:20000,seed:0,sel:3-7;10;12,win:...  (the brushed points, as index ranges)
 
 `win`, `zone` and `lvl` are the zone window (r0_r1_c0_c1, on the grid of overview level `lvl`, 0 when left
-out) the tool ran on: the re-run reads exactly that window,
+out) the tool ran on; a layer over several UTM zones adds the others' as `also:zone~lvl~r0_r1_c0_c1;...`.  The
+re-run reads exactly those windows,
 whatever the view (the map may have moved after the tool ran), so a scatter's brushed points are the same
 sample's; a window outside the zone's grid or over the region cap is refused (a link without `zone` runs on
 the view's zone). Anything unknown, out of range or malformed is ignored with one line in the status
@@ -60,6 +61,9 @@ def encode(tools) -> str | None:
     win = "win:" + "_".join(str(int(x)) for x in layer.window) + f",zone:{layer.zone.name}"
     if getattr(layer.zone, "level", 0):  # a window on an overview level's grid (app/tools/region.py plan)
         win += f",lvl:{layer.zone.level}"
+    if layer.parts:  # the view's other zones
+        win += ",also:" + ";".join(f"{p.zone.name}~{getattr(p.zone, 'level', 0)}~" +
+                                   "_".join(str(int(x)) for x in p.window) for p in layer.parts)
     if name == "scatter":  # a brush too long for a URL is left out; the tool and its settings stay
         text = ",".join(parts + [f"sel:{ranges(tool.selected)}", win])
         if len(text) <= MAX_TEXT:
@@ -91,15 +95,15 @@ def parse_ranges(text: str, limit: int) -> list[int]:
     return out
 
 
-def parse(text: str) -> tuple[str, dict, tuple | None, str | None, str | None, int]:
-    """(tool layer, settings, window or None, brushed ranges or None, zone or None, overview level); ValueError
-    naming what is wrong."""
+def parse(text: str) -> tuple[str, dict, tuple | None, str | None, str | None, int, list]:
+    """(tool layer, settings, window or None, brushed ranges or None, zone or None, overview level, the other
+    zones' [(zone, level, window)]); ValueError naming what is wrong."""
     if len(text) > MAX_TEXT:
         raise ValueError(f"tool= is longer than {MAX_TEXT} characters")
     name, *parts = text.split(",")
     if name not in SETTINGS:
         raise ValueError(f"unknown tool {name[:SHOWN]!r} (tools: {', '.join(SETTINGS)})")
-    fields, settings, window, sel, zone, level = SETTINGS[name][1], {}, None, None, None, 0
+    fields, settings, window, sel, zone, level, also = SETTINGS[name][1], {}, None, None, None, 0, []
     for part in parts:
         key, sep, value = part.partition(":")
         try:
@@ -111,6 +115,13 @@ def parse(text: str) -> tuple[str, dict, tuple | None, str | None, str | None, i
                 zone = value
             elif key == "lvl" and sep:
                 level = integer(value)
+            elif key == "also" and sep:
+                for one in value.split(";"):
+                    z, lv, win = one.split("~")
+                    w = tuple(integer(x) for x in win.split("_"))
+                    if len(w) != 4:
+                        raise ValueError
+                    also.append((z, integer(lv), w))
             elif key == "sel" and name == "scatter":
                 sel = value
             elif key in fields and sep:
@@ -119,7 +130,7 @@ def parse(text: str) -> tuple[str, dict, tuple | None, str | None, str | None, i
                 raise ValueError
         except ValueError:
             raise ValueError(f"{name}: bad setting {part[:SHOWN]!r}") from None
-    return name, settings, window, sel, zone, level
+    return name, settings, window, sel, zone, level, also
 
 
 def checked_window(state, name: str, window: tuple, zone: str | None, level: int = 0) -> tuple[str, int, tuple]:
@@ -155,8 +166,9 @@ async def restore(state, text: str | None):
         return None
     tools = state.tools
     try:
-        name, settings, window, sel, zone, level = parse(text)
-        where = None if window is None else checked_window(state, name, window, zone, level)
+        name, settings, window, sel, zone, level, also = parse(text)
+        where = None if window is None else [checked_window(state, name, window, zone, level),
+                                             *(checked_window(state, name, w, z, lv) for z, lv, w in also)]
         tool = getattr(tools, SETTINGS[name][0])
         tool.param.update(**settings)  # param refuses values out of bounds or not among the choices
     except (ValueError, TypeError) as e:

@@ -1,5 +1,5 @@
 """Similarity over the whole view (its region: an overview level's full vectors or compact code, or, without
-overviews, 10 m vectors capped at MAX_REGION per side) from the selection and/or the pins: the cosine to each
+overviews, 10 m vectors capped at MAX_REGION per side), in every zone the view shows, from the selection and/or the pins: the cosine to each
 (Region.cosines), combined by mean or max."""
 from __future__ import annotations
 
@@ -22,13 +22,14 @@ def targets(selected, pins, source: str) -> list:
 
 
 def combine(region: reg.Region, targets: list[np.ndarray], mode: str) -> np.ndarray:
-    """Mean or max over the targets of each pixel's cosine (NaN where a pixel has no data)."""
+    """Mean or max over the targets of each pixel's cosine (NaN where a pixel has no data), in one zone."""
     sims = np.stack([region.cosines(t) for t in targets])
     return (sims.mean(axis=0) if mode == "mean" else sims.max(axis=0)).astype(np.float32)
 
 
 async def compute(app) -> None:
-    """Set app.sim to (zone, window, similarity) over the view, or say in the status why not."""
+    """Set app.sim to the similarity Layer over the view (every zone it shows; coloured by the threshold when
+    drawn), or say in the status why not."""
     tg = targets(app.selected, app.pins, app.sim_from)
     if not tg:
         app.status = views.html("Select a pixel with data first." if app.sim_from == "selection"
@@ -39,8 +40,8 @@ async def compute(app) -> None:
     if region is None:
         app.status = views.html("The view shows no zone of this store.")
         return
-    sim = combine(region, [p.vector for p in tg], app.sim_mode)
-    app.sim = (region.zone, region.window, sim)
+    vectors = [p.vector for p in tg]
+    app.sim = region.layer("similarity", [combine(part, vectors, app.sim_mode) for part in region.parts])
     what = tg[0].label() if len(tg) == 1 else f"{app.sim_mode} of {len(tg)} pixels"
     app.status = views.html("Similarity to {}: {} ({:.0f} ms).", what, reg.describe(region),
                             (time.perf_counter() - t0) * 1000)
