@@ -181,6 +181,20 @@ def test_zoomed_out_similarity_reads_the_overview_code(page, server, site):
     lr, lc = np.argwhere(np.isfinite(want))[np.isfinite(want).sum() // 2]
     plon, plat = to_ll.transform(t[2] + (c0 + lc + 0.5) * t[0], t[5] + (r0 + lr + 0.5) * t[4])
     assert call(page, "value", "similarity", plon, plat) == pytest.approx(want[lr, lc], abs=1e-5)
+    # the view crosses the Greenwich meridian: utm31's part, on its own level-3 grid, equal to numpy too
+    assert [z["zone"] for z in res["zones"]] == ["utm30", "utm31"], res["zones"]
+    east = json.loads(page.evaluate("(n) => window.tesseraApi.layerArray(n)", "similarity"))["parts"][1]
+    a0, a1, b0, b1 = east["window"]
+    got31 = np.array([np.nan if x is None else x for x in east["values"]], np.float64).reshape(a1 - a0, b1 - b0)
+    vec31, t31, epsg31 = level_vectors(store, "utm31", 3)
+    sub = vec31[a0:a1, b0:b1].astype(np.float64)
+    want31 = sub @ tv / (np.linalg.norm(sub, axis=-1) * np.linalg.norm(tv))
+    assert east["zone"] == "utm31" and np.isfinite(want31).sum() > 100
+    np.testing.assert_allclose(got31, want31, rtol=0, atol=1e-5, equal_nan=True)
+    lr, lc = np.argwhere(np.isfinite(want31))[0]
+    plon, plat = Transformer.from_crs(epsg31, 4326, always_xy=True).transform(
+        t31[2] + (b0 + lc + 0.5) * t31[0], t31[5] + (a0 + lr + 0.5) * t31[4])
+    assert plon > 0 and call(page, "value", "similarity", plon, plat) == pytest.approx(want31[lr, lc], abs=1e-5)
     # change 2023 -> 2024 on the same view: both year stores at level 3 (each code on its own basis), against
     # numpy on zarr-python reads of both stores' utm30/overviews/3
     page.evaluate("window.tesseraWorker.resetStats()")
