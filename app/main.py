@@ -108,10 +108,12 @@ class ExplorerUI(pn.viewable.Viewer):
         fig.text("lx", "ly", text="label", source=scale, text_align="center", text_font_size="11px",
                  name="scale-label")
         self._draw_layers()
+        # The pins and the selection marker on the overlay level: BokehJS paints that level on a canvas of its own,
+        # so a click repaints them alone, not the map's images and coastlines below (the primary canvas).
         fig.scatter("x", "y", source=self.sources["pin-source"], size=11, marker="circle", fill_color="color",
-                    line_color="white", line_width=2)
+                    line_color="white", line_width=2, level="overlay", name="pins")
         fig.scatter("x", "y", source=self.sources["selected-source"], size=16, marker="cross", line_color="black",
-                    line_width=3)
+                    line_width=3, level="overlay", name="selected")
         fig.background_fill_color = "#dfe6ea"
         # Taps reach Python as a data change of a small source (Bokeh UI events are not
         # forwarded to Python in Pyodide's standalone documents; model changes are).

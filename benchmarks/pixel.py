@@ -10,6 +10,7 @@ Each pixel lies in a shard neither page has read a pixel from; for each, the two
 it at 10 m per screen pixel (tesseraApi.view, which waits until the view settled: the new path's prefetch of the
 shard indexes in view, app/js/prefetch.js, included; its bytes are printed) and then click it.  For each click:
 the time from tesseraApi.select to the first frame drawn with the pixel's vector in the spectrum plot,
+the page thread's long tasks (50 ms or more: BokehJS applying the patches and painting) in that time,
 and the requests and bytes of its embeddings and scales reads (year store and multi-year index).  The
 first half of the shards is clicked on plain localhost, the second half with Chromium's network
 emulation (--rtt ms round trip, 50 Mbit/s).  Prints medians and the new/baseline ratios.
@@ -36,17 +37,22 @@ CLICK = """async ([lon, lat, tag]) => {  // select, then wait for the frames tha
   const frame = (name, t0) => new Promise((resolve) => { const tick = () => shown(name)
       ? requestAnimationFrame(() => resolve(performance.now() - t0)) : requestAnimationFrame(tick); tick(); });
   await window.tesseraWorker.resetStats();  // Python's reads happen in its worker (app/web/worker.js)
+  const long = [], watch = new PerformanceObserver((l) => long.push(...l.getEntries()));
+  watch.observe({ type: 'longtask' });  // the page thread's tasks of 50 ms or more (BokehJS applying and painting)
   const t0 = performance.now(), abs0 = performance.timeOrigin + t0;
   const done = window.tesseraApi.select(lon, lat);
   const [ms, years] = await Promise.all([frame('spectrum-source', t0), frame('years-source', t0)]);
   await done;
+  long.push(...watch.takeRecords());
+  watch.disconnect();
+  const busy = long.filter((e) => e.startTime >= t0 && e.startTime < t0 + ms).reduce((s, e) => s + e.duration, 0);
   const all = (await window.tesseraWorker.stats()).log;
   const log = all.filter((e) => /\\/(embeddings|scales)\\//.test(e.url));
   const idx = log.filter((e) => e.bytes > 16384), chk = log.filter((e) => e.bytes <= 16384);
   const span = (l, k, f) => (l.length ? f(...l.map((e) => e[k])) - abs0 : NaN);
   return [ms, log.length, log.reduce((s, e) => s + e.bytes, 0), log.filter((e) => e.method === 'HEAD').length, years,
           span(log, 'start', Math.min), span(idx, 'end', Math.max), span(chk, 'start', Math.min), span(log, 'end', Math.max),
-          all.length];
+          all.length, busy];
 }"""
 
 
@@ -117,13 +123,14 @@ def main() -> None:
               f"{path} median {statistics.median(warm[path]) / 1e3:.0f} kB, max {max(warm[path]) / 1e3:.0f} kB")
     for net in ("localhost", f"emulated"):
         label = net if net == "localhost" else f"{a.rtt:.0f} ms RTT, 50 Mbit/s"
-        med = {path: [statistics.median(x[k] for x in results[(path, net)]) for k in range(10)] for path in ("baseline", "new")}
+        med = {path: [statistics.median(x[k] for x in results[(path, net)]) for k in range(11)] for path in ("baseline", "new")}
         for path in ("baseline", "new"):
-            ms, n, b, heads, yms, first, idx_end, chk_start, last, nall = med[path]
+            ms, n, b, heads, yms, first, idx_end, chk_start, last, nall, busy = med[path]
             print(f"  {label:>24} {path:>8}: click to plotted vector {ms:6.0f} ms, to the years plot {yms:6.0f} ms, "
                   f"{n:4.1f} requests ({heads:.0f} HEAD), {b / 1e3:6.1f} kB")
             print(f"  {'':>24} {'':>8}  first read starts {first:5.0f} ms, indexes in {idx_end:5.0f} ms, first chunk read "
-                  f"{chk_start:5.0f} ms, last byte {last:5.0f} ms, all requests {nall:.0f}")
+                  f"{chk_start:5.0f} ms, last byte {last:5.0f} ms, all requests {nall:.0f}; page long tasks before the "
+                  f"plotted frame {busy:4.0f} ms")
         (mb, nb, bb, _, yb), (mn, nn, bn, _, yn) = med["baseline"][:5], med["new"][:5]
         print(f"  {label:>24}    ratio: latency {mn / mb:.2f}x (years plot {yn / yb:.2f}x), requests {nn / nb:.2f}x, "
               f"bytes {bn / bb:.2f}x")

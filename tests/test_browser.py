@@ -74,6 +74,52 @@ def test_click_a_pixel_plots_exactly_the_cpython_dequantised_vector(page, server
     page.screenshot(path=str(ARTIFACTS / "explorer-pixel.png"), full_page=True)
 
 
+def test_a_click_repaints_its_marker_alone_not_the_map_below(page, server, site):
+    """The selection marker (and the pins) are on the map's overlay level: BokehJS repaints that canvas alone
+    for a click, not the primary one with the embedding image, the overlay image and the coastlines. (The first
+    click after start-up still repaints the whole map once, as the side bar changes its layout then: the pixel's
+    text replaces the one-line hint, the pin button is enabled. The second click is the one checked.)"""
+    from app.geo import lonlat_to_merc
+    store = site / "data" / "2024.zarr"
+    first = pixel_lonlat(store, "utm30", *interior_valid(store, "utm30", 0))
+    row, col = interior_valid(store, "utm30", 1)
+    lon, lat = pixel_lonlat(store, "utm30", row, col)
+    x, y = (float(v) for v in lonlat_to_merc(lon, lat))
+    assert open_app(page, server + "index.html") == "ready"
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])
+    marker_alpha = """([x, y]) => {  // the overlay canvas's largest alpha in the 5 x 5 pixels around (x, y)
+        const m = Bokeh.documents[0].get_model_by_name('map'), v = Bokeh.index.find_one(m), f = v.frame.bbox;
+        const {canvas} = v.canvas_view.overlays, k = canvas.width / v.bbox.width;
+        const sx = f.left + (x - m.x_range.start) / (m.x_range.end - m.x_range.start) * f.width;
+        const sy = f.top + (m.y_range.end - y) / (m.y_range.end - m.y_range.start) * f.height;
+        const px = canvas.getContext('2d').getImageData(Math.round(sx * k) - 2, Math.round(sy * k) - 2, 5, 5).data;
+        return Math.max(...px.filter((_, i) => i % 4 === 3)); }"""
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", list(first))
+    fx, fy = (float(v) for v in lonlat_to_merc(*first))
+    page.wait_for_function(f"({marker_alpha})([{fx}, {fy}]) > 0", timeout=30_000)
+    assert page.evaluate(marker_alpha, [x, y]) == 0
+    # Each paint pass of the map from here on: the renderers it painted, by name.
+    page.evaluate("""() => {
+        const v = Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name('map'));
+        window.mapPasses = [];
+        const pass = v._actual_paint.bind(v);
+        v._actual_paint = () => { window.mapPasses.push([]); pass(); };
+        for (const [model, rv] of v.renderer_views) {
+            const paint = rv.paint.bind(rv);
+            rv.paint = (ctx) => { window.mapPasses.at(-1)?.push(model.name || model.glyph?.type || model.type); paint(ctx); };
+        }
+    }""")
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", [lon, lat])
+    wait_spectrum(page, 1, f"utm30 r{row} c{col}")
+    page.wait_for_function(f"({marker_alpha})([{x}, {y}]) > 0", timeout=30_000)  # the marker drawn at the pixel
+    passes = page.evaluate("window.mapPasses")
+    with_marker = [p for p in passes if "selected" in p]
+    assert with_marker, passes
+    for names in with_marker:
+        assert "embedding" not in names and "coast" not in names and "ImageRGBA" not in names, passes
+    assert not any("embedding" in p for p in passes), passes  # nothing else on a click repainted the images
+
+
 def test_python_runs_off_the_page_thread(page, server):
     """Python runs in a Web Worker: while it computes without a pause for 1.5 s, the page keeps drawing frames
     (on the page's thread, as before, it would draw none until Python was done)."""
