@@ -69,7 +69,7 @@ class Explorer(param.Parameterized):
         self.param.watch(self._on_selected, "selected")
         # What a change of state sets off: a year switch, a similarity search, a redraw (coalesced).
         self.param.watch(lambda e: self.spawn(self.switch_year(e.new)), "year")
-        self.param.watch(lambda e: self.spawn(self.compute_similarity()) if e.new else None, "similarity_on")
+        self.param.watch(self._on_similarity, "similarity_on")
         self.param.watch(lambda *e: self.spawn(self.compute_similarity()) if self.similarity_on else None,
                          ["sim_from", "sim_mode"])
         self.param.watch(lambda e: self.schedule_redraw(), "view")
@@ -266,6 +266,13 @@ class Explorer(param.Parameterized):
         except SourceError as e:
             self.status = views.html("<b>Multi-year index read failed:</b> {}", e)
             return None
+
+    def _on_similarity(self, e) -> None:
+        """Similarity turned on: search, and take a tool layer off the map (it is drawn above the similarity and
+        would hide it; the "Tool layer" selector shows it again)."""
+        if e.new:
+            self.tools.shown = "none"
+            self.spawn(self.compute_similarity())
 
     async def compute_similarity(self) -> None:
         await similarity.compute(self)  # over the view's region, from the selection and/or the pins

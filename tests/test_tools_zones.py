@@ -174,3 +174,19 @@ def test_a_layer_over_two_zones_exports_one_geotiff_per_zone(store, world):
             got = {n: read(z.read(n))[1] for n in z.namelist()}
         assert got == {"tessera-2024-utm30-class.tif": 32630, "tessera-2024-utm31-class.tif": 32631}
     run_async(run())
+
+
+def test_turning_similarity_on_takes_the_tool_layer_off_the_map(store, world):
+    """A tool layer is drawn above the similarity layer: turning similarity on hides it (the selector shows it
+    again), so the search the user asked for is seen."""
+    async def run():
+        state, _ = await across_the_meridian(store, world)
+        await state.tools.cluster.cluster(3, 1)
+        assert state.tools.shown == "cluster"
+        await state.select(*centre_of_data(store, "utm31"))
+        state.similarity_on = True
+        await state.settle()
+        assert state.tools.shown == "none" and state.sim is not None
+        state.tools.shown = "cluster"  # shown again on request, similarity still on below it
+        assert state.tools.layer("cluster") is not None and state.similarity_on
+    run_async(run())
