@@ -26,7 +26,7 @@ from builder import convention as conv
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
 from builder.parallel import Runner
-from builder.store import ShardedArrayFiles
+from builder.store import ChunkedArrayFiles, ShardedArrayFiles
 
 CHUNK = 256
 TOP_MAX = 2048  # the coarsest level is the first whose width is at most this
@@ -122,13 +122,13 @@ def _batches(chunks: list[tuple[int, int]], parts: int = 8, most: int = 32) -> l
 
 def _render_level0(chunks: tuple[tuple[int, int], ...], store: str, res0: float,
                    zones: list[ZoneInfo]) -> list[tuple[tuple[int, int], bool]]:
-    level = zarr.open_group(zarr.storage.LocalStore(Path(store) / conv.GLOBAL_GROUP), mode="r+")["0/rgb"]
+    level = ChunkedArrayFiles(Path(store) / conv.GLOBAL_GROUP / "0" / "rgb")
     transformers: dict[int, Transformer] = {}
     previews: dict[str, ShardedArrayFiles] = {}
     return [_render_chunk0(chunk, store, res0, zones, level, transformers, previews) for chunk in chunks]
 
 
-def _render_chunk0(chunk: tuple[int, int], store: str, res0: float, zones: list[ZoneInfo], level: zarr.Array,
+def _render_chunk0(chunk: tuple[int, int], store: str, res0: float, zones: list[ZoneInfo], level: ChunkedArrayFiles,
                    transformers: dict, previews: dict) -> tuple[tuple[int, int], bool]:
     ci, cj = chunk
     lon, lat = conv.global_centres(ci * CHUNK, cj * CHUNK, CHUNK, res0)
@@ -155,52 +155,64 @@ def _render_chunk0(chunk: tuple[int, int], store: str, res0: float, zones: list[
         take = vals[:, 3] > 0
         idx = np.argwhere(inside)[take]
         out[idx[:, 0], idx[:, 1]] = vals[take]
-    r0, c0 = ci * CHUNK, cj * CHUNK
-    r1, c1 = min(r0 + CHUNK, level.shape[0]), min(c0 + CHUNK, level.shape[1])
-    level[r0:r1, c0:c1] = out[: r1 - r0, : c1 - c0]
+    _write_chunk(level, chunk, out)
     return chunk, bool(out[..., 3].any())
 
 
+def _write_chunk(level: ChunkedArrayFiles, chunk: tuple[int, int], out: np.ndarray) -> None:
+    """Chunk `chunk` of a level as a whole; the part of an edge chunk outside the level is fill (zero)."""
+    ci, cj = chunk
+    out[max(0, level.shape[0] - ci * CHUNK):] = 0
+    out[:, max(0, level.shape[1] - cj * CHUNK):] = 0
+    level.write(out, ci, cj)
+
+
 def reduce2x2(block: np.ndarray) -> np.ndarray:
-    """Alpha-weighted 2x2 mean of an RGBA block (H, W, 4) with even H and W."""
-    a = block[..., 3:4].astype(np.float64)
-    rgb = block[..., :3].astype(np.float64) * a
+    """Alpha-weighted 2x2 mean of an RGBA block (H, W, 4) with even H and W: each colour the sum of the four
+    alpha-weighted colours over the sum of the alphas, rounded half to even; alpha the mean alpha, rounded
+    the same way.  The sums are integers (exact in uint32), so only the division is floating point."""
     h, w = block.shape[0] // 2, block.shape[1] // 2
+    out = np.zeros((h, w, 4), dtype=np.uint8)
+    if not block[..., 3].any():
+        return out
+    a = block[..., 3:4].astype(np.uint32)
+    rgb = block[..., :3] * a
 
     def pool(x):
-        return x.reshape(h, 2, w, 2, x.shape[-1]).sum(axis=(1, 3))
+        return x[0::2, 0::2] + x[0::2, 1::2] + x[1::2, 0::2] + x[1::2, 1::2]
 
-    asum = pool(a)
-    out = np.zeros((h, w, 4), dtype=np.uint8)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        col = np.where(asum > 0, pool(rgb) / np.maximum(asum, 1e-9), 0)
-    out[..., :3] = np.round(col).astype(np.uint8)
-    out[..., 3] = np.round(asum[..., 0] / 4).astype(np.uint8)
+    asum = pool(a)[..., 0]
+    has = asum > 0
+    out[has, :3] = np.round(pool(rgb)[has] / asum[has, None].astype(np.float64)).astype(np.uint8)
+    out[..., 3] = np.round(asum / 4).astype(np.uint8)
     return out
 
 
+def _level_files(store: str, k: int) -> ChunkedArrayFiles:
+    return ChunkedArrayFiles(Path(store) / conv.GLOBAL_GROUP / str(k) / "rgb")
+
+
 def _render_level(chunks: tuple[tuple[int, int], ...], store: str, k: int) -> list[tuple[tuple[int, int], bool]]:
-    g = zarr.open_group(zarr.storage.LocalStore(Path(store) / conv.GLOBAL_GROUP), mode="r+")
-    src, dst = g[f"{k - 1}/rgb"], g[f"{k}/rgb"]
+    src, dst = _level_files(store, k - 1), _level_files(store, k)
     return [_render_chunk(chunk, src, dst) for chunk in chunks]
 
 
 def _render_top(levels: tuple[tuple[int, tuple[tuple[int, int], ...]], ...], store: str) -> list[tuple[tuple[int, int], bool]]:
     """The chunks of several levels, coarser after finer: ((k, chunks), ...) in level order."""
-    g = zarr.open_group(zarr.storage.LocalStore(Path(store) / conv.GLOBAL_GROUP), mode="r+")
-    return [_render_chunk(chunk, g[f"{k - 1}/rgb"], g[f"{k}/rgb"]) for k, chunks in levels for chunk in chunks]
+    return [_render_chunk(chunk, _level_files(store, k - 1), _level_files(store, k))
+            for k, chunks in levels for chunk in chunks]
 
 
-def _render_chunk(chunk: tuple[int, int], src: zarr.Array, dst: zarr.Array) -> tuple[tuple[int, int], bool]:
+def _render_chunk(chunk: tuple[int, int], src: ChunkedArrayFiles, dst: ChunkedArrayFiles) -> tuple[tuple[int, int], bool]:
+    """A chunk of level k from the 2x2 chunks under it in level k - 1 (absent ones, and the parts of edge
+    chunks outside the level, are zero)."""
     ci, cj = chunk
-    r0, c0 = 2 * ci * CHUNK, 2 * cj * CHUNK
-    block = np.zeros((2 * CHUNK, 2 * CHUNK, 4), dtype=np.uint8)
-    part = src[r0:r0 + 2 * CHUNK, c0:c0 + 2 * CHUNK]
-    block[: part.shape[0], : part.shape[1]] = part
+    block = np.empty((2 * CHUNK, 2 * CHUNK, 4), dtype=np.uint8)
+    for i in (0, 1):
+        for j in (0, 1):
+            block[i * CHUNK:(i + 1) * CHUNK, j * CHUNK:(j + 1) * CHUNK] = src.read(2 * ci + i, 2 * cj + j)
     out = reduce2x2(block)
-    a0, b0 = ci * CHUNK, cj * CHUNK
-    a1, b1 = min(a0 + CHUNK, dst.shape[0]), min(b0 + CHUNK, dst.shape[1])
-    dst[a0:a1, b0:b1] = out[: a1 - a0, : b1 - b0]
+    _write_chunk(dst, chunk, out)
     return chunk, bool(out[..., 3].any())
 
 

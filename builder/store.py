@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -272,3 +273,58 @@ class ShardedArrayFiles:
                     p.read_bytes(), self.shard_shape, self.chunk_shape, self.dtype, self.fill, self.decompress, box,
                     self.crc, self.chunk_crc)
         return out
+
+
+class ChunkedArrayFiles:
+    """Read and write whole chunks of one regular (unsharded) array with codecs [bytes, blosc, crc32c] in a
+    local directory: the global_rgb levels (builder.pyramid).  Why not zarr-python: its per-call overhead
+    (an event-loop round trip, selection and merge logic) cost more than encoding a 256x256x4 chunk, and the
+    pyramid moves whole chunks only.  The bytes are zarr-python's (tests/test_pyramid.py reads them back
+    through zarr): the chunk's C-order bytes, Blosc, then its crc32c (little endian); an all-fill chunk has
+    no file (write_empty_chunks false)."""
+
+    def __init__(self, array_dir: Path):
+        self.dir = Path(array_dir)
+        meta = json.loads((self.dir / "zarr.json").read_text())
+        names = [c["name"] for c in meta["codecs"]]
+        if meta["chunk_grid"]["name"] != "regular" or names != ["bytes", "blosc", "crc32c"]:
+            raise BuildError(f"not a regular [bytes, blosc, crc32c] array: {names}", str(self.dir))
+        self.shape = tuple(meta["shape"])
+        self.chunk_shape = tuple(meta["chunk_grid"]["configuration"]["chunk_shape"])
+        self.dtype = np.dtype(meta["data_type"]).newbyteorder("<")
+        self.fill = meta["fill_value"]
+        self.compress, self.decompress = _blosc_calls(meta["codecs"][1]["configuration"])
+        self.crc = google_crc32c.value
+
+    def path(self, *idx: int) -> Path:
+        """The chunk file at grid index `idx` (trailing dimensions, one chunk wide, at index 0)."""
+        full = [*idx, *([0] * (len(self.chunk_shape) - len(idx)))]
+        return self.dir.joinpath("c", *map(str, full))
+
+    def read(self, *idx: int) -> np.ndarray:
+        """The whole chunk (fill where it has no file); ValueError when its crc32c differs."""
+        from builder.shardio import open_chunk
+        p = self.path(*idx)
+        if not p.exists():
+            return np.full(self.chunk_shape, self.fill, dtype=self.dtype)
+        raw = open_chunk(p.read_bytes(), self.crc)
+        return np.frombuffer(self.decompress(raw), dtype=self.dtype).reshape(self.chunk_shape)
+
+    def write(self, data: np.ndarray, *idx: int) -> bool:
+        """Write the whole chunk (atomically: temp file + rename), or remove it when all fill; True if a
+        file exists.  Parts of an edge chunk outside the array must hold the fill value, as zarr-python
+        writes them."""
+        p = self.path(*idx)
+        if tuple(data.shape) != self.chunk_shape:
+            raise ValueError(f"chunk data {data.shape} is not {self.chunk_shape}")
+        data = np.ascontiguousarray(data, dtype=self.dtype)
+        if (data == self.fill).all():
+            p.unlink(missing_ok=True)
+            return False
+        blob = bytes(self.compress(data))
+        blob += struct.pack("<I", self.crc(blob))
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f"{p.name}.{os.getpid()}.partial")
+        tmp.write_bytes(blob)
+        os.replace(tmp, p)
+        return True
