@@ -177,7 +177,8 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
     # Everything above only reads: a refused build leaves no store and no record behind.
     root = open_year(store, cfg.year)
     rec.check_zone_groups(cfg, root, record)
-    clean_partials(store)  # temporary files of writes a killed run left behind
+    clean_partials(store)  # temporary files of writes a killed run left behind (builder/atomic.py)
+    clean_partials(cfg.record_dir)  # ... and in its record (record.json, *.done, overview quarters)
     record.setdefault("model_version", cfg.model_version)
     record["n_bands"] = n_bands
     record["layout"] = cfg.layout.__dict__

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -31,6 +30,7 @@ import zarr
 
 from builder import convention as conv
 from builder import extensions as ext
+from builder.atomic import PARTIAL, write_bytes
 from builder.grid import ZoneGrid
 from builder.parallel import Runner
 from builder.store import Layout, ShardedArrayFiles, _sharded
@@ -161,7 +161,7 @@ def lattice_shards(grid: ZoneGrid, shards) -> list[list[int]]:
 def stored_shards(array_dir: Path) -> list[tuple[int, int]]:
     base = Path(array_dir) / "c"
     return sorted({(int(p.relative_to(base).parts[0]), int(p.relative_to(base).parts[1]))
-                   for p in base.rglob("*") if p.is_file() and ".partial" not in p.name}) if base.exists() else []
+                   for p in base.rglob("*") if p.is_file() and PARTIAL not in p.name}) if base.exists() else []
 
 
 # ---------------------------------------------------------------- quarters --
@@ -182,14 +182,8 @@ def quarter_path(quarters: Path, lattice: tuple[int, int]) -> Path:
 
 def save_quarter(path: Path, emb: np.ndarray, scl: np.ndarray) -> None:
     """The 2x2 means of a level-0 shard (an empty file when it has no data), written atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     q, s = mean2x2(emb, scl) if conv.valid_mask(scl).any() else (None, None)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.partial")
-    with open(tmp, "wb") as f:
-        if q is not None:
-            f.write(q.tobytes())
-            f.write(s.tobytes())
-    os.replace(tmp, path)
+    write_bytes(path, b"" if q is None else q.tobytes() + s.tobytes())
 
 
 def load_quarter(path: Path, size: int, n_bands: int) -> tuple[np.ndarray, np.ndarray] | None:

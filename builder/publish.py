@@ -31,6 +31,7 @@ from pathlib import Path, PurePosixPath
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from builder.atomic import PARTIAL
 from builder.describe import claims_tessera_root
 from builder.errors import BuildError
 from builder.parallel import progress_bar
@@ -63,7 +64,7 @@ def excluded(rel: str) -> bool:
     """Never published: dotfiles and build records."""
     parts = rel.split("/")
     return (hidden(rel) or any(p.endswith(".build") for p in parts)
-            or parts[-1] == "record.json" or parts[-1].endswith((".done", ".partial")))
+            or parts[-1] == "record.json" or parts[-1].endswith((".done", PARTIAL)))
 
 
 def is_metadata(rel: str) -> bool:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from builder import convention as conv
 from builder import overviews as ovr
+from builder.atomic import write_bytes
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
 from builder.plan import zone_key
@@ -38,10 +39,7 @@ def load_record(cfg) -> dict:
 
 def save_text(path: Path, text: str) -> None:
     """Write whole or not at all (temporary file renamed into place)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_bytes(path, text.encode())
 
 
 def save_json(path: Path, doc: dict) -> None:

@@ -23,6 +23,7 @@ from zarr.codecs import BloscCodec, Crc32cCodec
 
 from builder import convention as conv
 from builder.describe import TESSERA, StoreError, describe
+from builder.atomic import PARTIAL, write_bytes
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
 
@@ -139,10 +140,10 @@ def resize_zone(group: zarr.Group, grid: ZoneGrid, n_bands: int) -> None:
     write_coords(group, grid, n_bands)
 
 
-def clean_partials(zone_dir: Path) -> int:
-    """Remove temporary files left by a write that was killed (never visible as shard keys)."""
+def clean_partials(where: Path) -> int:
+    """Remove temporary files left under `where` by a write that was killed (never visible as shard keys)."""
     n = 0
-    for p in Path(zone_dir).rglob("*.partial"):
+    for p in Path(where).rglob(f"*{PARTIAL}"):
         p.unlink(missing_ok=True)
         n += 1
     return n
@@ -243,10 +244,7 @@ class ShardedArrayFiles:
         if blob is None:
             p.unlink(missing_ok=True)
             return False
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f"{p.name}.{os.getpid()}.partial")
-        tmp.write_bytes(blob)
-        os.replace(tmp, p)
+        write_bytes(p, blob)
         return True
 
     def read(self, sr: int, sc: int) -> np.ndarray:
@@ -323,8 +321,5 @@ class ChunkedArrayFiles:
             return False
         blob = bytes(self.compress(data))
         blob += struct.pack("<I", self.crc(blob))
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f"{p.name}.{os.getpid()}.partial")
-        tmp.write_bytes(blob)
-        os.replace(tmp, p)
+        write_bytes(p, blob)
         return True

@@ -104,6 +104,22 @@ def test_kill_at_a_phase_of_a_first_build(fresh, tmp_path, phase):
     assert_same_build(tmp_path, ref)
 
 
+def test_temporary_files_a_killed_write_left_are_removed_by_the_next_build(fresh, tmp_path):
+    """A kill between a temporary file's write and its rename (builder/atomic.py) leaves `<name>.<pid>.partial`
+    beside the target: in the store, and in the build record (record.json, *.done). The next build removes them
+    all (the record's were left for ever before: a later pid never overwrites them)."""
+    tiles, ref, _ = fresh
+    out = copy_build(ref, tmp_path)
+    stale = [out / "2024.zarr.build" / "record.json.99999.partial", out / "2024.zarr.build" / "utm30.done.99999.partial",
+             out / "2024.zarr" / "utm30" / "embeddings" / "c" / "0" / "0" / "0.99999.partial"]
+    for p in stale:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"half a file")
+    assert completed(tiles, out) > 0
+    assert not [p for p in stale if p.exists()]
+    assert_same_build(out, ref)
+
+
 @pytest.mark.parametrize("i", range(N_RANDOM))
 def test_kill_at_a_random_moment_of_a_first_build(fresh, tmp_path, i):
     tiles, ref, seconds = fresh
