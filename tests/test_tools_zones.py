@@ -55,7 +55,10 @@ def test_every_tool_runs_on_both_zones_of_a_view_across_the_meridian(store, worl
         assert all(len(seen[z][0]) > 1000 for z in vec)  # the view shows plenty of both zones
 
         # classification: k-NN from labels in both zones, every valid pixel of both zones classified
+        published = []  # what the map's watcher is given (app/tools/ui.py draws it at once)
+        state.tools.classify.param.watch(lambda e: published.append(e.new), "result")
         layer = await state.tools.classify.classify("k-NN", seed=0)
+        assert published and all(p.rgba is not None for lay in published for p in lay.all)
         assert all(p.zone.level == 0 for p in layer.all) and "full 128-d vectors" in state.status
         assert [p.zone.name for p in layer.all] == ["utm30", "utm31"] or \
             [p.zone.name for p in layer.all] == ["utm31", "utm30"]

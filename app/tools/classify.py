@@ -92,18 +92,20 @@ class Classifier(param.Parameterized):
         self.timing = {"read_ms": (t1 - t0) * 1000, "compute_ms": (time.perf_counter() - t1) * 1000}
         # the confidence rides in the class layer's zones as a second layer of the same windows
         self.conf = region.layer("confidence", conf)
-        self.result = region.layer("class", region.spread(idx.astype(np.float32)))
-        self.recolour()
+        self.result = self.coloured(region.layer("class", region.spread(idx.astype(np.float32))))
         app.status = views.html("Classified ({}, {} labels, {} classes): {} in {:.0f} ms.", self.method, len(X),
                                 len(names), reg.describe(region), self.timing["read_ms"] + self.timing["compute_ms"])
         return self.result
 
+    def coloured(self, layer: reg.Layer) -> reg.Layer:
+        """The class layer coloured at the threshold, each zone by its own confidence (self.conf's zones)."""
+        parts = [reg.replace(p, rgba=class_rgba(p.values, c.values, self.colours, self.threshold))
+                 for p, c in zip(layer.all, self.conf.all)]
+        return reg.replace(parts[0], parts=tuple(parts[1:]))
+
     def recolour(self) -> None:
-        r = self.result
-        if r is not None:
-            parts = [reg.replace(p, rgba=class_rgba(p.values, c.values, self.colours, self.threshold))
-                     for p, c in zip(r.all, self.conf.all)]
-            self.result = reg.replace(parts[0], parts=tuple(parts[1:]))
+        if self.result is not None:
+            self.result = self.coloured(self.result)
 
     def legend(self) -> list[tuple[str, str, int, float]]:
         """(class, colour, pixels, km²) of the shown class map, over all its zones."""
