@@ -193,3 +193,36 @@ def test_turning_similarity_on_takes_the_tool_layer_off_the_map(store, world):
         state.tools.shown = "cluster"  # shown again on request, similarity still on below it
         assert state.tools.layer("cluster") is not None and state.similarity_on
     run_async(run())
+
+
+def test_a_views_zone_windows_from_its_edges_hold_every_pixel_it_shows(store):
+    """render.edge_window projects only the view's edge pixels: its window holds every view pixel that falls in
+    the zone's grid (all W x H projected here), at the zone's grid and at overview levels, inside and across the
+    grids' edges; equal to it for a view inside the grid. render.screen_box covers every screen pixel the window
+    shows."""
+    from app import render
+
+    async def run():
+        state = await opened(store)
+        lon, lat = centre_of_data(store, "utm30")
+        for where, span in (((lon, lat), 300), ((0.0, lat), SPAN), ((lon, lat), 60_000), ((lon, lat), 1_600_000)):
+            state.centre_view(*where, span)
+            v = state.render_view()
+            glon, glat = v.lonlat_grid()
+            for zone in state.model.zones.values():
+                for z in [zone] + [zone.at_level(k) for k in range(1, len(zone.levels))][:3]:
+                    full = render.zone_window(z, glon, glat, pad=0)
+                    got = render.edge_window(z, v)
+                    if full is None:
+                        continue
+                    r0, r1, c0, c1 = full[2:6]
+                    assert got is not None and got[0] <= r0 and got[1] >= r1 and got[2] <= c0 and got[3] >= c1, \
+                        (z.name, z.level, span, got, full[2:6])
+                    row, col, inside = full[0], full[1], full[-1]
+                    box = render.screen_box(z, got, v)
+                    shown = inside & (row >= got[0]) & (row < got[1]) & (col >= got[2]) & (col < got[3])
+                    ii, jj = np.nonzero(shown)
+                    assert box[0] <= ii.min() and ii.max() < box[1] and box[2] <= jj.min() and jj.max() < box[3]
+                    if span == 300:  # a view inside the grid: the same window
+                        assert z.name != "utm30" or got == (r0, r1, c0, c1)
+    run_async(run())

@@ -161,17 +161,17 @@ class Layer:
 
 
 def zones_in_view(model: StoreModel, v: render.View) -> list[tuple[Zone, tuple]]:
-    """(zone, window) of every zone the view shows: the one holding its centre first (else the one covering most
-    of it), then the others by the screen pixels they cover."""
+    """(zone, window) of every zone the view shows (render.edge_window): the one holding its centre first (else
+    the one with the largest window), then the others by window area."""
     lon, lat = v.lonlat_grid()
     hit = model.locate(float(lon[v.height // 2, v.width // 2]), float(lat[v.height // 2, v.width // 2]))
-    wins = {z.name: render.zone_window(z, lon, lat, pad=0) for z in model.zones.values()}
+    wins = {z.name: render.edge_window(z, v) for z in model.zones.values()}
     wins = {k: w for k, w in wins.items() if w is not None}
-    order = sorted(wins, key=lambda k: -int(wins[k][-1].sum()))
+    order = sorted(wins, key=lambda k: -(wins[k][1] - wins[k][0]) * (wins[k][3] - wins[k][2]))
     if hit is not None and hit[0].name in wins:
         order.remove(hit[0].name)
         order.insert(0, hit[0].name)
-    return [(model.zones[k], wins[k][2:6]) for k in order]
+    return [(model.zones[k], wins[k]) for k in order]
 
 
 def choose_zone(model: StoreModel, v: render.View) -> tuple[Zone, tuple] | None:
@@ -267,11 +267,9 @@ def zone_plan(model: StoreModel, v: render.View, zone: Zone, capped, full):
     if not overviews(zone):
         return zone, capped, full, "vectors"
     lz = zone.at_level(level_for(zone, v))
-    lon, lat = v.lonlat_grid()
-    got = render.zone_window(lz, lon, lat, pad=0)
-    if got is None:
+    window = render.edge_window(lz, v)
+    if window is None:
         return zone, capped, full, "vectors"
-    window = got[2:6]
     return lz, window, window, use_for(lz, window)
 
 
@@ -416,9 +414,14 @@ def value_at(zone: Zone, window, values: np.ndarray, lon: float, lat: float) -> 
 
 
 def window_image(zone: Zone, window, rgba: np.ndarray, v: render.View) -> np.ndarray:
-    """An RGBA image of a zone window sampled into the view (transparent elsewhere)."""
-    lon, lat = v.lonlat_grid()
-    row, col = zone.to_rowcol(lon, lat)
+    """An RGBA image of a zone window sampled into the view (transparent elsewhere); only the screen pixels the
+    window covers are projected (render.screen_box)."""
     out = np.zeros((v.height, v.width, 4), np.uint8)
-    render.sample_window(rgba, window[0], window[2], row, col, np.ones(row.shape, bool), out)
+    box = render.screen_box(zone, window, v)
+    if box is None:
+        return out
+    i0, i1, j0, j1 = box
+    lon, lat = v.lonlat_grid()
+    row, col = zone.to_rowcol(lon[i0:i1, j0:j1], lat[i0:i1, j0:j1])
+    render.sample_window(rgba, window[0], window[2], row, col, np.ones(row.shape, bool), out[i0:i1, j0:j1])
     return out
