@@ -234,7 +234,7 @@ def tool_figures(page, data: Path) -> str:
         page.evaluate("async ([lon, lat, k]) => await tesseraApi.label(lon, lat, k)",
                       [*pixel_lonlat(store, "utm30", r, c), f"class {k}"])
     runs = [("similarity (selection)", "similarity", ["selection", "mean", -1.0]),
-            ("classify k-NN, first (loads scikit-learn)", "classify", ["k-NN", {"seed": 0}]),
+            ("classify k-NN, first (scikit-learn loading since the first label)", "classify", ["k-NN", {"seed": 0}]),
             ("classify k-NN", "classify", ["k-NN", {"seed": 0}]),
             ("classify logistic regression", "classify", ["logistic regression", {"seed": 0}]),
             ("classify random forest", "classify", ["random forest", {"seed": 0}]),
@@ -247,7 +247,7 @@ def tool_figures(page, data: Path) -> str:
         r = first if i == 0 else page.evaluate(TIMED_JS, [cmd, args])
         base = r["ms"] if i == 1 else base
         ratio = f"({r['ms'] / base:4.1f}x similarity)" if base else " " * 19
-        lines.append(f"  {label:44s} {r['ms']:7.0f} ms {ratio}  store "
+        lines.append(f"  {label:66s} {r['ms']:7.0f} ms {ratio}  store "
                      f"{r['store_bytes'] / 1e6:6.2f} MB, all {r['all_bytes'] / 1e6:6.2f} MB fetched; longest "
                      f"main-thread task {r['longest']:5.0f} ms; {r['valid']} valid px")
     return "tools over the demo view (same run; baseline: similarity once the view was read, the second line):\n" + "\n".join(lines)

@@ -72,6 +72,16 @@ def test_tools_agree_with_cpython(page, server, site):
         assert call(page, "label", *pixel_lonlat(store, "utm30", r, c), name(k)) is True
     text = all_text(page)
     assert HOSTILE in text and page.evaluate("window.__pwned") is None  # shown literally, never run
+    # the first label started loading scikit-learn (app/tools/lazy.py prefetch): it arrives while the user labels
+    # (packages() is a promise from the worker: polled here, and a load that never comes throws)
+    assert page.evaluate("""async () => {
+        const t0 = performance.now();
+        while (!(await window.tesseraWorker.packages()).includes('scikit-learn')) {
+            if (performance.now() - t0 > 120000) throw new Error('scikit-learn not loaded 120 s after the first label');
+            await new Promise((r) => setTimeout(r, 100));
+        }
+        return true;
+    }""") is True
 
     # ---- classification: k-NN and logistic regression against scikit-learn in CPython
     X = np.stack([v[r, c] for r, c, _ in train])

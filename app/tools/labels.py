@@ -13,6 +13,7 @@ import numpy as np
 import param
 
 from app import views
+from app.tools import lazy
 
 PALETTE = ["#e41a1c", "#377eb8", "#4daf4a", "#984ea3", "#ff7f00", "#a6761d", "#f781bf", "#17becf",
            "#999999", "#1b9e77", "#d95f02", "#7570b3"]
@@ -128,6 +129,7 @@ class Labels(param.Parameterized):
             return None
         p = Point(name, app.model.year, float(lon), float(lat), px.vector)
         self.points = [*self.points, p]
+        lazy.prefetch()  # a label means a classification may follow: scikit-learn starts loading now
         app.status = views.html("Labelled {} as <b>{}</b> ({} labels).", px.label(), name, len(self.points))
         return p
 

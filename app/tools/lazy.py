@@ -1,5 +1,7 @@
 """scikit-learn on first use: in Pyodide it is loaded then (from the site's own, sha256-verified
-lock wheels: scikit-learn, scipy, joblib, threadpoolctl, openblas), never at start-up."""
+lock wheels: scikit-learn, scipy, joblib, threadpoolctl, openblas), never at start-up.  The user's first
+label starts the load (`prefetch`): classifying needs labels, so the 26 MB arrive while the user labels,
+not after the first "Classify" click."""
 from __future__ import annotations
 
 import asyncio
@@ -8,15 +10,22 @@ import sys
 _loading = None
 
 
-async def sklearn() -> None:
-    """Make `import sklearn` work (a no-op on CPython, where it is installed)."""
+def prefetch():
+    """Start loading scikit-learn, once; the future of the load (None on CPython, where it is installed)."""
     global _loading
     if sys.platform != "emscripten":
-        return
+        return None
     if _loading is None:
         import pyodide_js
         _loading = asyncio.ensure_future(pyodide_js.loadPackage("scikit-learn"))
-    await _loading
+    return _loading
+
+
+async def sklearn() -> None:
+    """Make `import sklearn` work (a no-op on CPython)."""
+    loading = prefetch()
+    if loading is not None:
+        await loading
 
 
 async def chunked(fn, x, rows: int = 32768):
