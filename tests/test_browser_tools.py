@@ -121,7 +121,7 @@ def test_tools_agree_with_cpython(page, server, site):
     shot(page, "similarity")
     size = f"{r1 - r0}x{c1 - c0} px"
     fmt = lambda t: f"{t['ms']:.0f} ms (read {t['read_ms']:.0f}, compute {t['compute_ms']:.0f})"
-    print(f"\nsame view {size}: classify k-NN first (loads scikit-learn) {fmt(timings['k-NN'])}, k-NN warm "
+    print(f"\nsame view {size}: classify k-NN first (scikit-learn loaded since the first label) {fmt(timings['k-NN'])}, k-NN warm "
           f"{fmt(timings['k-NN warm'])}, logistic regression {fmt(timings['logistic regression'])}; "
           f"similarity (2 pins, max) {sim_res['ms']:.0f} ms")
 
