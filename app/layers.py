@@ -105,7 +105,12 @@ async def layer(state, name: str, zone: str | None = None) -> RasterLayer:
 
 
 def zones(state, name: str) -> list[str]:
-    """The zones layer `name` covers, its primary zone first ([] for the base layer: the view's primary zone)."""
+    """The zones layer `name` covers, its primary zone first: for the base layer the view's zones with a preview
+    ([] when there is nothing to export: the provider says why)."""
+    if name == "base":
+        if state.model is None:
+            return []
+        return [w[0].name for w in tool_region.view_windows(state.model, state.render_view()) if w[0].has_rgb]
     got = state.sim if name == "similarity" else state.tools.layer(name) if name in PROVIDERS else None
     return [] if got is None else [p.zone.name for p in got.all]
 

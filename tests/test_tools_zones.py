@@ -139,6 +139,11 @@ def test_a_link_re_runs_a_layer_on_both_zones(store, world):
         # a bad extra window is refused with one line, nothing re-run
         bad = link.tool.replace(f"also:{p.zone.name}~0~", f"also:{p.zone.name}~0~-5_")
         assert await share.restore(other, bad) is None and "Tool layer in the URL ignored" in other.status
+        # a zone given twice (its pixels would count twice) or a negative level is refused too
+        twice = link.tool.replace(f"also:{p.zone.name}~0~", f"also:{first.zone.name}~0~")
+        assert await share.restore(other, twice) is None and "a zone given twice" in other.status
+        negative = link.tool.replace(f"also:{p.zone.name}~0~", f"also:{p.zone.name}~-1~")
+        assert await share.restore(other, negative) is None and "no overview level -1" in other.status
         assert region.tool_plans(other) and other.tool_window is None
     run_async(run())
 
@@ -171,6 +176,12 @@ def test_a_layer_over_two_zones_exports_one_geotiff_per_zone(store, world):
             raise AssertionError("an unknown zone was exported")
         except layers.ExportError as e:
             assert "no zone 'utm99'" in str(e) and "utm30" in str(e)
+        # the embedding preview too: one PNG per zone the view shows
+        assert layers.zones(state, "base") == [p.zone.name for p in layer.all]
+        name, data, mime, _ = await layers.download(state, "base", "png")
+        assert name == "tessera-2024-base-2-zones-png.zip"
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            assert sorted(z.namelist()) == ["tessera-2024-utm30-base.png", "tessera-2024-utm31-base.png"]
         name, data, mime, _ = await layers.download(state, "class", "tif")  # what the page's GeoTIFF button saves
         assert name == "tessera-2024-class-2-zones-tif.zip" and mime == "application/zip"
         with zipfile.ZipFile(io.BytesIO(data)) as z:

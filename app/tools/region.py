@@ -151,9 +151,10 @@ class Layer:
 
     def image(self, v: render.View, colour=None) -> np.ndarray:
         """An RGBA image of every zone's window sampled into the view (`colour(values)` when given, else rgba);
-        each zone's pixels drawn only where they are not transparent, so zones never hide each other."""
+        each zone's pixels drawn only where they are not transparent, so zones never hide each other; the primary
+        zone last, on top where grids overlap on the ground (as value_at reads it first)."""
         out = np.zeros((v.height, v.width, 4), np.uint8)
-        for p in self.all:
+        for p in reversed(self.all):
             img = window_image(p.zone, p.window, p.rgba if colour is None else colour(p.values), v)
             seen = img[..., 3] > 0
             out[seen] = img[seen]

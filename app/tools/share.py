@@ -146,7 +146,7 @@ def checked_window(state, name: str, window: tuple, zone: str | None, level: int
     if z is None:
         raise ValueError(f"{name}: no zone {zone[:SHOWN]!r} in this store")
     coded = region.overviews(z)
-    if level and not (coded and level < len(z.levels)):
+    if level < 0 or (level and not (coded and level < len(z.levels))):
         raise ValueError(f"{name}: no overview level {level} in {zone}")
     if coded:
         z = z.at_level(level)
@@ -169,6 +169,9 @@ async def restore(state, text: str | None):
         name, settings, window, sel, zone, level, also = parse(text)
         where = None if window is None else [checked_window(state, name, window, zone, level),
                                              *(checked_window(state, name, w, z, lv) for z, lv, w in also)]
+        named = [w[0] for w in where or []]
+        if len(set(named)) != len(named):  # a zone read twice would count its pixels twice
+            raise ValueError(f"{name}: a zone given twice ({', '.join(n[:SHOWN] for n in named)})")
         tool = getattr(tools, SETTINGS[name][0])
         tool.param.update(**settings)  # param refuses values out of bounds or not among the choices
     except (ValueError, TypeError) as e:
