@@ -119,15 +119,28 @@ def edge_window(zone: Zone, v: View) -> tuple[int, int, int, int] | None:
     return (r0, r1, c0, c1) if r0 < r1 and c0 < c1 else None
 
 
-def screen_box(zone: Zone, window, v: View) -> tuple[int, int, int, int] | None:
-    """(i0, i1, j0, j1): the view's screen rows and columns that a zone window covers (a pixel's margin), from
-    the window's outline alone (longitude grows with easting at any northing, latitude with northing at any
-    easting, so the outline holds its extremes); None when it is off screen."""
+def window_outline(zone: Zone, window) -> tuple[np.ndarray, np.ndarray]:
+    """Web Mercator x, y of a zone window's outline (its pixels' corners along its four sides): longitude grows
+    with easting at any northing and latitude with northing at any easting, so the outline holds the window's
+    extremes on the map."""
     r0, r1, c0, c1 = window
     rows = np.concatenate([np.arange(r0, r1 + 1), np.arange(r0, r1 + 1), np.full(c1 - c0 + 1, r0), np.full(c1 - c0 + 1, r1)])
     cols = np.concatenate([np.full(r1 - r0 + 1, c0), np.full(r1 - r0 + 1, c1), np.arange(c0, c1 + 1), np.arange(c0, c1 + 1)])
     e, n = zone.grid.corner(rows, cols)
-    x, y = geo.lonlat_to_merc(*geo.utm_to_lonlat(e, n, zone.zone, zone.south))
+    return geo.lonlat_to_merc(*geo.utm_to_lonlat(e, n, zone.zone, zone.south))
+
+
+def window_view(zone: Zone, window) -> View:
+    """The map box around a zone window (window_outline's extremes), one box pixel per window pixel."""
+    x, y = window_outline(zone, window)
+    return View(float(np.min(x)), float(np.max(x)), float(np.min(y)), float(np.max(y)),
+                max(window[3] - window[2], 1), max(window[1] - window[0], 1))
+
+
+def screen_box(zone: Zone, window, v: View) -> tuple[int, int, int, int] | None:
+    """(i0, i1, j0, j1): the view's screen rows and columns that a zone window covers (a pixel's margin), from
+    the window's outline alone (window_outline); None when it is off screen."""
+    x, y = window_outline(zone, window)
     sx, sy = (v.x1 - v.x0) / v.width, (v.y1 - v.y0) / v.height
     j0, j1 = max(int(np.floor((np.min(x) - v.x0) / sx)) - 1, 0), min(int(np.ceil((np.max(x) - v.x0) / sx)) + 1, v.width)
     i0, i1 = max(int(np.floor((v.y1 - np.max(y)) / sy)) - 1, 0), min(int(np.ceil((v.y1 - np.min(y)) / sy)) + 1, v.height)

@@ -224,9 +224,27 @@ def view_window(model: StoreModel, v: render.View):
 
 
 def view_windows(model: StoreModel, v: render.View) -> list:
-    """(zone, capped window, full window) of every zone the view shows (zones_in_view's order): each capped at
-    model.MAX_REGION per side around the view's centre on that zone's grid."""
-    return [(zone, cap(full, centre(zone, v), app_model.MAX_REGION), full) for zone, full in zones_in_view(model, v)]
+    """(zone, capped window, full window) of every zone the view shows (zones_in_view's order): the primary zone's
+    capped at model.MAX_REGION per side around the view's centre; each other zone without overviews (read by these
+    10 m windows) cut to the ground of the primary's capped window (its map box), so a capped view is one patch
+    of ground, not the primary's square and a strip of the next zone far from it, and left out when that box
+    misses it.  Zones with overviews are read by level windows over the whole view (zone_plan) instead."""
+    got = zones_in_view(model, v)
+    if not got:
+        return []
+    zone, full = got[0]
+    first = cap(full, centre(zone, v), app_model.MAX_REGION)
+    out = [(zone, first, full)]
+    box = render.window_view(zone, first) if first != tuple(full) else v
+    for other, full in got[1:]:
+        if overviews(other):
+            out.append((other, cap(full, centre(other, v), app_model.MAX_REGION), full))
+            continue
+        w = render.edge_window(other, box)
+        w = None if w is None else (max(w[0], full[0]), min(w[1], full[1]), max(w[2], full[2]), min(w[3], full[3]))
+        if w is not None and w[0] < w[1] and w[2] < w[3]:
+            out.append((other, cap(w, centre(other, v), app_model.MAX_REGION), full))
+    return out
 
 
 def centre(zone: Zone, v: render.View) -> tuple[int, int]:
