@@ -175,12 +175,6 @@ def zones_in_view(model: StoreModel, v: render.View) -> list[tuple[Zone, tuple]]
     return [(model.zones[k], wins[k]) for k in order]
 
 
-def choose_zone(model: StoreModel, v: render.View) -> tuple[Zone, tuple] | None:
-    """The view's primary zone (zones_in_view's first) and its window; None when the view shows no zone."""
-    got = zones_in_view(model, v)
-    return got[0] if got else None
-
-
 def cap(window: tuple[int, int, int, int], centre: tuple[int, int], size: int):
     """`window` cut to at most `size` per side, around `centre` (row, col) as far as the window allows."""
     out = []
@@ -303,15 +297,9 @@ def plan(model: StoreModel, v: render.View):
     return got[0] if got else None
 
 
-def tool_window(app, model: StoreModel | None = None):
-    """(zone, window, full window) at 10 m without overviews of the primary zone: a link's window while its layer
-    is re-run (`app.tool_window`, level 0), else the view's capped one; None when there is no zone."""
-    got = tool_windows(app, model)
-    return got[0] if got else None
-
-
 def tool_windows(app, model: StoreModel | None = None) -> list:
-    """tool_window of every zone: a link's windows (in its order), else the view's (view_windows)."""
+    """(zone, window, full window) of every zone a tool reads at 10 m without overviews: a link's windows (its
+    order, `app.tool_window`) while its layer is re-run, else the view's capped ones (view_windows)."""
     model = model or app.model
     if app.tool_window is None:
         return view_windows(model, app.render_view())
@@ -340,12 +328,6 @@ def tool_plans(app, model: StoreModel | None = None) -> list:
             lz = zone.at_level(level)
             out.append((lz, tuple(window), tuple(window), use_for(lz, window)))
     return out
-
-
-def tool_plan(app, model: StoreModel | None = None):
-    """tool_plans' primary zone, or None."""
-    got = tool_plans(app, model)
-    return got[0] if got else None
 
 
 async def read_level(model: StoreModel, zone: Zone, window, use: str) -> Region:

@@ -177,7 +177,7 @@ async def restore(state, text: str | None):
     except (ValueError, TypeError) as e:
         state.status = views.html("<b>Tool layer in the URL ignored:</b> {}", str(e).splitlines()[0][:200])
         return None
-    state.tool_window = where  # the tools read the link's window, not the view's (app/tools/region.py tool_plan)
+    state.tool_window = where  # the tools read the link's windows, not the view's (app/tools/region.py tool_plans)
     try:
         return await run(state, name, tool, sel)
     except Exception as e:  # a link must never stop the page: one line here, the traceback in the console
