@@ -77,10 +77,12 @@ def commands(state: Explorer, tools_ui=None) -> dict:
     async def export_geotiff(name="similarity", zone=None):
         """The layer as GeoTIFF bytes, in one zone (default: the view's primary zone; tifffile is loaded on the
         first call)."""
-        await raster.ensure_tifffile()
+        await raster.ensure_writer("tif")
         return (await layers.layer(state, name, zone)).geotiff()
 
     async def export_png(name="similarity", zone=None):
+        """The layer as PNG bytes, in one zone (Pillow is awaited if its background load is still under way)."""
+        await raster.ensure_writer("png")
         return (await layers.layer(state, name, zone)).png()
 
     async def export_region():

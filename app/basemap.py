@@ -9,6 +9,8 @@ the sampling and compositing are render's pure functions.
 """
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 
 from app import render
@@ -21,20 +23,17 @@ async def draw(model: StoreModel, v: render.View) -> np.ndarray:
     img = np.zeros((v.height, v.width, 4), dtype=np.uint8)
     lvl = render.choose_level(model.levels, v)
     if lvl is not None:
-        chunks = {ij: await model.level_chunk(lvl, *ij) for ij in render.chunks_in_view(lvl, v)}
+        ijs = list(render.chunks_in_view(lvl, v))  # fetched together: one after another, each costs a round trip
+        chunks = dict(zip(ijs, await asyncio.gather(*(model.level_chunk(lvl, *ij) for ij in ijs))))
         img = render.sample_level(lvl, chunks, lon, lat)
     elif v.metres_per_pixel() > render.ZONE_ZOOM_M:  # no overview (a geoemb: store without global_rgb)
         img = render.footprints(model.zones.values(), lon, lat)
     if v.metres_per_pixel() <= render.ZONE_ZOOM_M:
         native = np.zeros_like(img)
-        for z in model.zones.values():
-            if not model.has_preview(z):
-                continue
-            win = render.zone_window(z, lon, lat)
-            if win is None:
-                continue
-            row, col, r0, r1, c0, c1, inside = win
-            rgb = await model.preview(z, r0, r1, c0, c1)
+        wins = [(z, w) for z in model.zones.values() if model.has_preview(z)
+                for w in [render.zone_window(z, lon, lat)] if w is not None]
+        rgbs = await asyncio.gather(*(model.preview(z, *w[2:6]) for z, w in wins))
+        for (z, (row, col, r0, r1, c0, c1, inside)), rgb in zip(wins, rgbs):  # zones in order: the first drawn wins
             render.sample_window(rgb, r0, c0, row, col, inside & (native[..., 3] == 0), native)
         img = render.composite(img, native)
     return img

@@ -11,7 +11,7 @@ import time
 
 import panel as pn
 
-from app import layers, page, raster, region, views
+from app import layers, page, region, views
 from app.model import MAX_REGION
 from app.reader import SourceError
 
@@ -52,8 +52,6 @@ class ExportButtons(pn.viewable.Viewer):
                                   "capped at {} x {})", r0, r1, c0, c1, zone.name, zone.pixel, zone.level, r1 - r0,
                                   c1 - c0, full[1] - full[0], full[3] - full[2], MAX_REGION, MAX_REGION)
             else:
-                if kind == "tif":
-                    await raster.ensure_tifffile()
                 name, data, mime, lays = await layers.download(s, s.export_layer, kind)
                 what = "; ".join(views.html("rows {}-{}, cols {}-{} of {}", *lay.window, lay.zone.name) for lay in lays)
         except (ValueError, SourceError) as e:

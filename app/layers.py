@@ -21,7 +21,7 @@ import zipfile
 
 import numpy as np
 
-from app import render
+from app import raster, render
 from app.tools import region as tool_region
 from app.model import Zone
 from app.raster import RasterLayer
@@ -120,6 +120,7 @@ async def download(state, name: str, kind: str) -> tuple[str, bytes, str, list[R
     of layer `name`: the file itself for one zone; for a layer over several UTM zones one file per zone (each in
     its own CRS) in a zip."""
     year = state.model.year if state.model is not None else None
+    await raster.ensure_writer(kind)
     lays = [await layer(state, name, z) for z in zones(state, name) or [None]]
     files = {f"tessera-{year}-{lay.zone.name}-{lay.name}.{kind}": lay.geotiff() if kind == "tif" else lay.png()
              for lay in lays}

@@ -216,17 +216,18 @@ class StoreModel:
 
     async def preview(self, zone: Zone, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
         """RGBA window of a zone's preview: its rgb array (v1), or false colour from the first three embedding
-        dimensions (geoemb:, app/render.py false_colour).  The last window read is kept: pans re-read it."""
-        key = (zone.name, r0, r1, c0, c1)
-        if key not in self._previews:
+        dimensions (geoemb:, app/render.py false_colour).  Each zone's last window read is kept: redraws of a view
+        across zones re-read none."""
+        key = (r0, r1, c0, c1)
+        if self._previews.get(zone.name, (None,))[0] != key:
             if zone.has_rgb:
                 rgba = await self.region(zone, "rgb", r0, r1, c0, c1)
             else:
                 q, s = await self._box(zone, (r0, r1), (c0, c1), self._t(zone), self.preview_array, (0, 3),
                                        hint=self._region_hint())
                 rgba = render.false_colour(q.reshape(r1 - r0, c1 - c0, 3), self.layout.valid(s.reshape(r1 - r0, c1 - c0)))
-            self._previews = {key: rgba}
-        return self._previews[key]
+            self._previews[zone.name] = (key, rgba)
+        return self._previews[zone.name][1]
 
     # ------------------------------------------------------------ regions --
     def _region_hint(self) -> str:

@@ -10,8 +10,9 @@ functions:
     code (builder/convention.py), the window's corner from the zone grid (builder/grid.py);
   * `png(rgba)`: what the layer looks like, one PNG pixel per grid pixel (the colours the map uses).
 
-tifffile is a pure wheel shipped in the site but not loaded at start-up: `ensure_tifffile()`
-loads it on the first GeoTIFF export (on CPython it is simply imported).
+Neither writer is loaded at start-up in the browser: `ensure_writer(kind)` loads tifffile (a pure wheel
+the site ships, boot.json `lazy_wheels`) on the first GeoTIFF export and Pillow (a Pyodide lock package
+loaded in the background once the explorer is ready) before the first PNG; on CPython both are imported.
 """
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def _check(values: np.ndarray, window: Window) -> np.ndarray:
 
 def geotiff(values: np.ndarray, zone: Zone, window: Window, nodata=None, palette=None) -> bytes:
     """The layer as a GeoTIFF (zlib-compressed tiles) in the zone's UTM CRS; float layers have NaN as no data."""
-    import tifffile  # loaded by ensure_tifffile() in the browser
+    import tifffile  # loaded by ensure_writer("tif") in the browser
     v = _check(values, window)
     if nodata is None and v.dtype == np.float32:
         nodata = float("nan")
@@ -99,10 +100,12 @@ def png(rgba: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-async def ensure_tifffile() -> None:
-    """Import tifffile, loading its wheel (boot.json `lazy_wheels`) the first time in the browser."""
+async def ensure_writer(kind: str) -> None:
+    """Make the writer of `kind` ("tif": tifffile, "png": Pillow) importable, loading it the first time in the
+    browser (a load under way in the background is joined: pyodide.loadPackage runs one load at a time)."""
+    module = {"tif": "tifffile", "png": "PIL"}[kind]
     try:
-        import tifffile  # noqa: F401
+        __import__(module)
         return
     except ImportError:
         pass
@@ -110,6 +113,5 @@ async def ensure_tifffile() -> None:
     import pyodide_js
 
     from app import page
-    url = page.url(str(js.tesseraBoot.lazy_wheels.tifffile))
-    await pyodide_js.loadPackage(url)
-    import tifffile  # noqa: F401,F811
+    await pyodide_js.loadPackage(page.url(str(js.tesseraBoot.lazy_wheels.tifffile)) if kind == "tif" else "pillow")
+    __import__(module)

@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 from builder import wheels as wheel_files
-from builder.sitepkgs import (BOKEH_JS, PURE_WHEELS, PYODIDE_VERSION, _lazy_wheels, _npm, _pure_wheels,  # noqa: F401
+from builder.sitepkgs import (BACKGROUND_WHEELS, BOKEH_JS, PURE_WHEELS, PYODIDE_VERSION, _lazy_wheels, _npm, _pure_wheels,  # noqa: F401
                               _pyodide, _run, _sha256)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -105,8 +105,10 @@ def _web(out: Path, lock_pkgs: list[str], background_pkgs: list[str], wheels: li
     for p in (REPO / "app" / "web").iterdir():
         if p.is_file():
             shutil.copy(p, out / p.name)
+    later = [w for w in wheels if w.split("-")[0] in BACKGROUND_WHEELS]  # a wheel's name starts with its project's
     boot = {"pyodide": PYODIDE_VERSION, "lock_packages": lock_pkgs, "background_packages": background_pkgs,
-            "wheels": [f"wheels/{w}" for w in wheels],
+            "wheels": [f"wheels/{w}" for w in wheels if w not in later],
+            "background_wheels": [f"wheels/{w}" for w in later],
             "lazy_wheels": {k: f"wheels/{w}" for k, w in lazy.items()}, "panel_cdn_root": "vendor/panel/",
             "geography": GEOGRAPHY,
             "scripts": [f"vendor/bokeh/{n}" for n in BOKEH_JS] + [f"vendor/panel/{PURE_WHEELS['panel']}/dist/panel.min.js"]}

