@@ -99,9 +99,8 @@ class Classifier(param.Parameterized):
 
     def coloured(self, layer: reg.Layer) -> reg.Layer:
         """The class layer coloured at the threshold, each zone by its own confidence (self.conf's zones)."""
-        parts = [reg.replace(p, rgba=class_rgba(p.values, c.values, self.colours, self.threshold))
-                 for p, c in zip(layer.all, self.conf.all)]
-        return reg.replace(parts[0], parts=tuple(parts[1:]))
+        return reg.joined([reg.replace(p, rgba=class_rgba(p.values, c.values, self.colours, self.threshold))
+                           for p, c in zip(layer.all, self.conf.all)])
 
     def recolour(self) -> None:
         if self.result is not None:

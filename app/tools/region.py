@@ -109,9 +109,13 @@ class Regions:
 
     def layer(self, name: str, values: list[np.ndarray], colour=None) -> "Layer":
         """The Layer of per-part values (H, W) coloured by `colour(values)` (None: coloured when drawn)."""
-        one = [Layer(name, p.zone, p.window, v, None if colour is None else colour(v))
-               for p, v in zip(self.parts, values)]
-        return replace(one[0], parts=tuple(one[1:]))
+        return joined([Layer(name, p.zone, p.window, v, None if colour is None else colour(v))
+                       for p, v in zip(self.parts, values)])
+
+
+def joined(zones: list["Layer"]) -> "Layer":
+    """One Layer of per-zone Layers (each without parts of its own): the first is the primary."""
+    return replace(zones[0], parts=tuple(zones[1:]))
 
 
 @dataclass
@@ -138,8 +142,7 @@ class Layer:
 
     def recoloured(self, colour) -> "Layer":
         """The same values, each zone's coloured by `colour(values)`."""
-        one = [replace(p, rgba=colour(p.values)) for p in self.all]
-        return replace(one[0], parts=tuple(one[1:]))
+        return joined([replace(p, rgba=colour(p.values)) for p in self.all])
 
     def value_at(self, lon: float, lat: float) -> float | None:
         """The value under lon/lat in whichever zone's window has one (zones do not overlap on the ground)."""
