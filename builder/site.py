@@ -16,8 +16,8 @@ import zipfile
 from pathlib import Path
 
 from builder import wheels as wheel_files
-from builder.sitepkgs import (BACKGROUND_WHEELS, BOKEH_JS, PURE_WHEELS, PYODIDE_VERSION, _lazy_wheels, _npm, _pure_wheels,  # noqa: F401
-                              _pyodide, _run, _sha256)
+from builder.sitepkgs import (BACKGROUND_WHEELS, BOKEH_JS, PURE_WHEELS, PYODIDE_VERSION, _lazy_wheels,  # noqa: F401
+                              _npm, _pure_wheels, _pyodide, _run, _sha256)
 
 REPO = Path(__file__).resolve().parent.parent
 # The pure core the explorer imports from builder/ (stdlib + numpy only; tests/test_contract.py

@@ -202,7 +202,7 @@ def test_the_first_map_reads_its_overview_chunks_at_once_not_one_after_another(p
            if "/global_rgb/" in e["url"] and not e["url"].endswith(".json")]
     assert len(log) >= 8, log
     in_flight = max(sum(1 for o in log if o["start"] <= e["start"] < o["end"]) for e in log)
-    assert in_flight >= len(log) // 2, [(round(e["start"]), round(e["end"])) for e in log]
+    assert in_flight >= 3, [(round(e["start"]), round(e["end"])) for e in log]  # one after another: always 1
 
 
 def test_no_data_pixel_is_shown_as_no_data(page, server, site):
