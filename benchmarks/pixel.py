@@ -34,8 +34,10 @@ from browser_util import CHROMIUM, CHROMIUM_ARGS, build_test_site, static_server
 CLICK = """async ([lon, lat, tag]) => {  // select, then wait for the frames that show the pixel's vectors
   const shown = (name) => { const d = Bokeh.documents[0].get_model_by_name(name).data;
                             const l = d instanceof Map ? d.get('label') : d.label; return l.some((x) => x.includes(tag)); };
-  const frame = (name, t0) => new Promise((resolve) => { const tick = () => shown(name)
-      ? requestAnimationFrame(() => resolve(performance.now() - t0)) : requestAnimationFrame(tick); tick(); });
+  const frame = (name, t0) => new Promise((resolve, reject) => { const tick = () => shown(name)
+      ? requestAnimationFrame(() => resolve(performance.now() - t0)) : requestAnimationFrame(tick); tick();
+    // A plot that never shows the pixel (or frames that never come) stops the run in one line, not for ever.
+    setTimeout(() => reject(new Error(`${name} did not show ${tag} within 60 s of the click`)), 60000); });
   await window.tesseraWorker.resetStats();  // Python's reads happen in its worker (app/web/worker.js)
   const long = [], watch = new PerformanceObserver((l) => long.push(...l.getEntries()));
   watch.observe({ type: 'longtask' });  // the page thread's tasks of 50 ms or more (BokehJS applying and painting)
