@@ -14,6 +14,8 @@ Message types (worker -> page) are the names used below; boot.js has the matchin
 """
 from __future__ import annotations
 
+from functools import partial
+
 _storage: dict | None = None
 
 # Tag a model whose every change must reach Python (a tap: each one a click). The page coalesces queued
@@ -138,6 +140,7 @@ async def render(obj, target: str) -> None:
     private API; the site pins Panel (builder/sitepkgs.py), and tests/test_browser*.py exercise it."""
     from bokeh.document import Document
     from panel.io.pyodide import _convert_json_patch, _doc_json, _link_docs_worker
+    from panel.io.state import state as pn_state
     from panel.pane import panel as as_panel
     doc = Document()
     doc.hold()
@@ -157,4 +160,8 @@ async def render(obj, target: str) -> None:
     def send(patch, buffers, msg_id=None) -> None:  # patch and buffers are JS values already
         _page().post(_js_object(type="patch", patch=patch, buffers=buffers))
 
+    # As Panel's server does (panel.io.application): the document counts as loaded once it is ready. Until
+    # then Panel's `hold` never releases a layout's changes (a dynamic tab opened, children replaced): held
+    # events wait for ever, and every later change with them.
+    doc.on_event("document_ready", partial(pn_state._schedule_on_load, doc))
     _link_docs_worker(doc, send, setter="js")

@@ -205,6 +205,26 @@ def test_the_first_map_reads_its_overview_chunks_at_once_not_one_after_another(p
     assert in_flight >= 3, [(round(e["start"]), round(e["end"])) for e in log]  # one after another: always 1
 
 
+def test_the_first_document_holds_the_shown_tool_tab_alone_and_a_tab_is_drawn_when_opened(page, server):
+    """The tools' tabs are dynamic: at start the document holds the Labels tab's models, not the other five
+    tabs' plots and widgets (some 100 models fewer for BokehJS to build and lay out before `ready`); opening a
+    tab draws it, and its widgets then reach Python."""
+    assert open_app(page, server + "index.html") == "ready"
+    named = "(n) => Bokeh.documents[0].get_model_by_name(n) !== null"
+    text = all_text(page)
+    assert "Add class" in text and "Change between the years" not in text  # buttons of Labels and Change
+    assert not page.evaluate(named, "change-hist") and not page.evaluate(named, "scatter")  # their plots
+    page.locator(".bk-tab", has_text="Change").click()
+    page.wait_for_function("Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name('change-hist'))"
+                           "?.frame.bbox.width > 100", timeout=60_000)
+    assert "Add class" not in all_text(page)  # the tab shown before left the page
+    # a button of the opened tab reaches Python: change between the demo's two years over the view, whose
+    # histogram comes back into the tab's plot
+    page.locator("button", has_text="Change between the years").click()
+    page.wait_for_function("(() => { const d = Bokeh.documents[0].get_model_by_name('hist-source').data;"
+                           " return (d instanceof Map ? d.get('count') : d.count).length > 0; })()", timeout=120_000)
+
+
 def test_no_data_pixel_is_shown_as_no_data(page, server, site):
     store = site / "data" / "2024.zarr"
     s = zarr.open_group(store / "utm30", mode="r")["scales"][:]

@@ -41,6 +41,10 @@ def test_scatter_projection_brush_and_hover(page, server, site):
     r0, r1, c0, c1 = res["window"]
     n_valid = int(np.isfinite(v[r0:r1, c0:c1, 0]).sum())
     assert res["zone"] == "utm30" and res["points"] == 3000 and res["valid"] == n_valid > 10_000
+    # the Scatter tab, as a user opens it: its plot and note are rendered when shown (dynamic tabs, app/tools/ui.py)
+    page.locator(".bk-tab", has_text="Scatter").click()
+    page.wait_for_function("Bokeh.documents[0].get_model_by_name('scatter-source') !== null", timeout=60_000)
+    wait_text(page, "a seeded random sample")
     assert f"a seeded random sample of the view's {n_valid:,} valid pixels" in all_text(page)
 
     # the projection: scikit-learn's PCA on the same pixels read by zarr-python, up to each component's sign
@@ -68,7 +72,6 @@ def test_scatter_projection_brush_and_hover(page, server, site):
                                                         pts["cols"][inside[0]])) == 1.0
 
     # brushing with the mouse (box select, the scatter's default drag) in the Scatter tab
-    page.locator(".bk-tab", has_text="Scatter").click()
     page.wait_for_function("Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name('scatter')).frame.bbox.width"
                            " > 100", timeout=60_000)
     ax, ay = map_click_point(page, float(np.quantile(want[:, 0], 0.1)), float(np.quantile(want[:, 1], 0.9)), "scatter")

@@ -56,7 +56,7 @@ class ToolsUI:
             ("Change", pn.Column(w(ch.param, parameters=["y0", "y1", "threshold", "run"]), hist)),
             ("Similarity", w(state.param, parameters=["sim_from", "sim_mode"])),
             ("Scatter", self.scatter.panel),
-            name="tools", width=400)
+            name="tools", width=400, dynamic=True)
         self.layer_select = pn.widgets.Select.from_param(t.param.shown)
         L.param.watch(self._draw_labels, ["classes", "points", "active"])
         t.param.watch(self._draw_layer, ["shown"])
