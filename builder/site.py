@@ -41,11 +41,14 @@ def _app_wheel(out: Path) -> str:
     return name
 
 
-def _add_pycs(node: Path, out: Path, wheels: list[str], cache: Path) -> None:
-    """Add bytecode compiled by Pyodide's own CPython (under node) to the pure wheels.
+def _add_pycs(node: Path, out: Path, wheels: list[str], cache: Path, keep_source: tuple[str, ...] = ()) -> None:
+    """Bytecode compiled by Pyodide's own CPython (under node) for the pure wheels.
 
-    Importing Panel and Bokeh from source costs seconds of compilation in the browser;
-    with __pycache__/*.cpython-312.pyc (unchecked-hash) in the wheels it is skipped.
+    Importing Panel and Bokeh from source costs seconds of compilation in the browser; with bytecode
+    (unchecked-hash .pyc) it is skipped. The wheels in `keep_source` (the app's own, whose tracebacks a
+    developer reads) gain __pycache__/*.cpython-312.pyc beside their sources; the others ship the bytecode
+    alone, in place of the sources (wheels.sourceless): about 2 MB less to download and unpack before the
+    explorer starts, and no source file for each import to look at.
     """
     import tempfile
     paths = [out / "wheels" / w for w in wheels]
@@ -54,8 +57,10 @@ def _add_pycs(node: Path, out: Path, wheels: list[str], cache: Path) -> None:
         for i, whl in enumerate(paths):
             extra = {p.relative_to(Path(tmp) / str(i)).as_posix(): p.read_bytes()
                      for p in (Path(tmp) / str(i)).rglob("*.pyc")}
-            if extra:
+            if extra and whl.name in keep_source:
                 wheel_files.add_members(whl, extra)
+            elif extra:
+                wheel_files.sourceless(whl, extra)
 
 
 def _js(node: Path, out: Path) -> None:
@@ -137,10 +142,11 @@ def build_site(out: Path, cache: Path, quiet: bool = False) -> dict:
     lock_pkgs, background_pkgs = _pyodide(node, cache, out)
     say("site: pure-Python wheels")
     wheels = _pure_wheels(cache, out)
-    wheels.append(_app_wheel(out))
+    app_wheel = _app_wheel(out)
+    wheels.append(app_wheel)
     lazy = _lazy_wheels(cache, out)
     say("site: bytecode for Pyodide's CPython 3.12 (compiled by Pyodide under node)")
-    _add_pycs(node, out, wheels + list(lazy.values()), cache)
+    _add_pycs(node, out, wheels + list(lazy.values()), cache, keep_source=(app_wheel,))
     say("site: JavaScript bundle and Bokeh/Panel assets")
     _js(node, out)
     _bokeh_panel_assets(cache, out)

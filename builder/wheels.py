@@ -63,6 +63,30 @@ def add_members(path: Path, extra: dict[str, bytes]) -> None:
     tmp.parent.rmdir()
 
 
+def sourceless(path: Path, pycs: dict[str, bytes]) -> None:
+    """Rewrite a wheel in place with each compiled module's bytecode where its source was: `pkg/__pycache__/
+    mod.cpython-312.pyc` becomes `pkg/mod.pyc` and `pkg/mod.py` goes (CPython imports a .pyc with no source
+    beside it, as Pyodide's own standard library does). A module without bytecode keeps its source."""
+    by_source = {}
+    for arc, data in pycs.items():
+        pkg, cache, name = arc.rpartition("/__pycache__/")[0], "__pycache__", arc.rpartition("/")[2]
+        if cache not in arc or name.count(".") != 2:
+            raise BuildError(f"{path.name}: {arc} is not __pycache__/<module>.<tag>.pyc")
+        module = name.split(".")[0]
+        by_source[f"{pkg}/{module}.py" if pkg else f"{module}.py"] = data
+    tmp = path.parent / ".partial" / path.name
+    tmp.parent.mkdir(exist_ok=True)
+    with WheelFile(path) as zin, WheelFile(tmp, "w") as zout:
+        _same_dist_info(zin, zout)
+        for n, data in _members(zin):
+            if n in by_source:
+                zout.writestr(n[:-3] + ".pyc", by_source[n])
+            else:
+                zout.writestr(n, data)
+    tmp.replace(path)
+    tmp.parent.rmdir()
+
+
 def _same_dist_info(zin: WheelFile, zout: WheelFile) -> None:
     """WheelFile writes RECORD where the file name says; a wheel whose .dist-info is named otherwise
     (case, normalisation) is refused rather than given a second RECORD."""

@@ -80,3 +80,41 @@ def test_pack_and_add_members_keep_the_record_whole(tmp_path):
     assert members["app/__pycache__/__init__.cpython-312.pyc"] == b"\x00pyc"
     assert b"Tag: py3-none-any" in members["tessera_explorer_app-0.1.0.dist-info/WHEEL"]
     assert not (tmp_path / ".partial").exists()
+
+
+def test_sourceless_puts_each_modules_bytecode_where_its_source_was_and_python_imports_it(tmp_path):
+    import importlib.util
+    import py_compile
+    import subprocess
+    import sys
+    src = {"demo/__init__.py": b"from demo.core import X\n", "demo/core.py": b"X = 6 * 7\n",
+           "demo/notes.py": b"N = 1\n", "demo/data.json": b"{}"}
+    out = tmp_path / "demo-1.0-py3-none-any.whl"
+    wheels.pack(out, src, "demo", "1.0")
+    pycs = {}
+    for arc in ("demo/__init__.py", "demo/core.py"):  # demo/notes.py has no bytecode: it keeps its source
+        f = tmp_path / "src" / arc
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(src[arc])
+        cfile = importlib.util.cache_from_source(str(f))
+        py_compile.compile(str(f), cfile=cfile, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+        pycs[arc.replace("/", "/__pycache__/").rsplit(".", 1)[0] + "." + cfile.split(".")[-2] + ".pyc"] = \
+            open(cfile, "rb").read()
+    wheels.sourceless(out, pycs)
+    members = _check_record(out)
+    assert sorted(n for n in members if not n.startswith("demo-1.0.dist-info")) == \
+        ["demo/__init__.pyc", "demo/core.pyc", "demo/data.json", "demo/notes.py"]
+    site = tmp_path / "site"
+    zipfile.ZipFile(out).extractall(site)
+    got = subprocess.run([sys.executable, "-c", "import demo, demo.core, demo.notes; "
+                          "print(demo.X, demo.core.__file__.rsplit('/', 1)[1], demo.notes.N)"],
+                         cwd=tmp_path, env={"PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"},
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert got == ["42", "core.pyc", "1"]
+
+
+def test_sourceless_refuses_a_member_that_is_not_cached_bytecode(tmp_path):
+    out = tmp_path / "demo-1.0-py3-none-any.whl"
+    wheels.pack(out, {"demo/__init__.py": b""}, "demo", "1.0")
+    with pytest.raises(BuildError, match="not __pycache__"):
+        wheels.sourceless(out, {"demo/__init__.pyc": b"\x00"})
