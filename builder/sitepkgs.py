@@ -38,9 +38,10 @@ LOCK_PACKAGES = ["numpy", "packaging"]
 # for contour plots, which the explorer does not draw. Neither is imported while the explorer starts.
 BACKGROUND_PACKAGES = ["pandas", "pillow", "contourpy"]
 # Pure wheels Panel needs only for what the explorer does not use (Markdown panes with the python-markdown
-# renderer, HTML sanitising): loaded in the background too, so they stay importable. The start-up
-# imports none of them (tests/test_browser.py checks it).
-BACKGROUND_WHEELS = ["markdown", "bleach", "webencodings"]
+# renderer, HTML sanitising), and narwhals, which Bokeh needs only for dataframe input (patched below):
+# loaded in the background too, so they stay importable. The start-up imports none of them
+# (tests/test_browser.py checks it).
+BACKGROUND_WHEELS = ["markdown", "bleach", "webencodings", "narwhals"]
 # Lock packages shipped (verified the same way) but loaded only on first use (app/tools/lazy.py):
 # scikit-learn and its lock dependencies (scipy, joblib, threadpoolctl, openblas).
 LAZY_PACKAGES = ["scikit-learn"]
@@ -76,7 +77,7 @@ STRIPPED_WHEELS = {"markupsafe": "3.0.3", "pyyaml": "6.0.3"}
 SLIMMED = {"panel": ("panel/dist/", "panel/tests/"), "bokeh": ("bokeh/server/static/", "bokeh/sphinxext/")}
 # Panel 1.7 hard-codes its CDN; this backports Panel 1.8's PANEL_CDN_ROOT setting so that every
 # stylesheet Panel references points at the copy served from vendor/panel/ (boot.js sets it).
-# Bokeh 3.7 imports pandas in every ColumnDataSource() and figure(), and in its date/time test of
+# Bokeh 3.7 imports pandas (and narwhals) in every ColumnDataSource() and figure(), and in its date/time test of
 # every value a date/time property may hold, to ask whether an object is a pandas one. These import it
 # only where one can be: for input that is not a dict or a Range, and for the date/time test once
 # something has imported pandas (an object cannot be a pandas one before; Panel's own checks ask the
@@ -88,8 +89,8 @@ PATCHES = {
         "bokeh/models/sources.py": (
             "        import narwhals.stable.v1 as nw\n        import pandas as pd\n\n"
             "        if not isinstance(raw_data, dict):\n",
-            "        import narwhals.stable.v1 as nw\n\n"
-            "        if not isinstance(raw_data, dict):\n            import pandas as pd\n"),
+            "        if not isinstance(raw_data, dict):\n"
+            "            import narwhals.stable.v1 as nw\n            import pandas as pd\n"),
         "bokeh/util/serialization.py": (
             "@lru_cache(None)\ndef _compute_datetime_types() -> set[type]:\n    import pandas as pd\n",
             "def _compute_datetime_types() -> set[type]:\n    import sys\n"

@@ -174,21 +174,25 @@ def test_the_explorer_starts_where_local_storage_is_denied(page, server, site):
 
 
 def test_what_the_explorer_does_not_use_at_start_is_loaded_after_it(page, server, site):
-    """pandas (Bokeh's dependency, unused by the explorer), Pillow (PNG exports), contourpy, python-markdown and
-    bleach are neither loaded nor imported while the explorer starts; they load in the background once ready,
-    Bokeh can then use pandas for date/time values, and each imports."""
+    """pandas and narwhals (Bokeh's dependencies, unused by the explorer), Pillow (PNG exports), contourpy,
+    python-markdown and bleach are neither loaded nor imported while the explorer starts; they load in the
+    background once ready, Bokeh can then use pandas for date/time values and a DataFrame (through narwhals)
+    as a data source, and each imports."""
     boot = json.loads((site / "boot.json").read_text())
     later = ["pandas", "pillow", "contourpy"]
     assert set(later) <= set(boot["background_packages"]) and not set(later) & set(boot["lock_packages"])
-    assert [w.split("/")[-1].split("-")[0] for w in boot["background_wheels"]] == ["markdown", "bleach", "webencodings"]
+    assert sorted(w.split("/")[-1].split("-")[0] for w in boot["background_wheels"]) == \
+        ["bleach", "markdown", "narwhals", "webencodings"]
     assert not set(boot["background_wheels"]) & set(boot["wheels"])
-    modules = ["pandas", "PIL", "contourpy", "markdown", "bleach", "webencodings"]
+    modules = ["pandas", "PIL", "contourpy", "markdown", "bleach", "webencodings", "narwhals"]
     assert open_app(page, server + "index.html") == "ready"
     python = "(code) => window.tesseraWorker.python(code)"
     assert page.evaluate(python, f"import sys\n[m for m in {modules} if m in sys.modules]") == []
     page.wait_for_function("window.tesseraTimings.background", timeout=300_000)
     assert page.evaluate("window.tesseraWorker.python('import pandas, bokeh.util.serialization as s\\n"
                          "s.is_datetime_type(pandas.Timestamp(0))')") is True
+    assert page.evaluate(python, "import pandas\nfrom bokeh.models import ColumnDataSource\n"
+                         "sorted(ColumnDataSource(pandas.DataFrame({'a': [1, 2]})).data)") == ["a", "index"]
     assert page.evaluate(python, f"import importlib\n[importlib.import_module(m).__name__ for m in {modules}]") == modules
     timings = page.evaluate("window.tesseraTimings")
     assert timings["background"] > timings["app"]
