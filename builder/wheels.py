@@ -6,6 +6,7 @@ RECORD, and writing one records each member's sha256 and size and writes RECORD 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from wheel.wheelfile import WheelFile
 
@@ -51,16 +52,21 @@ def pack(out: Path, files: dict[str, bytes], name: str, version: str) -> None:
         z.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: tessera-explorer\n" + "\n".join(PURE_WHEEL_TAGS) + "\n")
 
 
-def add_members(path: Path, extra: dict[str, bytes]) -> None:
-    """Rewrite a wheel in place with `extra` members added (RECORD regenerated); atomic by rename."""
+def _rewrite(path: Path, members: Callable[[list[tuple[str, bytes]]], list[tuple[str, bytes]]]) -> None:
+    """Rewrite a wheel in place with `members(its members)` (RECORD regenerated); atomic by rename."""
     tmp = path.parent / ".partial" / path.name  # WheelFile needs the wheel's own file name
     tmp.parent.mkdir(exist_ok=True)
     with WheelFile(path) as zin, WheelFile(tmp, "w") as zout:
         _same_dist_info(zin, zout)
-        for n, data in _members(zin) + sorted(extra.items()):
+        for n, data in members(_members(zin)):
             zout.writestr(n, data)
     tmp.replace(path)
     tmp.parent.rmdir()
+
+
+def add_members(path: Path, extra: dict[str, bytes]) -> None:
+    """Rewrite a wheel in place with `extra` members added."""
+    _rewrite(path, lambda members: members + sorted(extra.items()))
 
 
 def sourceless(path: Path, pycs: dict[str, bytes]) -> None:
@@ -69,22 +75,12 @@ def sourceless(path: Path, pycs: dict[str, bytes]) -> None:
     beside it, as Pyodide's own standard library does). A module without bytecode keeps its source."""
     by_source = {}
     for arc, data in pycs.items():
-        pkg, cache, name = arc.rpartition("/__pycache__/")[0], "__pycache__", arc.rpartition("/")[2]
-        if cache not in arc or name.count(".") != 2:
+        pkg, cache, name = arc.rpartition("__pycache__/")  # pkg keeps its trailing "/" ("" at the top)
+        if not cache or name.count(".") != 2:
             raise BuildError(f"{path.name}: {arc} is not __pycache__/<module>.<tag>.pyc")
-        module = name.split(".")[0]
-        by_source[f"{pkg}/{module}.py" if pkg else f"{module}.py"] = data
-    tmp = path.parent / ".partial" / path.name
-    tmp.parent.mkdir(exist_ok=True)
-    with WheelFile(path) as zin, WheelFile(tmp, "w") as zout:
-        _same_dist_info(zin, zout)
-        for n, data in _members(zin):
-            if n in by_source:
-                zout.writestr(n[:-3] + ".pyc", by_source[n])
-            else:
-                zout.writestr(n, data)
-    tmp.replace(path)
-    tmp.parent.rmdir()
+        by_source[pkg + name.split(".")[0] + ".py"] = data
+    _rewrite(path, lambda members: [(n[:-3] + ".pyc", by_source[n]) if n in by_source else (n, data)
+                                    for n, data in members])
 
 
 def _same_dist_info(zin: WheelFile, zout: WheelFile) -> None:
