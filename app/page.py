@@ -136,8 +136,9 @@ async def render(obj, target: str) -> None:
     patches (Bokeh's own format, binary columns as buffers): Python's through Panel's worker link, the
     page's applied here, one at a time, each answered with `idle` so that the page sends the next.
     The document is held until linked, so changes made meanwhile go out then, none lost.
-    Panel 1.7.5's worker glue (panel.io.pyodide: _doc_json, _link_docs_worker, _convert_json_patch) is
-    private API; the site pins Panel (builder/sitepkgs.py), and tests/test_browser*.py exercise it."""
+    Panel 1.7.5's worker glue (panel.io.pyodide: _doc_json, _link_docs_worker, _convert_json_patch; and
+    state._schedule_on_load, which its server calls when a document is ready) is private API; the site pins
+    Panel (builder/sitepkgs.py), and tests/test_browser*.py exercise it."""
     from bokeh.document import Document
     from panel.io.pyodide import _convert_json_patch, _doc_json, _link_docs_worker
     from panel.io.state import state as pn_state
