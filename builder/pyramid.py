@@ -171,8 +171,12 @@ def projected(t: Transformer, lon: np.ndarray, lat: np.ndarray) -> tuple[np.ndar
     ge, gn = t.transform(*np.meshgrid(lon[ci], lat[ri]))
     if not (np.isfinite(ge).all() and np.isfinite(gn).all()):
         return t.transform(*np.meshgrid(lon, lat))
-    wr, wc = _lerp(lat.size), _lerp(lon.size)
-    return wr @ ge @ wc.T, wr @ gn @ wc.T
+    (r0, r1, rt), (c0, c1, ct) = _lerp(lat.size), _lerp(lon.size)
+
+    def bilinear(g: np.ndarray) -> np.ndarray:  # elementwise: a BLAS product this small spins up its threads
+        rows = g[r0] * (1 - rt)[:, None] + g[r1] * rt[:, None]
+        return rows[:, c0] * (1 - ct) + rows[:, c1] * ct
+    return bilinear(ge), bilinear(gn)
 
 
 def _knots(n: int) -> np.ndarray:
@@ -180,10 +184,14 @@ def _knots(n: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=8)
-def _lerp(n: int) -> np.ndarray:
-    """(n, knots) weights of linear interpolation at 0..n-1 from the values at `_knots(n)`."""
+def _lerp(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each of 0..n-1: the index of the knot (`_knots(n)`) at or before it, of the knot after it, and
+    its fraction of the way between them."""
     knots = _knots(n)
-    return np.column_stack([np.interp(np.arange(n), knots, unit) for unit in np.eye(knots.size)])
+    i = np.arange(n)
+    k = np.clip(np.searchsorted(knots, i, side="right") - 1, 0, max(knots.size - 2, 0))
+    k1 = np.minimum(k + 1, knots.size - 1)
+    return k, k1, (i - knots[k]) / np.maximum(knots[k1] - knots[k], 1)
 
 
 def _write_chunk(level: ChunkedArrayFiles, chunk: tuple[int, int], out: np.ndarray) -> None:
