@@ -1,7 +1,7 @@
 """Build throughput, size on disk and peak memory.
 
     python benchmarks/build.py [--px 384] [--scheduler threads]
-    python benchmarks/build.py --real
+    python benchmarks/build.py --real [--rounds 3] [--case 52N]
 
 Default: builds 1x and 4x the demo tile count (in child processes, so each peak RSS
 is that build's own) and prints tiles/s, MB/s written, bytes on disk against
@@ -89,10 +89,12 @@ def main() -> None:
     ap.add_argument("--px", type=int, default=384)
     ap.add_argument("--scheduler", default="threads")
     ap.add_argument("--real", action="store_true", help="real-size tiles against the tensorstore baseline")
+    ap.add_argument("--rounds", type=int, default=1, help="--real: run the builds and the baseline in turn this often")
+    ap.add_argument("--case", help="--real: only the cases whose name contains this (e.g. '52N', 'x1')")
     a = ap.parse_args()
     if a.real:
         from build_real import main as real
-        return real(child)
+        return real(child, a.rounds, a.case)
     with tempfile.TemporaryDirectory() as d:
         rows = [run(n, a.px, a.scheduler, Path(d)) for n in (len(demo.PLACES), 4 * len(demo.PLACES))]
     for r in rows:
