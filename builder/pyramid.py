@@ -191,7 +191,10 @@ def _lerp(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     i = np.arange(n)
     k = np.clip(np.searchsorted(knots, i, side="right") - 1, 0, max(knots.size - 2, 0))
     k1 = np.minimum(k + 1, knots.size - 1)
-    return k, k1, (i - knots[k]) / np.maximum(knots[k1] - knots[k], 1)
+    out = k, k1, (i - knots[k]) / np.maximum(knots[k1] - knots[k], 1)
+    for a in out:  # cached: shared by every call
+        a.flags.writeable = False
+    return out
 
 
 def _write_chunk(level: ChunkedArrayFiles, chunk: tuple[int, int], out: np.ndarray) -> None:
