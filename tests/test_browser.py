@@ -12,7 +12,7 @@ import zarr
 
 from browser_util import (REPO, all_text, map_click_point, model_data, static_server, wait_async, wait_state,
                           wait_text)
-from tools_util import pixel_lonlat  # re-exported: test_browser_exports and test_browser_hostile import it from here
+from tools_util import pixel_lonlat, read_array  # re-exported: test_browser_exports and test_browser_hostile import it from here
 
 pytestmark = pytest.mark.browser
 ARTIFACTS = REPO / "artifacts"
@@ -25,7 +25,7 @@ def truth(store: Path, zone: str, row: int, col: int) -> np.ndarray | None:
 
 
 def interior_valid(store: Path, zone: str, k: int = 0) -> tuple[int, int]:
-    s = zarr.open_group(store / zone, mode="r")["scales"][:]
+    s = read_array(store / zone / "scales")
     v = ~np.isnan(s)
     inner = v.copy()
     for dy in range(-3, 4):

@@ -24,10 +24,11 @@ from app.session import Explorer
 from app.state import UrlState
 from app.tools import region as tool_region
 from conftest import run_async
+from tools_util import read_array
 
 
 def valid_interior(store, zone: str, k: int = 0) -> tuple[int, int]:
-    s = zarr.open_group(store / zone, mode="r")["scales"][:]
+    s = read_array(store / zone / "scales")
     ok = ~np.isnan(s)
     inner = ok.copy()
     for dy in (-2, 0, 2):

@@ -10,7 +10,7 @@ import zarr
 
 from app import render, views
 from conftest import run_async
-from tools_util import level_vectors
+from tools_util import level_vectors, read_array
 from app.reader import ZarrSource
 from app.session import Explorer
 from app.state import UrlState
@@ -29,7 +29,7 @@ def year_copy(store, dst, year: int):
 
 
 def valid_pixel(store, zone: str, k: int):
-    s = zarr.open_group(store / zone, mode="r")["scales"][:]
+    s = read_array(store / zone / "scales")
     r, c = np.argwhere(~np.isnan(s))[k]
     return int(r), int(c)
 

@@ -1,6 +1,7 @@
 """Helpers of the tools' CPython tests: an explorer over a real store, and independent zarr-python reads."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +22,26 @@ async def opened(store: Path, year: int = 2024, catalog=None, **url) -> Explorer
     return state
 
 
+def read_array(array: Path) -> np.ndarray:
+    """All of a Zarr array by zarr-python, read-only. zarr-python decodes each 4x4-px inner chunk in Python,
+    seconds for a zone of the session's store, and the tests ask for the same arrays again and again: a read is
+    kept while no file of the array changes (path, size and mtime of each, so a rebuilt store is read anew)."""
+    files = tuple(sorted((str(f), st.st_size, st.st_mtime_ns) for f in Path(array).rglob("*") if f.is_file()
+                         for st in [f.stat()]))
+    return _read_array(str(array), files)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_array(array: str, files: tuple) -> np.ndarray:
+    a = zarr.open_array(array, mode="r")[:]
+    a.flags.writeable = False
+    return a
+
+
 def zone_vectors(store: Path, zone: str) -> np.ndarray:
     """The zone's dequantised embeddings (H, W, B), NaN where there is no data (plain zarr-python + numpy)."""
-    g = zarr.open_group(store / zone, mode="r")
-    return g["embeddings"][:].astype(np.float32) * g["scales"][:][..., None]
+    g = Path(store) / zone
+    return read_array(g / "embeddings").astype(np.float32) * read_array(g / "scales")[..., None]
 
 
 def level_vectors(store: Path, zone: str, k: int):
@@ -32,9 +49,9 @@ def level_vectors(store: Path, zone: str, k: int):
     no data; the level's spatial:transform; the zone's EPSG code)."""
     g = zarr.open_group(store / zone, mode="r")
     item = next(it for it in g.attrs["tessera-ovr:levels"] if it["level"] == k)
-    o = g["overviews"]
-    coords = o[f"{k}/code"][:].astype(np.float32) * o[f"{k}/code_scales"][:][..., None]
-    vec = coords @ o["code_basis"][:] + o["code_mean"][:]
+    o = Path(store) / zone / "overviews"
+    coords = read_array(o / f"{k}/code").astype(np.float32) * read_array(o / f"{k}/code_scales")[..., None]
+    vec = coords @ read_array(o / "code_basis") + read_array(o / "code_mean")
     return vec, item["spatial:transform"], int(g.attrs["proj:code"].split(":")[1])
 
 
