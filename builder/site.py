@@ -17,7 +17,7 @@ from pathlib import Path
 
 from builder import wheels as wheel_files
 from builder.sitepkgs import (BACKGROUND_WHEELS, BOKEH_JS, PURE_WHEELS, PYODIDE_VERSION, _lazy_wheels,  # noqa: F401
-                              _npm, _pure_wheels, _pyodide, _run, _sha256)
+                              _npm, _pure_wheels, _pyodide, _run, _sha256, cache_lock)
 
 REPO = Path(__file__).resolve().parent.parent
 # The pure core the explorer imports from builder/ (stdlib + numpy only; tests/test_contract.py
@@ -136,6 +136,11 @@ def build_site(out: Path, cache: Path, quiet: bool = False) -> dict:
     cache = Path(cache)
     out.mkdir(parents=True, exist_ok=True)
     say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+    with cache_lock(cache):  # the cache's npm tree is also where the bundle is built (_js)
+        return _build_site(out, cache, say)
+
+
+def _build_site(out: Path, cache: Path, say) -> dict:
     say("site: npm packages (pyodide, zarrita, esbuild)")
     node = _npm(cache)
     say("site: Pyodide core and lock wheels (sha256-verified against pyodide-lock.json)")

@@ -9,12 +9,15 @@
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import shutil
 import subprocess
 import sys
+import threading
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from builder import wheels as wheel_files
@@ -108,6 +111,30 @@ PATCHES = {
 BOKEH_JS = ["bokeh.min.js", "bokeh-widgets.min.js", "bokeh-tables.min.js"]
 
 
+_held = threading.local()  # the caches this thread holds (the lock is re-entered, not taken twice)
+
+
+@contextmanager
+def cache_lock(cache: Path):
+    """Sole use of the download cache: its npm tree (where the bundle is also built), its downloads and its
+    temporary files. Two site builds at once, or test processes in parallel, take turns at it instead of
+    mixing their installs. An advisory lock on `cache`/.lock, released with its file when the process dies.
+    Re-entrant within a thread: build_site holds it while the helpers it calls take it again."""
+    cache = Path(cache).resolve()
+    held = _held.__dict__.setdefault("caches", set())
+    if cache in held:
+        yield
+        return
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        held.add(cache)
+        try:
+            yield
+        finally:
+            held.discard(cache)
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -125,6 +152,11 @@ def _run(cmd: list[str], cwd: Path | None = None) -> None:
 
 def _npm(cache: Path) -> Path:
     """npm install of app/js/package.json (exact versions, lock file) into the cache."""
+    with cache_lock(cache):
+        return _npm_locked(cache)
+
+
+def _npm_locked(cache: Path) -> Path:
     work = cache / "npm"
     work.mkdir(parents=True, exist_ok=True)
     for name in ("package.json", "package-lock.json"):
@@ -219,6 +251,11 @@ def _pypi_pure_wheel(pkg: str, ver: str, dl: Path) -> Path:
 
 def schema_wheels(cache: Path) -> list[Path]:
     """SCHEMA_WHEELS from PyPI (downloaded once into the cache), each checked against its pinned sha256."""
+    with cache_lock(cache):
+        return _schema_wheels(cache)
+
+
+def _schema_wheels(cache: Path) -> list[Path]:
     out = []
     for pkg, (ver, sha) in SCHEMA_WHEELS.items():
         whl = _pypi_pure_wheel(pkg, ver, cache / "pypi")

@@ -118,3 +118,35 @@ def test_sourceless_refuses_a_member_that_is_not_cached_bytecode(tmp_path):
     wheels.pack(out, {"demo/__init__.py": b""}, "demo", "1.0")
     with pytest.raises(BuildError, match="not __pycache__"):
         wheels.sourceless(out, {"demo/__init__.pyc": b"\x00"})
+
+
+def test_the_download_cache_is_used_by_one_process_at_a_time(tmp_path):
+    """Two site builds (or test processes in parallel) share .cache: the second waits for the first's lock,
+    and the thread holding it may take it again (build_site holds it around helpers that take it too)."""
+    import subprocess
+    import sys
+    import threading
+
+    from builder.sitepkgs import REPO, cache_lock
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys\nfrom builder.sitepkgs import cache_lock\nwith cache_lock(sys.argv[1]):\n"
+         "    print('held', flush=True)\n    sys.stdin.readline()\n", str(tmp_path)],
+        cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        got = threading.Event()
+
+        def take():
+            with cache_lock(tmp_path):
+                with cache_lock(tmp_path):
+                    got.set()
+        t = threading.Thread(target=take, daemon=True)
+        t.start()
+        assert not got.wait(1.0), "the cache was taken while another process held it"
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert got.wait(60), "the cache was not taken once the other process let it go"
+        t.join(60)
+    finally:
+        holder.kill()
+        holder.wait()
