@@ -12,7 +12,8 @@ import zarr
 
 from browser_util import (REPO, all_text, map_click_point, model_data, static_server, wait_async, wait_state,
                           wait_text)
-from tools_util import pixel_lonlat, read_array  # re-exported: test_browser_exports and test_browser_hostile import it from here
+from tools_util import pixel_lonlat  # re-exported: test_browser_exports and test_browser_hostile import it from here
+from tools_util import read_array
 
 pytestmark = pytest.mark.browser
 ARTIFACTS = REPO / "artifacts"
