@@ -84,10 +84,23 @@ SLIMMED = {"panel": ("panel/dist/", "panel/tests/"), "bokeh": ("bokeh/server/sta
 # every value a date/time property may hold, to ask whether an object is a pandas one. These import it
 # only where one can be: for input that is not a dict or a Range, and for the date/time test once
 # something has imported pandas (an object cannot be a pandas one before; Panel's own checks ask the
-# same way). So the explorer starts without pandas (BACKGROUND_PACKAGES). Each patch must apply once.
+# same way). So the explorer starts without pandas (BACKGROUND_PACKAGES).
+# Two imports of Panel's at start-up serve what the explorer never uses (in-browser `-X importtime`, Pyodide
+# 0.27.7, of a 5.2-5.8 s `import app.main`): its cache imports unittest.mock (with unittest and argparse:
+# 0.36 s) to hash Mock objects; and it imports its chat components (0.27 s, zoneinfo with them), which now
+# load on first use of `pn.chat` (`from panel.chat import ...` works as ever). Each patch must apply once.
 PATCHES = {
-    "panel": {"panel/io/resources.py": ('CDN_ROOT = "https://cdn.holoviz.org/panel/"',
-                                        'CDN_ROOT = os.environ.get("PANEL_CDN_ROOT", "https://cdn.holoviz.org/panel/")')},
+    "panel": {
+        "panel/io/resources.py": ('CDN_ROOT = "https://cdn.holoviz.org/panel/"',
+                                  'CDN_ROOT = os.environ.get("PANEL_CDN_ROOT", "https://cdn.holoviz.org/panel/")'),
+        "panel/io/cache.py": [("import unittest.mock\n", ""),
+                              ("    unittest.mock.Mock : lambda obj: _int_to_bytes(id(obj)),\n", "")],
+        "panel/__init__.py": (
+            "from . import chat  # isort:skip noqa has to be after widgets\n",
+            "\n\ndef __getattr__(name):  # panel.chat: imported on first use (tessera-explorer's site build)\n"
+            "    if name == \"chat\":\n        import importlib\n        return importlib.import_module(\".chat\", __name__)\n"
+            "    raise AttributeError(f\"module {__name__!r} has no attribute {name!r}\")\n"),
+    },
     "bokeh": {
         "bokeh/models/sources.py": (
             "        import narwhals.stable.v1 as nw\n        import pandas as pd\n\n"
@@ -284,8 +297,8 @@ def _pure_wheels(cache: Path, out: Path) -> list[str]:
     common = ["--only-binary=:all:", "--python-version", PYODIDE_PY]
     for pkg, ver in PURE_WHEELS.items():
         have = [_pypi_pure_wheel(pkg, ver, dl)]
-        if pkg in SLIMMED:  # their JS/CSS is served as plain files (vendor/), not unpacked in Pyodide
-            names.append(wheel_files.strip(have[0], wdir, SLIMMED[pkg], PATCHES.get(pkg)).name)
+        if pkg in SLIMMED or pkg in PATCHES:  # JS/CSS served as plain files (vendor/), not unpacked in Pyodide
+            names.append(wheel_files.strip(have[0], wdir, SLIMMED.get(pkg, ()), PATCHES.get(pkg)).name)
         else:
             shutil.copy(have[0], wdir / have[0].name)
             names.append(have[0].name)

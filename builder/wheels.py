@@ -22,7 +22,7 @@ def _members(whl: WheelFile) -> list[tuple[str, bytes]]:
 
 def strip(src: Path, dest_dir: Path, drop: tuple[str, ...] = (), patches: dict | None = None) -> Path:
     """Rebuild a wheel as py3-none-any without compiled extension modules and without `drop` prefixes,
-    applying `patches` ({member: (old, new)}; each must apply exactly once)."""
+    applying `patches` ({member: (old, new) or a list of them}; each must apply exactly once)."""
     name, version = src.name.split("-")[:2]
     out = dest_dir / f"{name}-{version}-py3-none-any.whl"
     with WheelFile(src) as zin, WheelFile(out, "w") as zout:
@@ -31,10 +31,13 @@ def strip(src: Path, dest_dir: Path, drop: tuple[str, ...] = (), patches: dict |
             if n.endswith((".so", ".pyd")) or n.startswith(drop):
                 continue
             if patches and n in patches:
-                old, new = patches[n]
-                if data.decode().count(old) != 1:
-                    raise BuildError(f"cannot patch {n} in {src.name}: expected text not found once")
-                data = data.decode().replace(old, new).encode()
+                edits = patches[n] if isinstance(patches[n], list) else [patches[n]]
+                text = data.decode()
+                for old, new in edits:
+                    if text.count(old) != 1:
+                        raise BuildError(f"cannot patch {n} in {src.name}: expected text not found once")
+                    text = text.replace(old, new)
+                data = text.encode()
             if n == f"{zin.dist_info_path}/WHEEL":
                 lines = [ln for ln in data.decode().splitlines() if not ln.startswith(("Tag:", "Root-Is-Purelib:"))]
                 data = ("\n".join(lines + list(PURE_WHEEL_TAGS)) + "\n").encode()

@@ -63,6 +63,16 @@ def test_a_patch_that_does_not_apply_exactly_once_is_refused(tmp_path):
         wheels.strip(src, tmp_path / "..", patches={"demo/__init__.py": ("a", "b")})
 
 
+def test_a_member_takes_several_patches_each_applied_exactly_once(tmp_path):
+    src = _platform_wheel(tmp_path / "demo-1.0-cp312-cp312-linux_x86_64.whl",
+                          {"demo/__init__.py": b"import slow\nHASH = {slow.Thing: id}\nx = 1\n"})
+    edits = [("import slow\n", ""), ("HASH = {slow.Thing: id}\n", "HASH = {}\n")]
+    out = wheels.strip(src, tmp_path, patches={"demo/__init__.py": edits})
+    assert _check_record(out)["demo/__init__.py"] == b"HASH = {}\nx = 1\n"
+    with pytest.raises(BuildError, match="cannot patch demo/__init__.py"):  # the second edit's text is not there
+        wheels.strip(src, tmp_path / "..", patches={"demo/__init__.py": [("x = 1", "x = 2"), ("y = 1", "y = 2")]})
+
+
 def test_a_wheel_whose_members_do_not_match_its_record_is_refused(tmp_path):
     src = _platform_wheel(tmp_path / "demo-1.0-cp312-cp312-linux_x86_64.whl", {"demo/__init__.py": b"x = 1\n"})
     with zipfile.ZipFile(src, "a") as z:  # a second, different copy of a member (as a tampered download)

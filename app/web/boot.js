@@ -6,13 +6,8 @@
 // This thread keeps what a worker cannot do, and does it when Python asks (app/page.py lists the
 // messages): BokehJS renders the documents Python builds and syncs them both ways as JSON patches;
 // the URL hash, localStorage, downloads, window.tesseraApi and a host page's messages are served here.
-import * as tessera from "./vendor/tessera.mjs";
-import { startPreview } from "./preview.js";
-
-window.tesseraJS = tessera; // this thread's data path: the preview's reads
 const timings = (window.tesseraTimings = { start: performance.now() });
 const el = (id) => document.getElementById(id);
-const PREVIEW_WAIT_MS = 1500;
 const STORAGE_PREFIX = "tessera-"; // the localStorage entries Python may read (app/tools/labels.py)
 
 function progress(step, pct, detail = "") {
@@ -126,11 +121,20 @@ function hostMessages(worker) {
 }
 
 async function main() {
+  // Python first, in its own thread (it holds none of this one): the worker starts loading Pyodide, the
+  // longest part of the start-up, while this page fetches its data path and boot.json.
+  const worker = new Worker("worker.js", { type: "module" });
+  worker.onerror = (e) => {
+    const started = document.body.dataset.state === "ready";
+    showError(started ? "The explorer's Python stopped" : "The explorer could not start",
+              e.message || (started ? "its worker failed" : "its worker failed to load"));
+  };
   const params = new URLSearchParams(location.search);
   if (params.get("embed") === "1") document.body.classList.add("embed");
-  const boot = (window.tesseraBoot = await (await fetch("boot.json")).json()); // lazy_wheels: loaded on first use
-  // Python starts at once, in its own thread: it holds none of this one.
-  const worker = new Worker("worker.js", { type: "module" });
+  const [tessera, { startPreview }, boot] = await Promise.all([
+    import("./vendor/tessera.mjs"), import("./preview.js"), fetch("boot.json").then((r) => r.json())]);
+  window.tesseraJS = tessera; // this thread's data path: the preview's reads
+  window.tesseraBoot = boot; // lazy_wheels: loaded on first use
   const storage = {};
   try {
     for (let i = 0; i < localStorage.length; i++) {
@@ -147,15 +151,18 @@ async function main() {
                                origin: location.origin, framed, host, storage } });
   // The map first: not awaited; a store without a preview (or any failure here) just shows none,
   // Python reports real problems with the store itself.
-  const preview = startPreview(tessera, el("preview"), boot.geography, () => {
+  startPreview(tessera, el("preview"), boot.geography, () => {
     timings.map = performance.now();
     document.body.dataset.state = "map";
   }).catch((err) => console.warn("no preview:", err && err.message));
   progress("Loading Python (Pyodide " + boot.pyodide + ")…", 5);
-  // The Bokeh and Panel scripts hold this thread while they run: they wait for the preview's first
-  // paint (at most PREVIEW_WAIT_MS), then load in order while Python boots.
+  // The Bokeh and Panel scripts (2.5 MB) hold this thread while they run, and would share the link with
+  // Pyodide's core and the packages: they load in order once Python has its packages (the worker's
+  // `packages` mark), while it imports Panel, which keeps one core busy and leaves the network idle.
+  let packagesIn;
+  const packages = new Promise((ok) => (packagesIn = ok));
   const scripts = (async () => {
-    await Promise.race([preview, new Promise((ok) => setTimeout(ok, PREVIEW_WAIT_MS))]);
+    await packages;
     for (const src of boot.scripts) await loadScript(src);
   })();
 
@@ -179,7 +186,10 @@ async function main() {
   let apiNext = 0, sources = null;
   const handlers = {
     progress: (m) => progress(m.step, m.pct, m.detail),
-    mark: (m) => (timings[m.name] = m.at - performance.timeOrigin),
+    mark(m) {
+      timings[m.name] = m.at - performance.timeOrigin;
+      if (m.name === "packages") packagesIn();
+    },
     state(m) {
       document.body.dataset.state = m.state;
       if (m.state === "ready") el("loading").hidden = true;
@@ -249,11 +259,6 @@ async function main() {
     } catch (err) {
       console.error("tessera: the page could not handle a " + e.data.type + " message:", err);
     }
-  };
-  worker.onerror = (e) => {
-    const started = document.body.dataset.state === "ready";
-    showError(started ? "The explorer's Python stopped" : "The explorer could not start",
-              e.message || (started ? "its worker failed" : "its worker failed to load"));
   };
   // For tests, benchmarks and a developer's console: the worker's fetch log and caches, and Python.
   const workerCalls = new Map();

@@ -19,7 +19,10 @@ const queued = new Map();
 let nextId = 0;
 let pyodide = null;
 
-const post = (msg, transfer) => self.postMessage(msg, transfer || []);
+// Messages to the page wait until it has sent `boot`: it sets its handler as it sends that, and a
+// worker's message with no handler on the page is lost.
+let early = [];
+const post = (msg, transfer) => (early ? early.push([msg, transfer]) : self.postMessage(msg, transfer || []));
 const mark = (name) => post({ type: "mark", name, at: performance.timeOrigin + performance.now() });
 const progress = (step, pct, detail = "") => post({ type: "progress", step, pct, detail });
 
@@ -53,26 +56,35 @@ const commands = {
   },
 };
 
-async function start({ boot, page, bridgeOptions }) {
-  self.tesseraBoot = boot; // lazy_wheels, geography (app/raster.py, app/main.py)
-  self.tesseraPage.info = page;
-  // The data path (app/js/tessera.js): store reads happen here, beside Python. It reads its options
-  // (app/js/ranges.js) as it loads: the page's, passed on (a benchmark's baseline sets them there). The
-  // coastlines are the page's: its preview has them decoded already, so they are asked for, not fetched.
-  self.tesseraBridgeOptions = bridgeOptions;
-  tessera = await import("./vendor/tessera.mjs");
-  self.tesseraJS = { ...tessera, loadGeography: (url) => self.tesseraPage.call("geography", url) };
-  progress("Loading Python (Pyodide " + boot.pyodide + ")…", 5);
+// Pyodide starts loading as soon as this worker exists, before the page's boot message: its core is
+// most of the start-up and needs nothing from the page (which creates this worker first of all).
+const python = (async () => {
   const { loadPyodide } = await import("./pyodide/pyodide.mjs");
   // Python's output goes to the page's console, where the tests and a developer look for tracebacks.
   const out = (level) => (text) => post({ type: "console", level, text });
-  pyodide = await loadPyodide({ indexURL: new URL("pyodide/", location.href).href, stdout: out("log"),
-                                stderr: out("error") });
+  return loadPyodide({ indexURL: new URL("pyodide/", location.href).href, stdout: out("log"), stderr: out("error") });
+})();
+python.catch(() => {}); // a failure is reported where start() awaits it
+
+async function start({ boot, page, bridgeOptions }) {
+  self.tesseraBoot = boot; // lazy_wheels, geography (app/raster.py, app/main.py)
+  self.tesseraPage.info = page;
+  progress("Loading Python (Pyodide " + boot.pyodide + ")…", 5);
+  pyodide = await python;
   mark("pyodide");
+  // The data path (app/js/tessera.js): store reads happen here, beside Python. It reads its options
+  // (app/js/ranges.js) as it loads: the page's, passed on (a benchmark's baseline sets them there). The
+  // coastlines are the page's: its preview has them decoded already, so they are asked for, not fetched.
+  // Imported once Pyodide is in: the page's copy of the same file is in the HTTP cache by then, where
+  // two requests at once from the page and this worker would download it twice.
+  self.tesseraBridgeOptions = bridgeOptions;
+  const data = import("./vendor/tessera.mjs");
   progress("Loading packages…", 35, boot.lock_packages.join(", "));
   const wheels = boot.wheels.map((w) => new URL(w, location.href).href);
   await pyodide.loadPackage([...boot.lock_packages, ...wheels], { messageCallback: () => {} });
   mark("packages");
+  tessera = await data;
+  self.tesseraJS = { ...tessera, loadGeography: (url) => self.tesseraPage.call("geography", url) };
   progress("Starting the app…", 75);
   pyodide.globals.set("PANEL_CDN_ROOT", new URL(boot.panel_cdn_root, location.href).href);
   await pyodide.runPythonAsync(`
@@ -93,6 +105,8 @@ await app.main.start("app-root")
 self.onmessage = async (event) => {
   const msg = event.data;
   if (msg.type === "boot") {
+    for (const [m, transfer] of early) self.postMessage(m, transfer || []);
+    early = null;
     start(msg).catch((err) => {
       // A Python exception's message is its whole traceback: the page shows its last line only.
       const lines = String(err && err.message ? err.message : err).trim().split("\n");
