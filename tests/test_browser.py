@@ -204,6 +204,19 @@ def test_what_the_explorer_does_not_use_at_start_is_loaded_after_it(page, server
     assert timings["background"] > timings["app"]
 
 
+def test_the_bokeh_scripts_load_once_python_has_its_packages(page, server, site):
+    """BokehJS and Panel's scripts (2.5 MB, for drawing Python's document) are requested only once the worker
+    has its packages, so they share the link with neither Pyodide's core nor the packages (they loaded at
+    the preview's first paint before)."""
+    assert open_app(page, server + "index.html") == "ready"
+    scripts = json.loads((site / "boot.json").read_text())["scripts"]
+    starts = page.evaluate("""(names) => names.map((n) => performance.getEntriesByType("resource")
+        .filter((e) => e.name.endsWith("/" + n)).map((e) => e.startTime)[0])""", scripts)
+    packages = page.evaluate("window.tesseraTimings.packages")
+    assert all(s is not None for s in starts), dict(zip(scripts, starts))
+    assert min(starts) >= packages, (dict(zip(scripts, starts)), packages)
+
+
 def test_the_first_map_reads_its_overview_chunks_at_once_not_one_after_another(page, server):
     """The first draw's global_rgb chunks are fetched together: one after another, each costs a round trip
     (about 30 of them, 1.4 s over a 40 ms link, before the explorer was interactive)."""

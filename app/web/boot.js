@@ -120,10 +120,11 @@ function hostMessages(worker) {
   return sources;
 }
 
+// Python first, in its own thread (it holds none of this one): the worker starts loading Pyodide, the
+// longest part of the start-up, while this page fetches its data path and boot.json.
+const worker = new Worker("worker.js", { type: "module" });
+
 async function main() {
-  // Python first, in its own thread (it holds none of this one): the worker starts loading Pyodide, the
-  // longest part of the start-up, while this page fetches its data path and boot.json.
-  const worker = new Worker("worker.js", { type: "module" });
   worker.onerror = (e) => {
     const started = document.body.dataset.state === "ready";
     showError(started ? "The explorer's Python stopped" : "The explorer could not start",
@@ -274,5 +275,6 @@ async function main() {
 
 main().catch((err) => {
   console.error(err);
+  worker.terminate(); // the page cannot serve it: no Pyodide download for nothing
   showError("The explorer could not start", String(err && err.message ? err.message : err));
 });

@@ -23,7 +23,7 @@ let pyodide = null;
 // worker's message with no handler on the page is lost.
 let early = [];
 const post = (msg, transfer) => (early ? early.push([msg, transfer]) : self.postMessage(msg, transfer || []));
-const mark = (name) => post({ type: "mark", name, at: performance.timeOrigin + performance.now() });
+const mark = (name, at = performance.now()) => post({ type: "mark", name, at: performance.timeOrigin + at });
 const progress = (step, pct, detail = "") => post({ type: "progress", step, pct, detail });
 
 self.tesseraPage = {
@@ -42,12 +42,19 @@ self.tesseraPage = {
   },
 };
 
+const loaded = () => {
+  if (!tessera) throw new Error("the worker's data path loads once Python has its packages");
+  return tessera;
+};
+
 // The page's tesseraWorker commands (tests and benchmarks): this thread's fetch log and caches, and Python.
 const commands = {
-  stats: () => ({ requests: tessera.stats.requests, bytes: tessera.stats.bytes, log: tessera.stats.log.slice(),
-                  prefetch: { ...tessera.prefetchStats } }),
-  resetStats: () => tessera.resetStats(),
-  forgetBytes: () => tessera.forgetBytes(),
+  stats() {
+    const t = loaded();
+    return { requests: t.stats.requests, bytes: t.stats.bytes, log: t.stats.log.slice(), prefetch: { ...t.prefetchStats } };
+  },
+  resetStats: () => loaded().resetStats(),
+  forgetBytes: () => loaded().forgetBytes(),
   packages: () => (pyodide ? Object.keys(pyodide.loadedPackages) : []),
   resourceBytes: () => performance.getEntriesByType("resource").reduce((s, e) => s + e.transferSize, 0),
   async python(code) {
@@ -58,11 +65,15 @@ const commands = {
 
 // Pyodide starts loading as soon as this worker exists, before the page's boot message: its core is
 // most of the start-up and needs nothing from the page (which creates this worker first of all).
+let pyodideAt = null;
 const python = (async () => {
   const { loadPyodide } = await import("./pyodide/pyodide.mjs");
   // Python's output goes to the page's console, where the tests and a developer look for tracebacks.
   const out = (level) => (text) => post({ type: "console", level, text });
-  return loadPyodide({ indexURL: new URL("pyodide/", location.href).href, stdout: out("log"), stderr: out("error") });
+  const py = await loadPyodide({ indexURL: new URL("pyodide/", location.href).href, stdout: out("log"),
+                                 stderr: out("error") });
+  pyodideAt = performance.now(); // marked once the page has sent `boot`, with this time
+  return py;
 })();
 python.catch(() => {}); // a failure is reported where start() awaits it
 
@@ -71,7 +82,7 @@ async function start({ boot, page, bridgeOptions }) {
   self.tesseraPage.info = page;
   progress("Loading Python (Pyodide " + boot.pyodide + ")…", 5);
   pyodide = await python;
-  mark("pyodide");
+  mark("pyodide", pyodideAt);
   // The data path (app/js/tessera.js): store reads happen here, beside Python. It reads its options
   // (app/js/ranges.js) as it loads: the page's, passed on (a benchmark's baseline sets them there). The
   // coastlines are the page's: its preview has them decoded already, so they are asked for, not fetched.
@@ -79,6 +90,7 @@ async function start({ boot, page, bridgeOptions }) {
   // two requests at once from the page and this worker would download it twice.
   self.tesseraBridgeOptions = bridgeOptions;
   const data = import("./vendor/tessera.mjs");
+  data.catch(() => {}); // a failure is reported where it is awaited, below
   progress("Loading packages…", 35, boot.lock_packages.join(", "));
   const wheels = boot.wheels.map((w) => new URL(w, location.href).href);
   await pyodide.loadPackage([...boot.lock_packages, ...wheels], { messageCallback: () => {} });
