@@ -54,19 +54,8 @@ class ScatterUI:
         self.points = ColumnDataSource(dict(x=[], y=[]), name="scatter-source")
         self.cursor = ColumnDataSource(dict(x=[], y=[]), name="scatter-cursor")
         self.mouse = ColumnDataSource(dict(x=[], y=[]), name="hover-source")
-        self.fig = figure(width=380, height=380, name="scatter", tools="box_select,lasso_select,pan,wheel_zoom,reset,save",
-                          active_drag="box_select", title="Embedding scatter")
-        dots = self.fig.scatter("x", "y", source=self.points, size=3, fill_color="#4c72b0", line_color=None,
-                                alpha=0.6, selection_fill_color="#ff00ff", selection_alpha=1.0,
-                                nonselection_fill_alpha=0.25, name="scatter-points")
         self.tapped = ColumnDataSource(dict(i=[], x=[], y=[]), name="scatter-tap", tags=[page.EVERY_CHANGE])
-        self.fig.add_tools(TapTool(renderers=[dots], callback=CustomJS(args=dict(src=self.tapped), code=TAP_JS)))
-        self.fig.scatter("x", "y", source=self.cursor, size=14, marker="circle", fill_color=None, line_color="black",
-                         line_width=2, name="scatter-hover")
         self.note = pn.pane.HTML(note_html(None), name="scatter-note", width=380)
-        self.panel = pn.Column(pn.Param(sc.param, show_name=False, parameters=["method", "max_points", "seed", "run",
-                                                                               "class_name", "per_class", "to_label"]),
-                               self.note, pn.pane.Bokeh(self.fig))
         self.points.selected.on_change("indices", self._on_brush)
         map_fig.js_on_event(MouseMove, CustomJS(args=dict(src=self.mouse), code=HOVER_JS))
         self.mouse.on_change("data", self._on_mouse)
@@ -75,6 +64,20 @@ class ScatterUI:
         sc.param.watch(self._draw_selection, "selected")
         sc.param.watch(lambda e: setattr(self.cursor, "data", cursor_data(e.new)), "hover")
         state.param.watch(self._on_selected_pixel, "selected")
+
+    def view(self):
+        """The tab: the scatter's settings, its note and its figure (built when the tab is first opened)."""
+        fig = figure(width=380, height=380, name="scatter", tools="box_select,lasso_select,pan,wheel_zoom,reset,save",
+                     active_drag="box_select", title="Embedding scatter")
+        dots = fig.scatter("x", "y", source=self.points, size=3, fill_color="#4c72b0", line_color=None,
+                           alpha=0.6, selection_fill_color="#ff00ff", selection_alpha=1.0,
+                           nonselection_fill_alpha=0.25, name="scatter-points")
+        fig.add_tools(TapTool(renderers=[dots], callback=CustomJS(args=dict(src=self.tapped), code=TAP_JS)))
+        fig.scatter("x", "y", source=self.cursor, size=14, marker="circle", fill_color=None, line_color="black",
+                    line_width=2, name="scatter-hover")
+        params = ["method", "max_points", "seed", "run", "class_name", "per_class", "to_label"]
+        return pn.Column(pn.Param(self.state.tools.scatter.param, show_name=False, parameters=params), self.note,
+                         pn.pane.Bokeh(fig))
 
     # ------------------------------------------------------------ browser -> state --
     def _on_brush(self, attr, old, new) -> None:

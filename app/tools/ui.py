@@ -41,21 +41,23 @@ class ToolsUI:
                                          filename="labels.geojson", label="Export labels (GeoJSON)", embed=False)
         self.upload = pn.widgets.FileInput(accept=".geojson,.json", name="Import labels (GeoJSON)")
         self.upload.param.watch(lambda e: self.import_labels(e.new) if e.new else None, "value")
-        hist = figure(width=380, height=200, title="Change histogram (1 - cosine)", name="change-hist", tools="save")
-        hist.quad(left="left", right="right", top="count", bottom=0, source=self.hist_src)
         c, k, ch = t.classify, t.cluster, t.change
         self.scatter = ScatterUI(state, fig)
         w = lambda p, **kw: pn.Param(p, show_name=False, **kw)
+        # The tabs are dynamic (a hidden tab is not in the document) and the tabs but the first are built when
+        # first opened, not while the explorer starts: their widgets and figures cost Python's start-up nothing.
+        later = lambda build: pn.param.ParamFunction(build, lazy=True)
         self.panel = pn.Tabs(
             ("Labels", pn.Column(pn.widgets.Toggle.from_param(L.param.mode, button_type="success"),
                                  pn.widgets.TextInput.from_param(L.param.new_name), add, self.active,
                                  pn.Row(self.rename_to, rename), delete, self.labels_pane, export, self.upload)),
-            ("Classify", pn.Column(w(c.param, parameters=["method", "k", "seed", "threshold", "run"]),
-                                   self.legend_pane)),
-            ("Clusters", w(k.param, parameters=["k", "seed", "run", "which", "per_class", "to_label"])),
-            ("Change", pn.Column(w(ch.param, parameters=["y0", "y1", "threshold", "run"]), hist)),
-            ("Similarity", w(state.param, parameters=["sim_from", "sim_mode"])),
-            ("Scatter", self.scatter.panel),
+            ("Classify", later(lambda: pn.Column(w(c.param, parameters=["method", "k", "seed", "threshold", "run"]),
+                                                 self.legend_pane))),
+            ("Clusters", later(lambda: w(k.param, parameters=["k", "seed", "run", "which", "per_class", "to_label"]))),
+            ("Change", later(lambda: pn.Column(w(ch.param, parameters=["y0", "y1", "threshold", "run"]),
+                                               self._histogram()))),
+            ("Similarity", later(lambda: w(state.param, parameters=["sim_from", "sim_mode"]))),
+            ("Scatter", later(lambda: self.scatter.view())),
             name="tools", width=400, dynamic=True)
         self.layer_select = pn.widgets.Select.from_param(t.param.shown)
         L.param.watch(self._draw_labels, ["classes", "points", "active"])
@@ -65,6 +67,11 @@ class ToolsUI:
         t.scatter.param.watch(self._draw_layer, ["highlight"])
         state.param.watch(self._draw_layer, ["base"])
         ch.param.watch(lambda e: setattr(self.hist_src, "data", dict(e.new)), "hist")
+
+    def _histogram(self):
+        hist = figure(width=380, height=200, title="Change histogram (1 - cosine)", name="change-hist", tools="save")
+        hist.quad(left="left", right="right", top="count", bottom=0, source=self.hist_src)
+        return hist
 
     def _guard(self, fn) -> None:
         try:
