@@ -231,15 +231,20 @@ def test_the_first_map_reads_its_overview_chunks_at_once_not_one_after_another(p
 def test_the_first_document_holds_the_shown_tool_tab_alone_and_a_tab_is_drawn_when_opened(page, server):
     """The tools' tabs are dynamic: at start the document holds the Labels tab's models, not the other five
     tabs' plots and widgets (some 100 models fewer for BokehJS to build and lay out before `ready`); opening a
-    tab draws it, and its widgets then reach Python."""
+    tab draws it, and its widgets then reach Python. Those tabs are not even built in Python before they are
+    first opened: their figures do not exist there at start."""
     assert open_app(page, server + "index.html") == "ready"
     named = "(n) => Bokeh.documents[0].get_model_by_name(n) !== null"
     text = all_text(page)
     assert "Add class" in text and "Change between the years" not in text  # buttons of Labels and Change
     assert not page.evaluate(named, "change-hist") and not page.evaluate(named, "scatter")  # their plots
+    built = ("import gc\nfrom bokeh.models import Plot\n"
+             "sorted(o.name for o in gc.get_objects() if isinstance(o, Plot) and o.name in ('change-hist', 'scatter'))")
+    assert page.evaluate("(code) => window.tesseraWorker.python(code)", built) == []
     page.locator(".bk-tab", has_text="Change").click()
     page.wait_for_function("Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name('change-hist'))"
                            "?.frame.bbox.width > 100", timeout=60_000)
+    assert page.evaluate("(code) => window.tesseraWorker.python(code)", built) == ["change-hist"]
     assert "Add class" not in all_text(page)  # the tab shown before left the page
     # a button of the opened tab reaches Python: change between the demo's two years over the view, whose
     # histogram comes back into the tab's plot
