@@ -297,8 +297,8 @@ def _pure_wheels(cache: Path, out: Path) -> list[str]:
     common = ["--only-binary=:all:", "--python-version", PYODIDE_PY]
     for pkg, ver in PURE_WHEELS.items():
         have = [_pypi_pure_wheel(pkg, ver, dl)]
-        if pkg in SLIMMED or pkg in PATCHES:  # JS/CSS served as plain files (vendor/), not unpacked in Pyodide
-            names.append(wheel_files.strip(have[0], wdir, SLIMMED.get(pkg, ()), PATCHES.get(pkg)).name)
+        if pkg in SLIMMED:  # their JS/CSS is served as plain files (vendor/), not unpacked in Pyodide
+            names.append(wheel_files.strip(have[0], wdir, SLIMMED[pkg], PATCHES.get(pkg)).name)
         else:
             shutil.copy(have[0], wdir / have[0].name)
             names.append(have[0].name)
