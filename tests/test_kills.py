@@ -3,7 +3,9 @@
 Two kinds of kill, both by SIGKILL on the real CLI process:
   * at named phases, through the build's test hook TESSERA_TEST_KILL_AT (deterministic: every window
     between two durable steps that we know of);
-  * after seeded random delays within the measured duration of a clean build (finds windows nobody named).
+  * at seeded random points of its writes: once a random share of the files an uninterrupted build writes
+    exist with a modification time from this run (finds windows nobody named).  Progress, not time: a kill
+    after a delay drawn from a clean build's duration missed the build when that one had run on a busier machine.
 The re-run must then leave every file of the store byte for byte equal to the uninterrupted build's
 (shards, zarr.json with attributes and consolidated metadata, global_rgb chunks), and an equal record.
 """
@@ -33,29 +35,45 @@ FRESH_PHASES = ["zone-created", "shard-written", "zone-recorded", "overviews-lev
                 "pyramid-level0", "consolidated"]
 ADD_PHASES = ["regrid-staged", "regrid-moved", "regrid-recorded", "zone-recorded", "overviews-level1"]
 N_RANDOM = 2
+# File times come from the kernel's coarse clock, a tick behind time.time_ns(); copied stores keep older times.
+MTIME_SLACK_NS = 20_000_000
 
 
-def build(tiles: Path, out: Path, *, phase: str | None = None, delay: float | None = None) -> tuple[int, str]:
-    """Run the build CLI; kill it at `phase` (hook) or after `delay` seconds.  (returncode, stderr)."""
+def written_since(out: Path, t0_ns: int) -> int:
+    """How many files under `out` were written (created or replaced) at or after `t0_ns`."""
+    n = 0
+    for q in out.rglob("*"):
+        try:
+            n += q.is_file() and q.stat().st_mtime_ns >= t0_ns
+        except FileNotFoundError:  # a temporary file renamed between the listing and the stat
+            pass
+    return n
+
+
+def build(tiles: Path, out: Path, *, phase: str | None = None, writes: int | None = None) -> tuple[int, str]:
+    """Run the build CLI; kill it at `phase` (hook) or once it has written `writes` files.  (returncode, stderr)."""
     env = {k: v for k, v in os.environ.items() if k != KILL_ENV} | ENV
     if phase:
         env[KILL_ENV] = phase
     cmd = [sys.executable, "-m", "builder", "build", str(tiles), "--year", "2024", "--out", str(out),
            "--scheduler", "threads", "-q"]
+    t0 = time.time_ns() - MTIME_SLACK_NS
     p = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        _, err = p.communicate(timeout=delay if delay is not None else 300)
-    except subprocess.TimeoutExpired:
-        p.send_signal(signal.SIGKILL)
-        _, err = p.communicate(timeout=60)
+    if writes is not None:
+        while p.poll() is None and written_since(out, t0) < writes:
+            time.sleep(0.01)
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+    _, err = p.communicate(timeout=300)
     return p.returncode, err
 
 
-def completed(tiles: Path, out: Path) -> float:
-    t0 = time.monotonic()
+def completed(tiles: Path, out: Path) -> int:
+    """Build without interruption; the number of files the build wrote."""
+    t0 = time.time_ns() - MTIME_SLACK_NS
     rc, err = build(tiles, out)
     assert rc == 0, err
-    return time.monotonic() - t0
+    return written_since(out, t0)
 
 
 def copy_build(src: Path, dst: Path) -> Path:
@@ -75,26 +93,27 @@ def assert_same_build(out: Path, ref: Path) -> None:
     assert json.loads((rec / "record.json").read_text()) == json.loads((ref / "2024.zarr.build" / "record.json").read_text())
 
 
-def kill_then_rerun(tiles: Path, out: Path, *, phase: str | None = None, delay: float | None = None) -> None:
-    rc, err = build(tiles, out, phase=phase, delay=delay)
-    assert rc == -signal.SIGKILL, f"the build was not killed ({'phase ' + phase if phase else f'after {delay:.2f}s'}): " \
+def kill_then_rerun(tiles: Path, out: Path, *, phase: str | None = None, writes: int | None = None) -> None:
+    rc, err = build(tiles, out, phase=phase, writes=writes)
+    assert rc == -signal.SIGKILL, f"the build was not killed ({'phase ' + phase if phase else f'after {writes} files'}): " \
                                   f"exit {rc}\n{err[-2000:]}"
     rc, err = build(tiles, out)
     assert rc == 0, f"the re-run after the kill failed ({rc}):\n{err[-2000:]}"
 
 
-def random_delays(duration: float, salt: int) -> list[float]:
+def random_points(writes: int, salt: int) -> list[int]:
+    """Seeded kill points: a number of files written, between 2 % and 90 % of an uninterrupted build's."""
     rng = random.Random(SEED + salt)
-    return [rng.uniform(0.1, 0.8) * duration for _ in range(N_RANDOM)]
+    return [max(1, round(rng.uniform(0.02, 0.9) * writes)) for _ in range(N_RANDOM)]
 
 
 # ------------------------------------------------------------ a first build --
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory, tiles_root):
-    """The four conftest tiles and their uninterrupted build (timed)."""
+    """The four conftest tiles, their uninterrupted build and the number of files it wrote."""
     ref = tmp_path_factory.mktemp("clean")
-    seconds = completed(tiles_root, ref)
-    return tiles_root, ref, seconds
+    writes = completed(tiles_root, ref)
+    return tiles_root, ref, writes
 
 
 @pytest.mark.parametrize("phase", FRESH_PHASES)
@@ -122,9 +141,8 @@ def test_temporary_files_a_killed_write_left_are_removed_by_the_next_build(fresh
 
 @pytest.mark.parametrize("i", range(N_RANDOM))
 def test_kill_at_a_random_moment_of_a_first_build(fresh, tmp_path, i):
-    tiles, ref, seconds = fresh
-    delay = random_delays(seconds, 0)[i]
-    kill_then_rerun(tiles, tmp_path, delay=delay)
+    tiles, ref, writes = fresh
+    kill_then_rerun(tiles, tmp_path, writes=random_points(writes, 0)[i])
     assert_same_build(tmp_path, ref)
 
 
@@ -138,8 +156,8 @@ def adding(tmp_path_factory, tiles_root, world):
     shutil.copytree(tiles_root, more, dirs_exist_ok=True)
     demo.write_tile(more, 2024, *NORTH, PX, world=world)
     ref = copy_build(base, tmp_path_factory.mktemp("added"))
-    seconds = completed(more, ref)
-    return more, base, ref, seconds
+    writes = completed(more, ref)
+    return more, base, ref, writes
 
 
 def test_the_uninterrupted_build_that_adds_a_tile_equals_a_clean_build(adding, tmp_path):
@@ -164,7 +182,7 @@ def test_kill_at_a_phase_of_a_build_that_adds_a_tile(adding, tmp_path, phase):
 
 
 def test_kill_at_a_random_moment_of_a_build_that_adds_a_tile(adding, tmp_path):
-    more, base, ref, seconds = adding
+    more, base, ref, writes = adding
     out = copy_build(base, tmp_path)
-    kill_then_rerun(more, out, delay=random_delays(seconds, 1)[0])
+    kill_then_rerun(more, out, writes=random_points(writes, 1)[0])
     assert_same_build(out, ref)
