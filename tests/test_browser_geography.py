@@ -175,12 +175,12 @@ def test_tile_layer_fetches_from_its_server_only_when_turned_on(page, server, ti
     assert seen == [] and not [u for u in page.requests_seen if u.startswith(base)]  # off: nothing fetched
     with page.expect_event("requestfinished", predicate=lambda r: r.url.startswith(base + "/"), timeout=30_000):
         toggle(page, "Web tiles")  # the real toggle
-    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('tiles').visible", timeout=10_000)
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('tiles').visible", timeout=30_000)
     tiles = [u for u in page.requests_seen if u.startswith(base)]
     assert tiles and all(re.fullmatch(re.escape(base) + r"/\d+/\d+/\d+\.png", u) for u in tiles)
     assert seen  # they reached the test's own server (it logs before it answers)
     page.evaluate("() => window.tesseraApi.layers({tiles_opacity: 0.4})")
-    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('tiles').alpha === 0.4", timeout=10_000)
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('tiles').alpha === 0.4", timeout=30_000)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "geography-tiles.png"))
 
@@ -188,19 +188,19 @@ def test_tile_layer_fetches_from_its_server_only_when_turned_on(page, server, ti
 def test_layer_toggles_and_opacity_change_visibility_and_alpha(page, server):
     open_with_geography(page, server + "index.html")
     toggle(page, "Coastlines")
-    page.wait_for_function("() => !Bokeh.documents[0].get_model_by_name('coast').visible", timeout=10_000)
+    page.wait_for_function("() => !Bokeh.documents[0].get_model_by_name('coast').visible", timeout=30_000)
     assert layer(page, "borders")["visible"]
     toggle(page, "Country borders")
-    page.wait_for_function("() => !Bokeh.documents[0].get_model_by_name('borders').visible", timeout=10_000)
+    page.wait_for_function("() => !Bokeh.documents[0].get_model_by_name('borders').visible", timeout=30_000)
     toggle(page, "Coastlines")
-    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('coast').visible", timeout=10_000)
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('coast').visible", timeout=30_000)
     page.evaluate("() => window.tesseraApi.layers({geo_opacity: 0.25, embedding_opacity: 0.5})")
     page.wait_for_function("""() => { const g = Bokeh.documents[0].get_model_by_name('coast').glyph.line_alpha;
-        return (typeof g === 'object' ? g.value : g) === 0.25; }""", timeout=10_000)
+        return (typeof g === 'object' ? g.value : g) === 0.25; }""", timeout=30_000)
     assert layer(page, "borders")["line_alpha"] == 0.25
     assert layer(page, "embedding")["global_alpha"] == 0.5
     # the scale bar follows the view: a round number of km at the centre latitude
     page.evaluate("async () => await window.tesseraApi.view(-0.05, 50.8, 60000)")
     page.wait_for_function("""() => { const d = Bokeh.documents[0].get_model_by_name('scale-source').data;
         const l = d instanceof Map ? d.get('label') : d.label; return l.length && l[0] === '10 km'; }""",
-                           timeout=10_000)
+                           timeout=30_000)

@@ -103,7 +103,7 @@ def test_preview_paints_the_store_before_python_and_hands_a_panned_view_over(pag
     page.mouse.up()
     page.mouse.move(mx, my)  # the wheel zooms about the cursor: here, the centre
     page.mouse.wheel(0, -300)
-    page.wait_for_function("(mpp) => window.tesseraPreview.view.mpp < mpp", arg=v["mpp"], timeout=10_000)
+    page.wait_for_function("(mpp) => window.tesseraPreview.view.mpp < mpp", arg=v["mpp"], timeout=30_000)
     moved = snapshot(page)
     assert moved["state"] == "map" and not moved["frozen"], "Python took the view over before the test moved it"
     m = moved["view"]
