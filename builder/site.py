@@ -10,6 +10,7 @@ listing every file with its sha256.  The dev server is builder/serve.py.
 """
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import zipfile
@@ -111,7 +112,13 @@ def _web(out: Path, lock_pkgs: list[str], background_pkgs: list[str], wheels: li
         if p.is_file():
             shutil.copy(p, out / p.name)
     later = [w for w in wheels if w.split("-")[0] in BACKGROUND_WHEELS]  # a wheel's name starts with its project's
-    boot = {"pyodide": PYODIDE_VERSION, "lock_packages": lock_pkgs, "background_packages": background_pkgs,
+    lock = json.loads((out / "pyodide" / "pyodide-lock.json").read_text())["packages"]
+    # The start-up lock packages' files with the integrity Pyodide's loadPackage checks them against (the lock's
+    # sha256 in Subresource Integrity form): the worker requests them while Pyodide starts (app/web/worker.js).
+    lock_files = {f"pyodide/{lock[n]['file_name']}": "sha256-" + base64.b64encode(bytes.fromhex(lock[n]["sha256"])).decode()
+                  for n in lock_pkgs}
+    boot = {"pyodide": PYODIDE_VERSION, "lock_packages": lock_pkgs, "lock_files": lock_files,
+            "background_packages": background_pkgs,
             "wheels": [f"wheels/{w}" for w in wheels if w not in later],
             "background_wheels": [f"wheels/{w}" for w in later],
             "lazy_wheels": {k: f"wheels/{w}" for k, w in lazy.items()}, "panel_cdn_root": "vendor/panel/",

@@ -217,6 +217,24 @@ def test_the_bokeh_scripts_load_once_python_has_its_packages(page, server, site)
     assert min(starts) >= packages, (dict(zip(scripts, starts)), packages)
 
 
+def test_the_packages_download_while_pyodide_starts_once_each(page, server, site):
+    """The start-up wheels and the lock's packages are requested while Pyodide's core compiles and starts
+    (the link is idle then), each once: Pyodide's loadPackage takes the responses already under way. Before,
+    they were requested once Pyodide was in, and their download (1.6 s at 50 Mbit/s) waited for it."""
+    assert open_app(page, server + "index.html") == "ready"
+    boot = json.loads((site / "boot.json").read_text())
+    lock = json.loads((site / "pyodide" / "pyodide-lock.json").read_text())["packages"]
+    names = [w.rsplit("/", 1)[-1] for w in boot["wheels"]] + [lock[p]["file_name"] for p in boot["lock_packages"]]
+    entries = page.evaluate("""async () => JSON.parse(await window.tesseraWorker.python(`import js, json
+json.dumps([(e.name, e.startTime + js.performance.timeOrigin) for e in js.performance.getEntriesByType('resource')])`))""")
+    origin = page.evaluate("performance.timeOrigin")
+    starts = {n: [s - origin for url, s in entries if url.rsplit("/", 1)[-1] == n] for n in names}
+    assert {n: len(s) for n, s in starts.items()} == {n: 1 for n in names}  # each fetched once, by the worker
+    pyodide_in = page.evaluate("window.tesseraTimings.pyodide")
+    late = {n: round(s[0] - pyodide_in) for n, s in starts.items() if s[0] >= pyodide_in}
+    assert not late, f"requested only once Pyodide was in (ms after): {late}"
+
+
 def test_the_first_map_reads_its_overview_chunks_at_once_not_one_after_another(page, server):
     """The first draw's global_rgb chunks are fetched together: one after another, each costs a round trip
     (about 30 of them, 1.4 s over a 40 ms link, before the explorer was interactive)."""

@@ -77,10 +77,52 @@ const python = (async () => {
 })();
 python.catch(() => {}); // a failure is reported where start() awaits it
 
+// The start-up packages are requested while Pyodide's core starts: after its wasm is compiled, Pyodide's
+// synchronous start-up holds this thread for seconds with the link idle. loadPackage then takes the
+// responses under way (the `fetch` below hands each one out once; every other request goes to the network
+// as before). They wait until the wasm, which everything waits on, is in, so as not to share the link with
+// it. That moment is taken from WebAssembly.instantiateStreaming, wrapped here: nothing else runs on this
+// thread between its end and the synchronous start-up (a PerformanceObserver's callback waited until
+// Pyodide was in). A body larger than the browser's buffer for unread responses (about 2 MB: numpy's 3 MB
+// wheel) finishes once loadPackage reads it.
+const earlyResponses = new Map(); // absolute URL -> Promise<Response>
+const networkFetch = self.fetch.bind(self);
+self.fetch = (resource, options) => {
+  const url = String(resource instanceof Request ? resource.url : resource);
+  const response = earlyResponses.get(url);
+  if (!response) return networkFetch(resource, options);
+  earlyResponses.delete(url);
+  return response;
+};
+let startupPackages = null; // [absolute URL, integrity or null], from the page's boot message
+let coreCompiled = false;
+let loadingPackages = false; // once loadPackage has begun, its own requests are under way: none early then
+function requestPackagesEarly() {
+  if (!startupPackages || !coreCompiled || loadingPackages) return;
+  for (const [url, integrity] of startupPackages) {
+    const response = networkFetch(url, integrity ? { integrity } : {});
+    response.catch(() => {}); // a failure is reported by loadPackage, which receives this promise
+    earlyResponses.set(url, response);
+  }
+  startupPackages = [];
+}
+const instantiateStreaming = WebAssembly.instantiateStreaming;
+WebAssembly.instantiateStreaming = async (...args) => {
+  const compiled = await instantiateStreaming(...args);
+  coreCompiled = true;
+  requestPackagesEarly();
+  return compiled;
+};
+
 async function start({ boot, page, bridgeOptions }) {
   self.tesseraBoot = boot; // lazy_wheels, geography (app/raster.py, app/main.py)
   self.tesseraPage.info = page;
   progress("Loading Python (Pyodide " + boot.pyodide + ")…", 5);
+  const absolute = (path) => new URL(path, location.href).href;
+  const lockFiles = Object.entries(boot.lock_files).map(([path, integrity]) => [absolute(path), integrity]);
+  const wheels = boot.wheels.map(absolute);
+  startupPackages = [...lockFiles, ...wheels.map((w) => [w, null])];
+  requestPackagesEarly();
   pyodide = await python;
   mark("pyodide", pyodideAt);
   // The data path (app/js/tessera.js): store reads happen here, beside Python. It reads its options
@@ -92,7 +134,7 @@ async function start({ boot, page, bridgeOptions }) {
   const data = import("./vendor/tessera.mjs");
   data.catch(() => {}); // a failure is reported where it is awaited, below
   progress("Loading packages…", 35, boot.lock_packages.join(", "));
-  const wheels = boot.wheels.map((w) => new URL(w, location.href).href);
+  loadingPackages = true;
   await pyodide.loadPackage([...boot.lock_packages, ...wheels], { messageCallback: () => {} });
   mark("packages");
   tessera = await data;
@@ -108,7 +150,7 @@ await app.main.start("app-root")
   mark("app");
   // What the start-up does not import (builder/sitepkgs.py BACKGROUND_PACKAGES and BACKGROUND_WHEELS:
   // pandas, Pillow for PNG exports, ...): loaded now, off the start-up path.
-  const later = boot.background_wheels.map((w) => new URL(w, location.href).href);
+  const later = boot.background_wheels.map(absolute);
   pyodide.loadPackage([...boot.background_packages, ...later], { messageCallback: () => {} })
     .then(() => mark("background"))
     .catch((err) => post({ type: "console", level: "warn", text: "background packages: " + err.message }));
