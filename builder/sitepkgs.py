@@ -85,21 +85,26 @@ SLIMMED = {"panel": ("panel/dist/", "panel/tests/"), "bokeh": ("bokeh/server/sta
 # only where one can be: for input that is not a dict or a Range, and for the date/time test once
 # something has imported pandas (an object cannot be a pandas one before; Panel's own checks ask the
 # same way). So the explorer starts without pandas (BACKGROUND_PACKAGES).
-# Two imports of Panel's at start-up serve what the explorer never uses (in-browser `-X importtime`, Pyodide
+# Three imports of Panel's at start-up serve what the explorer never uses (in-browser `-X importtime`, Pyodide
 # 0.27.7, of a 5.2-5.8 s `import app.main`): its cache imports unittest.mock (with unittest and argparse:
-# 0.36 s) to hash Mock objects; and it imports its chat components (0.27 s, zoneinfo with them), which now
-# load on first use of `pn.chat` (`from panel.chat import ...` works as ever). Each patch must apply once.
+# 0.36 s) to hash Mock objects; it imports its chat components (0.27 s, zoneinfo with them) and its page
+# templates (about 0.1 s), which now load on first use of `pn.chat`, `pn.template` or
+# `pn.Template` (`from panel.chat import ...` works as ever). Each patch must apply once.
 PATCHES = {
     "panel": {
         "panel/io/resources.py": ('CDN_ROOT = "https://cdn.holoviz.org/panel/"',
                                   'CDN_ROOT = os.environ.get("PANEL_CDN_ROOT", "https://cdn.holoviz.org/panel/")'),
         "panel/io/cache.py": [("import unittest.mock\n", ""),
                               ("    unittest.mock.Mock : lambda obj: _int_to_bytes(id(obj)),\n", "")],
-        "panel/__init__.py": (
-            "from . import chat  # isort:skip noqa has to be after widgets\n",
-            "\n\ndef __getattr__(name):  # panel.chat: imported on first use (tessera-explorer's site build)\n"
-            "    if name == \"chat\":\n        import importlib\n        return importlib.import_module(\".chat\", __name__)\n"
-            "    raise AttributeError(f\"module {__name__!r} has no attribute {name!r}\")\n"),
+        "panel/__init__.py": [
+            ("from . import template  # noqa\n", ""),
+            ("from .template import Template  # noqa\n", ""),
+            ("from . import chat  # isort:skip noqa has to be after widgets\n",
+             "\n\ndef __getattr__(name):  # panel.chat and panel.template: imported on first use (tessera-explorer's site build)\n"
+             "    import importlib\n"
+             "    if name in (\"chat\", \"template\"):\n        return importlib.import_module(\".\" + name, __name__)\n"
+             "    if name == \"Template\":\n        return importlib.import_module(\".template\", __name__).Template\n"
+             "    raise AttributeError(f\"module {__name__!r} has no attribute {name!r}\")\n")],
     },
     "bokeh": {
         "bokeh/models/sources.py": (

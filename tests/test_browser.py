@@ -178,8 +178,9 @@ def test_what_the_explorer_does_not_use_at_start_is_loaded_after_it(page, server
     """pandas and narwhals (Bokeh's dependencies, unused by the explorer), Pillow (PNG exports), contourpy,
     python-markdown and bleach are neither loaded nor imported while the explorer starts; they load in the
     background once ready, Bokeh can then use pandas for date/time values and a DataFrame (through narwhals)
-    as a data source, and each imports. Panel's chat components and unittest (which Panel's cache imported
-    for Mock objects) are not imported at start either, and `pn.chat` still works."""
+    as a data source, and each imports. Panel's chat components, its templates and unittest (which Panel's
+    cache imported for Mock objects) are not imported at start either, and `pn.chat`, `pn.template` and
+    `pn.Template` still work."""
     boot = json.loads((site / "boot.json").read_text())
     later = ["pandas", "pillow", "contourpy"]
     assert set(later) <= set(boot["background_packages"]) and not set(later) & set(boot["lock_packages"])
@@ -189,9 +190,11 @@ def test_what_the_explorer_does_not_use_at_start_is_loaded_after_it(page, server
     modules = ["pandas", "PIL", "contourpy", "markdown", "bleach", "webencodings", "narwhals"]
     assert open_app(page, server + "index.html") == "ready"
     python = "(code) => window.tesseraWorker.python(code)"
-    never = modules + ["panel.chat", "unittest", "zoneinfo"]
+    never = modules + ["panel.chat", "panel.template", "unittest", "zoneinfo"]
     assert page.evaluate(python, f"import sys\n[m for m in {never} if m in sys.modules]") == []
     assert page.evaluate(python, "import panel as pn\npn.chat.ChatFeed.__name__") == "ChatFeed"
+    assert page.evaluate(python, "import panel as pn\n[pn.template.FastListTemplate.__name__, pn.Template.__name__,"
+                                 " pn.template.Template is pn.Template]") == ["FastListTemplate", "Template", True]
     assert page.evaluate(python, "from panel.io.cache import compute_hash\n"
                                  "compute_hash(lambda: 1, {}, (1,), {}) is not None") is True  # Panel's cache, patched
     page.wait_for_function("window.tesseraTimings.background", timeout=300_000)
