@@ -29,7 +29,8 @@ class ExportButtons(pn.viewable.Viewer):
     def __init__(self, state, **params):
         super().__init__(**params)
         self.state = state
-        self.layer = pn.widgets.Select.from_param(state.param.export_layer, width=140)
+        # description=None: not the parameter's doc (for developers) as a tooltip (app/main.py ExplorerUI)
+        self.layer = pn.widgets.Select.from_param(state.param.export_layer, width=140, description=None)
         self.buttons = {kind: pn.widgets.Button(name=label, width=110) for kind, label in (
             ("tif", "GeoTIFF"), ("png", "PNG"), ("region", "Region (.npy + JSON)"))}
         for kind, b in self.buttons.items():

@@ -57,8 +57,10 @@ class ExplorerUI(pn.viewable.Viewer):
         self.npy_btn = pn.widgets.FileDownload(callback=lambda: io.BytesIO(to_npy(state.pins)), filename="pins.npy",
                                                label="Download pins (.npy)", embed=False)
         self.exports = ExportButtons(state)
+        # description=None: Panel shows a parameter's doc, written for developers, as the widget's tooltip (through
+        # markdown-it, which the start-up then imports); the side bar's labels say enough.
         self.widgets = dict(
-            year=pn.widgets.Select.from_param(state.param.year),
+            year=pn.widgets.Select.from_param(state.param.year, description=None),
             pin=pn.widgets.Button.from_param(state.param.pin_selected, button_type="primary"),
             clear=pn.widgets.Button.from_param(state.param.clear_pins),
             similarity=pn.widgets.Toggle.from_param(state.param.similarity_on),
