@@ -84,7 +84,9 @@ SLIMMED = {"panel": ("panel/dist/", "panel/tests/"), "bokeh": ("bokeh/server/sta
 # every value a date/time property may hold, to ask whether an object is a pandas one. These import it
 # only where one can be: for input that is not a dict or a Range, and for the date/time test once
 # something has imported pandas (an object cannot be a pandas one before; Panel's own checks ask the
-# same way). So the explorer starts without pandas (BACKGROUND_PACKAGES).
+# same way). So the explorer starts without pandas (BACKGROUND_PACKAGES). Likewise its array serialisation
+# asks every array whether it is a numpy masked array, which imports numpy.ma (0.13-0.19 s in the browser) at the
+# first ColumnDataSource sent; it now asks only once something has imported numpy.ma.
 # Three imports of Panel's at start-up serve what the explorer never uses (in-browser `-X importtime`, Pyodide
 # 0.27.7, of a 5.2-5.8 s `import app.main`): its cache imports unittest.mock (with unittest and argparse:
 # 0.36 s) to hash Mock objects; it imports its chat components (0.27 s, zoneinfo with them) and its page
@@ -112,12 +114,14 @@ PATCHES = {
             "        if not isinstance(raw_data, dict):\n",
             "        if not isinstance(raw_data, dict):\n"
             "            import narwhals.stable.v1 as nw\n            import pandas as pd\n"),
-        "bokeh/util/serialization.py": (
+        "bokeh/util/serialization.py": [(
             "@lru_cache(None)\ndef _compute_datetime_types() -> set[type]:\n    import pandas as pd\n",
             "def _compute_datetime_types() -> set[type]:\n    import sys\n"
             "    if \"pandas\" not in sys.modules:\n        return {dt.time, dt.datetime, np.datetime64}\n"
             "    return _compute_datetime_types_pandas()\n\n"
-            "@lru_cache(None)\ndef _compute_datetime_types_pandas() -> set[type]:\n    import pandas as pd\n"),
+            "@lru_cache(None)\ndef _compute_datetime_types_pandas() -> set[type]:\n    import pandas as pd\n"), (
+            "    if isinstance(array, np.ma.MaskedArray):\n",
+            "    import sys\n    if \"numpy.ma\" in sys.modules and isinstance(array, np.ma.MaskedArray):\n")],
         "bokeh/plotting/_plot.py": (
             "    import pandas as pd\n    from pandas.core.groupby import GroupBy\n\n"
             "    if range_input is None:\n        return DataRange1d()\n",

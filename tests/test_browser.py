@@ -180,8 +180,10 @@ def test_what_the_explorer_does_not_use_at_start_is_loaded_after_it(page, server
     background once ready, Bokeh can then use pandas for date/time values and a DataFrame (through narwhals)
     as a data source, and each imports. Panel's chat components, its templates and unittest (which Panel's
     cache imported for Mock objects) are not imported at start either, and `pn.chat`, `pn.template` and
-    `pn.Template` still work. Nor is markdown-it: Panel renders a parameter's doc with it as the widget's
-    tooltip, and no widget at start shows one (they showed developers' docs: "a name of app/layers.PROVIDERS")."""
+    `pn.Template` still work. Nor numpy.ma (Bokeh asked every array it sends whether it is a masked one; a
+    masked array still goes as one, NaN where masked). Nor markdown-it: Panel renders a parameter's doc with
+    it as the widget's tooltip, and no widget at start shows one (they showed developers' docs: "a name of
+    app/layers.PROVIDERS")."""
     boot = json.loads((site / "boot.json").read_text())
     later = ["pandas", "pillow", "contourpy"]
     assert set(later) <= set(boot["background_packages"]) and not set(later) & set(boot["lock_packages"])
@@ -191,11 +193,13 @@ def test_what_the_explorer_does_not_use_at_start_is_loaded_after_it(page, server
     modules = ["pandas", "PIL", "contourpy", "markdown", "bleach", "webencodings", "narwhals"]
     assert open_app(page, server + "index.html") == "ready"
     python = "(code) => window.tesseraWorker.python(code)"
-    never = modules + ["panel.chat", "panel.template", "unittest", "zoneinfo", "markdown_it"]
+    never = modules + ["panel.chat", "panel.template", "unittest", "zoneinfo", "markdown_it", "numpy.ma"]
     assert page.evaluate(python, f"import sys\n[m for m in {never} if m in sys.modules]") == []
     assert page.evaluate("() => [...Bokeh.documents[0].all_models].filter((m) => m.type === 'Tooltip')"
                          ".map((m) => String(m.content?.text ?? m.content))") == []
     assert page.evaluate(python, "import panel as pn\npn.chat.ChatFeed.__name__") == "ChatFeed"
+    assert page.evaluate(python, "import numpy as np\nfrom bokeh.util.serialization import transform_array\n"
+                                 "str(transform_array(np.ma.masked_array([1.5, 2.5], mask=[0, 1])).tolist())") == "[1.5, nan]"
     assert page.evaluate(python, "import panel as pn\n[pn.template.FastListTemplate.__name__, pn.Template.__name__,"
                                  " pn.template.Template is pn.Template]") == ["FastListTemplate", "Template", True]
     assert page.evaluate(python, "from panel.io.cache import compute_hash\n"
