@@ -115,8 +115,8 @@ def _web(out: Path, lock_pkgs: list[str], background_pkgs: list[str], wheels: li
     lock = json.loads((out / "pyodide" / "pyodide-lock.json").read_text())["packages"]
     # The start-up lock packages' files with the integrity Pyodide's loadPackage checks them against (the lock's
     # sha256 in Subresource Integrity form): the worker requests them while Pyodide starts (app/web/worker.js).
-    lock_files = {f"pyodide/{lock[n]['file_name']}": "sha256-" + base64.b64encode(bytes.fromhex(lock[n]["sha256"])).decode()
-                  for n in lock_pkgs}
+    sri = lambda hexdigest: "sha256-" + base64.b64encode(bytes.fromhex(hexdigest)).decode()
+    lock_files = {f"pyodide/{lock[n]['file_name']}": sri(lock[n]["sha256"]) for n in lock_pkgs}
     boot = {"pyodide": PYODIDE_VERSION, "lock_packages": lock_pkgs, "lock_files": lock_files,
             "background_packages": background_pkgs,
             "wheels": [f"wheels/{w}" for w in wheels if w not in later],
