@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,13 +41,16 @@ MTIME_SLACK_NS = 20_000_000
 
 
 def written_since(out: Path, t0_ns: int) -> int:
-    """How many files under `out` were written (created or replaced) at or after `t0_ns`."""
+    """How many files under `out` were written (created or replaced) at or after `t0_ns`, while a build runs
+    there: os.walk passes over a directory removed while it walks (Path.rglob raised), and a file renamed
+    or removed between the listing and its stat is not counted."""
     n = 0
-    for q in out.rglob("*"):
-        try:
-            n += q.is_file() and q.stat().st_mtime_ns >= t0_ns
-        except FileNotFoundError:  # a temporary file renamed between the listing and the stat
-            pass
+    for folder, _, files in os.walk(out):
+        for name in files:
+            try:
+                n += os.stat(os.path.join(folder, name)).st_mtime_ns >= t0_ns
+            except FileNotFoundError:
+                pass
     return n
 
 
@@ -58,14 +62,21 @@ def build(tiles: Path, out: Path, *, phase: str | None = None, writes: int | Non
     cmd = [sys.executable, "-m", "builder", "build", str(tiles), "--year", "2024", "--out", str(out),
            "--scheduler", "threads", "-q"]
     t0 = time.time_ns() - MTIME_SLACK_NS
-    p = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if writes is not None:
-        while p.poll() is None and written_since(out, t0) < writes:
-            time.sleep(0.01)
-        if p.poll() is None:
-            p.send_signal(signal.SIGKILL)
-    _, err = p.communicate(timeout=300)
-    return p.returncode, err
+    with tempfile.TemporaryFile("w+") as err:  # a file, not a pipe: nobody reads a pipe while the loop polls
+        p = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True)
+        try:
+            if writes is not None:
+                while p.poll() is None and written_since(out, t0) < writes:
+                    time.sleep(0.01)
+                if p.poll() is None:
+                    p.send_signal(signal.SIGKILL)
+            p.wait(timeout=300)
+        finally:  # a test that fails here leaves no build running into its directory
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        err.seek(0)
+        return p.returncode, err.read()
 
 
 def completed(tiles: Path, out: Path) -> int:
