@@ -90,8 +90,8 @@ SLIMMED = {"panel": ("panel/dist/", "panel/tests/"), "bokeh": ("bokeh/server/sta
 # Three imports of Panel's at start-up serve what the explorer never uses (in-browser `-X importtime`, Pyodide
 # 0.27.7, of a 5.2-5.8 s `import app.main`): its cache imports unittest.mock (with unittest and argparse:
 # 0.36 s) to hash Mock objects; it imports its chat components (0.27 s, zoneinfo with them) and its page
-# templates (about 0.1 s), which now load on first use of `pn.chat`, `pn.template` or
-# `pn.Template` (`from panel.chat import ...` works as ever). Each patch must apply once.
+# templates (about 0.1 s), which now load on first use of `pn.chat`, `pn.template`, `pn.Template` or a
+# template's name (`from panel.chat import ...` works as ever). Each patch must apply once.
 PATCHES = {
     "panel": {
         "panel/io/resources.py": ('CDN_ROOT = "https://cdn.holoviz.org/panel/"',
@@ -107,6 +107,11 @@ PATCHES = {
              "    if name in (\"chat\", \"template\"):\n        return importlib.import_module(\".\" + name, __name__)\n"
              "    if name == \"Template\":\n        return importlib.import_module(\".template\", __name__).Template\n"
              "    raise AttributeError(f\"module {__name__!r} has no attribute {name!r}\")\n")],
+        # A template named by a string (pn.extension(template="fast")) is looked up in names that importing
+        # panel.template fills in: imported there too.
+        "panel/config.py": ("        if isinstance(value, str):\n            return self.param.template.names[value]\n",
+                            "        if isinstance(value, str):\n            from . import template  # noqa: F401\n"
+                            "            return self.param.template.names[value]\n"),
     },
     "bokeh": {
         "bokeh/models/sources.py": (

@@ -180,7 +180,7 @@ def test_what_the_explorer_does_not_use_at_start_is_loaded_after_it(page, server
     background once ready, Bokeh can then use pandas for date/time values and a DataFrame (through narwhals)
     as a data source, and each imports. Panel's chat components, its templates and unittest (which Panel's
     cache imported for Mock objects) are not imported at start either, and `pn.chat`, `pn.template` and
-    `pn.Template` still work. Nor numpy.ma (Bokeh asked every array it sends whether it is a masked one; a
+    `pn.Template` and a template named by a string still work. Nor numpy.ma (Bokeh asked every array it sends whether it is a masked one; a
     masked array still goes as one, NaN where masked). Nor markdown-it: Panel renders a parameter's doc with
     it as the widget's tooltip, and no widget at start shows one (they showed developers' docs: "a name of
     app/layers.PROVIDERS")."""
@@ -200,6 +200,8 @@ def test_what_the_explorer_does_not_use_at_start_is_loaded_after_it(page, server
     assert page.evaluate(python, "import panel as pn\npn.chat.ChatFeed.__name__") == "ChatFeed"
     assert page.evaluate(python, "import numpy as np\nfrom bokeh.util.serialization import transform_array\n"
                                  "str(transform_array(np.ma.masked_array([1.5, 2.5], mask=[0, 1])).tolist())") == "[1.5, nan]"
+    assert page.evaluate(python, "import panel as pn\npn.config.template = 'fast'\nt = pn.config.template\n"
+                                 "pn.config.template = None\nt.__name__") == "FastListTemplate"  # by name, first
     assert page.evaluate(python, "import panel as pn\n[pn.template.FastListTemplate.__name__, pn.Template.__name__,"
                                  " pn.template.Template is pn.Template]") == ["FastListTemplate", "Template", True]
     assert page.evaluate(python, "from panel.io.cache import compute_hash\n"
