@@ -160,11 +160,16 @@ class StoreModel:
 
     async def warm_pixels(self, windows: list[tuple[Zone, int, int, int, int]]) -> dict | None:
         """Warm the shard indexes a click in these (zone, r0, r1, c0, c1) windows reads first (embeddings and scales
-        of the year shown; geoemb: every time index, as `_column` reads): Source.prefetch."""
+        of the year shown; geoemb: every time index, as `_column` reads; a multi-year index: every year, as
+        `pixel_years` reads): Source.prefetch."""
         items = []
         for zone, r0, r1, c0, c1 in windows:
-            t = (0, len(zone.times)) if self.layout.time_axis else None
-            esel, ssel = self.layout.pixel_sel((r0, r1), (c0, c1), t)
+            if self.years is not None and not self.layout.time_axis:  # a multi-year index: (year, H, W, B)
+                n = len(self.years)  # every year, as pixel_years reads them
+                esel, ssel = [(0, n), (r0, r1), (c0, c1), None], [(0, n), (r0, r1), (c0, c1)]
+            else:
+                t = (0, len(zone.times)) if self.layout.time_axis else None
+                esel, ssel = self.layout.pixel_sel((r0, r1), (c0, c1), t)
             items += [(f"{zone.name}/embeddings", esel), (f"{zone.name}/scales", ssel)]
         return await self.source.prefetch(items)
 

@@ -120,11 +120,18 @@ class Explorer(param.Parameterized):
 
     async def warm_view(self):
         """Once the view has settled zoomed in (10 m previews: few shards in view), warm the shard indexes of the
-        year store's pixels in view, so that a click there costs one round trip (Source.prefetch)."""
+        pixels in view, so that a click there costs one round trip (Source.prefetch): the year store's first (the
+        spectrum), then the multi-year index's (the years plot; its year shown shares the year store's files, so
+        only the other years cost requests).  One after the other: a prefetch call supersedes an unfinished one.
+        Returns the year store's prefetch figures."""
         if self.model is None or self.render_view().metres_per_pixel() > render.ZONE_ZOOM_M:
             return None
+        v = self.render_view()
         try:
-            return await self.model.warm_pixels(render.view_windows(self.model.zones.values(), self.render_view()))
+            done = await self.model.warm_pixels(render.view_windows(self.model.zones.values(), v))
+            if self.years_model is not None and not (done or {}).get("superseded"):
+                await self.years_model.warm_pixels(render.view_windows(self.years_model.all_zones.values(), v))
+            return done
         except SourceError:  # an optimisation only: a click reads (and reports) what it needs
             return None
 

@@ -369,8 +369,9 @@ def test_a_pixel_from_a_cold_shard_reads_each_shard_index_once_and_no_range_twic
 
 def test_a_view_settled_at_10_m_warms_its_shard_indexes_and_a_click_there_reads_only_its_chunks(page, server, site):
     """Zoomed out nothing is prefetched; once the view settles at 10 m per screen pixel the worker has read the
-    index (and only the index) of every shard in view of the year store's embeddings and scales, and a click there
-    then reads one chunk per array, no index; the plotted vector is CPython's."""
+    index (and only the index) of every shard in view of the year store's embeddings and scales, then those of the
+    multi-year index's other year (its 2024 refers to the year store's files: not read again), and a click there
+    then reads one chunk per array and year, no index; the plotted vectors are CPython's."""
     store = site / "data" / "2024.zarr"
     row, col = interior_valid(store, "utm31", 2)
     lon, lat = pixel_lonlat(store, "utm31", row, col)
@@ -386,20 +387,32 @@ def test_a_view_settled_at_10_m_warms_its_shard_indexes_and_a_click_there_reads_
     stats = page.evaluate("window.tesseraWorker.stats()")
     warm = pixel_files(stats["log"])
     summary = [(e["url"].split("/data/")[-1], e["range"], e["status"], e["bytes"]) for e in warm]
-    assert warm and all("/data/2024.zarr/" in e["url"] for e in warm), summary  # the year store shown only
+    years = [e["url"].split("/data/")[-1].split("/")[0] for e in warm]
+    assert set(years) == {"2024.zarr", "2023.zarr"}, summary  # the year store shown, then the other year's
+    assert years == sorted(years, key=lambda y: y != "2024.zarr"), summary  # the year store's first (the spectrum)
     assert all(e["bytes"] == index_bytes for e in warm if e["status"] == 206), summary  # indexes, no chunk
-    assert len({e["url"] for e in warm}) == len(warm) <= 64, summary  # each shard file once, capped
+    assert len({e["url"] for e in warm}) == len(warm), summary  # each shard file once (2024's not again)
+    assert years.count("2024.zarr") <= 64 and years.count("2023.zarr") <= 64, summary  # capped, per call
     shard = f"{row // 256}/{col // 256}"
-    for f in (f"utm31/embeddings/c/{shard}/0", f"utm31/scales/c/{shard}"):
-        assert any(e["url"].endswith("2024.zarr/" + f) and e["status"] == 206 for e in warm), (f, summary)
+    for y in (2024, 2023):
+        for f in (f"utm31/embeddings/c/{shard}/0", f"utm31/scales/c/{shard}"):
+            assert any(e["url"].endswith(f"{y}.zarr/" + f) and e["status"] == 206 for e in warm), (y, f, summary)
     page.evaluate("window.tesseraWorker.resetStats()")
     page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", [lon, lat])
-    log = [e for e in pixel_files(page.evaluate("window.tesseraWorker.stats().then((s) => s.log)"))
-           if "/data/2024.zarr/" in e["url"]]
+    log = pixel_files(page.evaluate("window.tesseraWorker.stats().then((s) => s.log)"))
     summary = [(e["url"].split("/data/")[-1], e["range"], e["bytes"]) for e in log]
-    assert len(log) == 2 and all(e["status"] == 206 and e["bytes"] <= 16 * 128 + 64 for e in log), summary
+    # One chunk per array and year: the year store's two (the multi-year index's 2024 shares them), 2023's two.
+    assert sorted(e["url"].split("/data/")[-1].split("/")[0] for e in log) == ["2023.zarr"] * 2 + ["2024.zarr"] * 2, summary
+    assert all(e["status"] == 206 and e["bytes"] <= 16 * 128 + 64 for e in log), summary
     got = np.array(wait_spectrum(page, 1, f"r{row} c{col}")["ys"][0])
     np.testing.assert_array_equal(got, truth(store, "utm31", row, col).astype(np.float64))
+    page.wait_for_function("""(part) => { const d = Bokeh.documents[0].get_model_by_name('years-source').data;
+        const l = d instanceof Map ? d.get('label') : d.label; return l.length === 2 && l.every((x) => x.includes(part)); }""",
+                           arg=f"r{row} c{col}", timeout=30_000)
+    got = model_data(page, "years-source")
+    assert [lab.split(" ")[0] for lab in got["label"]] == ["2023", "2024"]
+    for ys, y in zip(got["ys"], (2023, 2024)):
+        np.testing.assert_array_equal(np.array(ys), truth(site / "data" / f"{y}.zarr", "utm31", row, col).astype(np.float64))
 
 
 def test_similarity_ranks_a_known_similar_pixel_high(page, server, site):
