@@ -44,10 +44,11 @@ class ExplorerUI(pn.viewable.Viewer):
             ("scale-source", views.scale_bar_data(state.view)))}
         self.map_fig = self._map_figure()
         self.tools_ui = ToolsUI(state, self.map_fig)  # labels, classify, clusters, change (app/tools/)
-        self.spec_fig = lines_figure(self.sources["spectrum-source"], "spectrum", "Embedding (dequantised)", 260)
-        self.spec_fig.add_tools(HoverTool(tooltips=[("pixel", "@label")]))  # Bokeh shows field values as text
-        self.years_fig = lines_figure(self.sources["years-source"], "years", "The selected pixel across years", 240)
-        self.change_fig = change_figure(self.sources["change-source"])
+        # The plots' sources are in the first document (the map figure's tags hold them), so selections made before
+        # the plots are shown (show_plots, once the map is interactive) land in them as they do later.
+        self.map_fig.tags = [self.sources[n] for n in ("spectrum-source", "years-source", "change-source")]
+        self.plots = pn.Column(sizing_mode="fixed", margin=0)  # the spectrum and the years, under the map
+        self.side_plots = pn.Column(sizing_mode="fixed", margin=0)  # the years' change, in the side bar
         # Every pane's HTML is made by views.html, which escapes every value.
         self.info = pn.pane.HTML(views.info_html(None, None, None), name="info", width=380)
         self.table = pn.pane.HTML(views.table_html(None, []), name="compare", width=380)
@@ -135,11 +136,20 @@ class ExplorerUI(pn.viewable.Viewer):
         side = pn.Column(*geo_box, w["year"], self.info, pn.Row(w["pin"], w["clear"]), w["similarity"], w["threshold"],
                          self.table, pn.Row(self.csv_btn, self.npy_btn), self.exports, self.status,
                          self.tools_ui.layer_select, self.tools_ui.panel, width=400)
-        main = [pn.pane.Bokeh(self.map_fig), pn.pane.Bokeh(self.spec_fig)]
+        side.append(self.side_plots)
+        return pn.Row(pn.Column(pn.pane.Bokeh(self.map_fig), self.plots), side)
+
+    def show_plots(self) -> None:
+        """The spectrum, years and change plots: built after the map is interactive (building their views holds the
+        page's thread for a while; the map, its controls and clicks work without them)."""
+        spec = lines_figure(self.sources["spectrum-source"], "spectrum", "Embedding (dequantised)", 260)
+        spec.add_tools(HoverTool(tooltips=[("pixel", "@label")]))  # Bokeh shows field values as text
+        plots = [pn.pane.Bokeh(spec)]
         if self.state.years_model is not None:
-            main.append(pn.pane.Bokeh(self.years_fig))
-            side.append(pn.pane.Bokeh(self.change_fig))
-        return pn.Row(pn.Column(*main), side)
+            plots.append(pn.pane.Bokeh(lines_figure(self.sources["years-source"], "years",
+                                                    "The selected pixel across years", 240)))
+            self.side_plots.objects = [pn.pane.Bokeh(change_figure(self.sources["change-source"]))]
+        self.plots.objects = plots
 
     # ------------------------------------------------------------ browser -> state --
     def _on_tap(self, attr, old, new) -> None:
@@ -273,4 +283,7 @@ async def start(target: str) -> Explorer | None:
     await page.preview("close")  # the Panel map, drawn below it, is now interactive
     page.mark("interactive")
     page.set_state("ready")
+    ui.show_plots()
+    await page.laid_out()
+    page.mark("plots")
     return state

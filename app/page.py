@@ -99,6 +99,11 @@ async def preview(method: str):
     return None if v is None else v.to_py() if hasattr(v, "to_py") else v
 
 
+async def laid_out() -> None:
+    """Wait until the page has applied the changes sent so far and BokehJS has laid them out (its documents idle)."""
+    await _page().call("laidOut")
+
+
 def download(data: bytes, filename: str, mime: str) -> None:
     """Hand `data` to the page as a download named `filename` (its bytes move to the page, not copied)."""
     import js

@@ -17,8 +17,8 @@ import zipfile
 from pathlib import Path
 
 from builder import wheels as wheel_files
-from builder.sitepkgs import (BACKGROUND_WHEELS, BOKEH_JS, PURE_WHEELS, PYODIDE_VERSION, _lazy_wheels,  # noqa: F401
-                              _npm, _pure_wheels, _pyodide, _run, _sha256, cache_lock)
+from builder.sitepkgs import (BACKGROUND_WHEELS, BOKEH_JS, FIRST_STYLESHEETS, PURE_WHEELS,  # noqa: F401
+                              PYODIDE_VERSION, _lazy_wheels, _npm, _pure_wheels, _pyodide, _run, _sha256, cache_lock)
 
 REPO = Path(__file__).resolve().parent.parent
 # The pure core the explorer imports from builder/ (stdlib + numpy only; tests/test_contract.py
@@ -123,7 +123,8 @@ def _web(out: Path, lock_pkgs: list[str], background_pkgs: list[str], wheels: li
             "background_wheels": [f"wheels/{w}" for w in later],
             "lazy_wheels": {k: f"wheels/{w}" for k, w in lazy.items()}, "panel_cdn_root": "vendor/panel/",
             "geography": GEOGRAPHY,
-            "scripts": [f"vendor/bokeh/{n}" for n in BOKEH_JS] + [f"vendor/panel/{PURE_WHEELS['panel']}/dist/panel.min.js"]}
+            "scripts": [f"vendor/bokeh/{n}" for n in BOKEH_JS] + [f"vendor/panel/{PURE_WHEELS['panel']}/dist/panel.min.js"],
+            "stylesheets": [f"vendor/panel/{PURE_WHEELS['panel']}/dist/{n}" for n in FIRST_STYLESHEETS]}
     (out / "boot.json").write_text(json.dumps(boot, indent=1))
 
 

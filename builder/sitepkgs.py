@@ -136,6 +136,11 @@ PATCHES = {
     },
 }
 BOKEH_JS = ["bokeh.min.js", "bokeh-widgets.min.js", "bokeh-tables.min.js"]
+# The stylesheets (under Panel's dist/) that the widgets of the explorer's first document link: the page preloads
+# them with the scripts (app/web/boot.js), instead of a round trip in the middle of the first layout.
+# tests/test_browser.py checks that the page loads no other stylesheet before it is ready.
+FIRST_STYLESHEETS = ["css/loading.css", "css/listpanel.css", "bundled/theme/default.css", "bundled/theme/native.css",
+                     "css/select.css", "css/button.css"]
 
 
 _held = threading.local()  # the caches this thread holds (the lock is re-entered, not taken twice)

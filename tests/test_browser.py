@@ -473,6 +473,57 @@ def test_state_is_restored_from_the_url(page, server, site):
     assert "sel=" in url and "pins=" in url and "year=2023" in url
 
 
+def test_the_plots_are_built_once_the_map_is_interactive_and_show_what_was_selected_before(page, server, site):
+    """The first document holds the map and the side bar; the spectrum, years and change plots are added once the
+    page is `ready` (building their views held the page's thread before it), marked `plots` once laid out. Their
+    sources are in the first document: a selection restored from the link before the plots exist shows in them."""
+    store = site / "data" / "2024.zarr"
+    sel = interior_valid(store, "utm31")
+    lon, lat = pixel_lonlat(store, "utm31", *sel)
+    # What the document holds at the moment the page turns `ready` (an observer on the body's data-state).
+    page.add_init_script("""new MutationObserver(() => {
+        if (document.body && document.body.dataset.state === 'ready' && !window.__atReady) {
+          const d = Bokeh.documents[0];
+          window.__atReady = {figures: [...d.all_models].filter((m) => m.type === 'Figure').map((m) => m.name).sort(),
+                              sources: ['spectrum-source', 'years-source', 'change-source'].filter((n) => d.get_model_by_name(n))};
+        } }).observe(document, {subtree: true, attributes: true, attributeFilter: ['data-state']});""")
+    h = f"#year=2024&lon={lon:.6f}&lat={lat:.6f}&span=4000&sel={lon:.6f},{lat:.6f}"
+    assert open_app(page, server + "index.html" + h) == "ready"
+    at_ready = page.evaluate("window.__atReady")
+    assert at_ready == {"figures": ["map"], "sources": ["spectrum-source", "years-source", "change-source"]}, at_ready
+    page.wait_for_function("window.tesseraTimings.plots !== undefined", timeout=30_000)
+    timings = page.evaluate("window.tesseraTimings")
+    assert timings["interactive"] <= timings["plots"], timings
+    figures = page.evaluate("""() => Object.fromEntries([...Bokeh.documents[0].all_models].filter((m) => m.type === 'Figure')
+        .map((m) => [m.name, m.renderers.map((r) => r.data_source && r.data_source.name).filter((n) => n)])) """)
+    assert figures["spectrum"] == ["spectrum-source"] and figures["years"] == ["years-source"], figures
+    assert "change-source" in figures["change"], figures
+    # Laid out: every figure's element is on the page at its height (searched through the shadow roots BokehJS uses).
+    heights = page.evaluate("""() => { const out = [];
+        const walk = (root) => { for (const e of root.querySelectorAll('*')) {
+            if (e.classList.contains('bk-Figure')) out.push(Math.round(e.getBoundingClientRect().height));
+            if (e.shadowRoot) walk(e.shadowRoot); } };
+        walk(document); return out.sort((a, b) => a - b); }""")
+    assert heights[:3] == [240, 240, 260] and len(heights) == 4, heights  # change and years, spectrum; the map
+    data = wait_spectrum(page, 1, f"utm31 r{sel[0]} c{sel[1]}")  # the link's selection, restored before the plots
+    np.testing.assert_array_equal(np.array(data["ys"][0]), truth(store, "utm31", *sel).astype(np.float64))
+
+
+def test_the_first_documents_stylesheets_come_with_the_scripts_once_each(page, server):
+    """Panel's stylesheets that the first document links are preloaded while Python imports Panel (boot.json
+    `stylesheets`), each fetched once and none other before the page is ready: the first layout waits for none."""
+    assert open_app(page, server + "index.html") == "ready"
+    page.wait_for_function("window.tesseraTimings.plots !== undefined", timeout=30_000)
+    t = page.evaluate("window.tesseraTimings")
+    listed = page.evaluate("window.tesseraBoot.stylesheets")
+    css = page.evaluate("""() => performance.getEntriesByType('resource').filter((e) => new URL(e.name).pathname.endsWith('.css'))
+        .map((e) => [new URL(e.name).pathname, e.startTime, e.initiatorType])""")
+    before_ready = [(u, at) for u, at, _ in css if at < t["interactive"] and u != "/app.css"]  # app.css: the page's own
+    assert listed and {u for u, _ in before_ready} == {"/" + s for s in listed}, (listed, css)
+    assert len(before_ready) == len(listed), css  # once each: the layout's <link> took the preloaded response
+    assert all(at < t["store_opened"] for _, at in before_ready), (t, css)  # with the scripts, not in the layout
+
+
 def test_year_selector_switches_store_and_rereads_the_pixel(page, server, site):
     s23, s24 = site / "data" / "2023.zarr", site / "data" / "2024.zarr"
     row, col = interior_valid(s24, "utm30")

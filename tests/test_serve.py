@@ -76,6 +76,10 @@ def site_root(tmp_path_factory) -> Path:
     (store / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
     (store / "utm30" / "embeddings" / "c" / "0" / "0" / "0").write_bytes(SHARD)
     (root / "data" / "catalog.json").write_text('{"stores": []}')
+    (root / "vendor" / "panel" / "1.7.5" / "dist" / "css").mkdir(parents=True)
+    (root / "vendor" / "panel" / "1.7.5" / "dist" / "css" / "button.css").write_text(".x {}")
+    (root / "vendor" / "bokeh").mkdir(parents=True)
+    (root / "vendor" / "bokeh" / "bokeh.min.js").write_text("var x;")
     (root / ".env").write_text("SECRET=1")
     (root / "data" / ".hidden").mkdir()
     (root / "data" / ".hidden" / "x.json").write_text("{}")
@@ -169,6 +173,17 @@ def test_shards_may_be_cached(port):
     status, headers, _ = raw(port, "GET", SHARD_PATH)
     assert status == 200 and "max-age=3600" in headers["cache-control"] and "no-cache" not in headers["cache-control"]
     assert headers["access-control-allow-origin"] == "*" and headers["accept-ranges"] == "bytes"
+
+
+def test_panels_versioned_files_are_cached_for_good_and_unversioned_ones_revalidate(port):
+    """vendor/panel/<version>/ (the stylesheets the page preloads, app/web/boot.js) is fixed per version; vendor/bokeh/
+    is not versioned by its path. The same rules as netlify.toml's."""
+    for target, want in (("/vendor/panel/1.7.5/dist/css/button.css", "public, max-age=31536000, immutable"),
+                         ("/vendor/bokeh/bokeh.min.js", "no-cache"), ("/index.html", "no-cache")):
+        status, headers, _ = raw(port, "GET", target)
+        assert (status, headers["cache-control"]) == (200, want), target
+        cc = netlify_headers(target).get("cache-control", [])  # Netlify's own default where no rule sets one:
+        assert cc[-1:] == [want] if "immutable" in want else not cc, (target, cc)  # max-age=0, must-revalidate
 
 
 def test_no_range_and_no_cors_flags(site_root):

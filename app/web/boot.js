@@ -164,12 +164,18 @@ async function main() {
   const packages = new Promise((ok) => (packagesIn = ok));
   const scripts = (async () => {
     await packages;
+    // Panel's stylesheets of the first document come with the scripts: a <link rel=stylesheet> of the same URL in
+    // the first layout then takes the preloaded response instead of waiting a round trip for it.
+    for (const href of boot.stylesheets) {
+      document.head.append(Object.assign(document.createElement("link"), { rel: "preload", as: "style", href }));
+    }
     for (const src of boot.scripts) await loadScript(src);
   })();
 
   const calls = {
     preview: (method) => (window.tesseraPreview ? window.tesseraPreview[method]() ?? null : null),
     geography: (url) => tessera.loadGeography(url), // the preview's decoded copy (one fetch, one decode)
+    laidOut: () => firstLayout().then(() => null), // the changes applied before this call, laid out
     async render({ docs_json, render_items, root_ids, target }) {
       await scripts;
       const items = JSON.parse(render_items);
