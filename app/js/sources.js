@@ -60,6 +60,13 @@ async function openIndex(url) {
 
 async function openHttp(url) {
   const base = url.endsWith("/") ? url : url + "/";
+  // Probe that the host honours Range: a 1-byte read of the root document, from the host itself (the
+  // browser's HTTP cache answers a range of a file it holds whole with a 206 of its own, and the
+  // preview, app/web/preview.js, may have fetched this document whole from a host that ignores Range).
+  // Sent with the document's own read (one round trip for both), awaited after it: a missing store is
+  // reported as one, not as the probe's failure.
+  const probe = tracedFetch(new Request(base + "zarr.json", { headers: { Range: "bytes=0-0" }, cache: "no-store" }));
+  probe.catch(() => {});
   const resp = await tracedFetch(new Request(base + "zarr.json", { headers: { Range: "bytes=0-" } }));
   if (resp.status === 404) throw new TesseraError("notfound", `no Zarr store at ${base} (zarr.json: HTTP 404)`);
   if (!resp.ok) throw new TesseraError("http", `HTTP ${resp.status} for ${base}zarr.json`);
@@ -67,10 +74,7 @@ async function openHttp(url) {
   const rootMeta = parseJSON(text, base + "zarr.json");
   // Suffix ranges (bytes=-N) read a shard index in one request, without a HEAD first.
   const store = new zarr.FetchStore(base, { fetch: storeFetch((r) => tracedFetch(r, url)), useSuffixRequest: true });
-  // Probe that the host honours Range: a 1-byte read of the root document, from the host itself (the
-  // browser's HTTP cache answers a range of a file it holds whole with a 206 of its own, and the
-  // preview, app/web/preview.js, may have fetched this document whole from a host that ignores Range).
-  await tracedFetch(new Request(base + "zarr.json", { headers: { Range: "bytes=0-0" }, cache: "no-store" }));
+  await probe;
   const locate = (path) => ({ url: base + path.replace(/^\//, ""), offset: 0, length: undefined });
   return { store, raw: new TextEncoder().encode(text), rootMeta, locate };
 }
