@@ -283,7 +283,12 @@ async def start(target: str) -> Explorer | None:
     await page.preview("close")  # the Panel map, drawn below it, is now interactive
     page.mark("interactive")
     page.set_state("ready")
-    ui.show_plots()
-    await page.laid_out()
-    page.mark("plots")
+    try:  # the map works without the plots: a failure here is reported, it does not undo the start-up
+        ui.show_plots()
+        await page.plots_painted()
+        page.mark("plots")
+    except Exception as e:  # noqa: BLE001 (any failure: the explorer is already interactive)
+        import traceback
+        traceback.print_exception(e)
+        state.status = views.html("<b>The plots could not be shown:</b> {}", e)
     return state

@@ -99,9 +99,10 @@ async def preview(method: str):
     return None if v is None else v.to_py() if hasattr(v, "to_py") else v
 
 
-async def laid_out() -> None:
-    """Wait until the page has applied the changes sent so far and BokehJS has laid them out (its documents idle)."""
-    await _page().call("laidOut")
+async def plots_painted() -> None:
+    """Wait until the page has applied the changes sent so far and every figure in its document has been painted
+    (then one more frame)."""
+    await _page().call("plotsPainted")
 
 
 def download(data: bytes, filename: str, mime: str) -> None:

@@ -129,8 +129,12 @@ class Explorer(param.Parameterized):
         v = self.render_view()
         try:
             done = await self.model.warm_pixels(render.view_windows(self.model.zones.values(), v))
-            if self.years_model is not None and not (done or {}).get("superseded"):
-                await self.years_model.warm_pixels(render.view_windows(self.years_model.all_zones.values(), v))
+            # The years' indexes: of a multi-year index (a geoemb: store's time axis was warmed with its year shown),
+            # unless the view moved on meanwhile (its own warm_view warms what it shows).
+            years = self.years_model
+            if (years is not None and years.source is not self.model.source and not (done or {}).get("superseded")
+                    and self.render_view() == v):
+                await years.warm_pixels(render.view_windows(years.all_zones.values(), v))
             return done
         except SourceError:  # an optimisation only: a click reads (and reports) what it needs
             return None

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 from browser_util import CHROMIUM, CHROMIUM_ARGS, build_test_site, static_server, wait_state  # noqa: E402
 
 
-# The boot marks, once the worker has marked the end of its start-up (just after `ready`).
+# The boot marks, once the worker has marked the end of its start-up (after `ready` and the plots built then).
 APP_MARKED = "window.tesseraTimings && window.tesseraTimings.app && window.tesseraTimings"
 
 def main() -> None:

@@ -83,10 +83,10 @@ def file_for(root: Path, segments: list[str]) -> Path:
 def cache_control(segments: list[str]) -> str:
     """Metadata revalidates; data, Pyodide and wheels may be cached, Panel's files under its version for good (the
     rules of netlify.toml)."""
-    if segments and segments[-1].endswith(".json"):
-        return "no-cache"
     if segments[:2] == ["vendor", "panel"] and len(segments) > 3:  # vendor/panel/<version>/...: fixed per version
         return "public, max-age=31536000, immutable"
+    if segments and segments[-1].endswith(".json"):
+        return "no-cache"
     if any(s in ("data", "pyodide", "wheels") for s in segments[:-1]):
         return "public, max-age=3600"
     return "no-cache"

@@ -175,10 +175,12 @@ def test_shards_may_be_cached(port):
     assert headers["access-control-allow-origin"] == "*" and headers["accept-ranges"] == "bytes"
 
 
-def test_panels_versioned_files_are_cached_for_good_and_unversioned_ones_revalidate(port):
+def test_panels_versioned_files_are_cached_for_good_and_unversioned_ones_revalidate(port, site_root):
     """vendor/panel/<version>/ (the stylesheets the page preloads, app/web/boot.js) is fixed per version; vendor/bokeh/
     is not versioned by its path. The same rules as netlify.toml's."""
+    (site_root / "vendor" / "panel" / "1.7.5" / "dist" / "panel.json").write_text("{}")  # metadata of a version too
     for target, want in (("/vendor/panel/1.7.5/dist/css/button.css", "public, max-age=31536000, immutable"),
+                         ("/vendor/panel/1.7.5/dist/panel.json", "public, max-age=31536000, immutable"),
                          ("/vendor/bokeh/bokeh.min.js", "no-cache"), ("/index.html", "no-cache")):
         status, headers, _ = raw(port, "GET", target)
         assert (status, headers["cache-control"]) == (200, want), target

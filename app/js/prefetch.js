@@ -96,5 +96,6 @@ export async function prefetchIndexes(url, items) {
     }
   };
   await Promise.all([worker(), worker()]);
+  done.superseded ||= mine !== generation; // a newer call came while the last reads were under way
   return done;
 }

@@ -99,6 +99,22 @@ async function firstLayout(limitMs = 10_000) {
   }
 }
 
+// Wait until every figure of the document has a view that has finished its first paint (figures added after the
+// first layout too, which Document.is_idle does not follow), then one more frame; for at most `limitMs`.
+async function plotsPainted(limitMs = 10_000) {
+  const end = performance.now() + limitMs;
+  const painted = (m) => {
+    const view = window.Bokeh.index.find_one(m);
+    return view != null && view.has_finished();
+  };
+  while (performance.now() < end) {
+    const figures = [...window.Bokeh.documents[0].all_models].filter((m) => m.type === "Figure");
+    if (figures.every(painted)) break;
+    await new Promise((ok) => setTimeout(ok, 20));
+  }
+  await new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(ok)));
+}
+
 function hostMessages(worker) {
   // A host page's commands (app/messages.py decides which origins are obeyed): each goes to Python
   // with its origin; the reply goes back to the window that sent it, addressed to that origin.
@@ -175,7 +191,7 @@ async function main() {
   const calls = {
     preview: (method) => (window.tesseraPreview ? window.tesseraPreview[method]() ?? null : null),
     geography: (url) => tessera.loadGeography(url), // the preview's decoded copy (one fetch, one decode)
-    laidOut: () => firstLayout().then(() => null), // the changes applied before this call, laid out
+    plotsPainted: () => plotsPainted().then(() => null), // the changes applied before this call, painted
     async render({ docs_json, render_items, root_ids, target }) {
       await scripts;
       const items = JSON.parse(render_items);
