@@ -112,6 +112,7 @@ def _web(out: Path, lock_pkgs: list[str], background_pkgs: list[str], wheels: li
         if p.is_file():
             shutil.copy(p, out / p.name)
     later = [w for w in wheels if w.split("-")[0] in BACKGROUND_WHEELS]  # a wheel's name starts with its project's
+    panel_dist = f"vendor/panel/{PURE_WHEELS['panel']}/dist/"  # Panel's files, under its version (netlify.toml)
     lock = json.loads((out / "pyodide" / "pyodide-lock.json").read_text())["packages"]
     # The start-up lock packages' files with the integrity Pyodide's loadPackage checks them against (the lock's
     # sha256 in Subresource Integrity form): the worker requests them while Pyodide starts (app/web/worker.js).
@@ -123,8 +124,8 @@ def _web(out: Path, lock_pkgs: list[str], background_pkgs: list[str], wheels: li
             "background_wheels": [f"wheels/{w}" for w in later],
             "lazy_wheels": {k: f"wheels/{w}" for k, w in lazy.items()}, "panel_cdn_root": "vendor/panel/",
             "geography": GEOGRAPHY,
-            "scripts": [f"vendor/bokeh/{n}" for n in BOKEH_JS] + [f"vendor/panel/{PURE_WHEELS['panel']}/dist/panel.min.js"],
-            "stylesheets": [f"vendor/panel/{PURE_WHEELS['panel']}/dist/{n}" for n in FIRST_STYLESHEETS]}
+            "scripts": [f"vendor/bokeh/{n}" for n in BOKEH_JS] + [panel_dist + "panel.min.js"],
+            "stylesheets": [panel_dist + n for n in FIRST_STYLESHEETS]}
     (out / "boot.json").write_text(json.dumps(boot, indent=1))
 
 

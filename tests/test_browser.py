@@ -475,7 +475,7 @@ def test_state_is_restored_from_the_url(page, server, site):
 
 def test_the_plots_are_built_once_the_map_is_interactive_and_show_what_was_selected_before(page, server, site):
     """The first document holds the map and the side bar; the spectrum, years and change plots are added once the
-    page is `ready` (building their views held the page's thread before it), marked `plots` once laid out. Their
+    page is `ready` (building their views held the page's thread before it), marked `plots` once painted. Their
     sources are in the first document: a selection restored from the link before the plots exist shows in them."""
     store = site / "data" / "2024.zarr"
     sel = interior_valid(store, "utm31")

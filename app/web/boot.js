@@ -86,32 +86,29 @@ function sendPatch(worker, events) {
   worker.postMessage({ type: "patch", patch });
 }
 
-// Wait until BokehJS has laid out and painted every document (Document.is_idle), for at most
-// `limitMs`. Observed before Python moved to the worker, cause not pinned down: a link's pins and
-// selection restored while the first layout was still settling froze the renderer in about one boot in
-// three (tests/test_browser.py test_state_is_restored_from_the_url); Python restores them after this.
-async function firstLayout(limitMs = 10_000) {
+// Resolves once `done()` holds (checked every 20 ms), or after `limitMs` whatever it says.
+async function until(done, limitMs = 10_000) {
   const end = performance.now() + limitMs;
-  while (performance.now() < end) {
-    const docs = window.Bokeh ? window.Bokeh.documents : [];
-    if (docs.length && docs.every((d) => d.is_idle)) return;
-    await new Promise((ok) => setTimeout(ok, 20));
-  }
+  while (performance.now() < end && !done()) await new Promise((ok) => setTimeout(ok, 20));
 }
 
+// Wait until BokehJS has laid out and painted every document (Document.is_idle), for at most 10 s.
+// Observed before Python moved to the worker, cause not pinned down: a link's pins and
+// selection restored while the first layout was still settling froze the renderer in about one boot in
+// three (tests/test_browser.py test_state_is_restored_from_the_url); Python restores them after this.
+const firstLayout = () => until(() => {
+  const docs = window.Bokeh ? window.Bokeh.documents : [];
+  return docs.length > 0 && docs.every((d) => d.is_idle);
+});
+
 // Wait until every figure of the document has a view that has finished its first paint (figures added after the
-// first layout too, which Document.is_idle does not follow), then one more frame; for at most `limitMs`.
-async function plotsPainted(limitMs = 10_000) {
-  const end = performance.now() + limitMs;
+// first layout too, which Document.is_idle does not follow), for at most 10 s; then one more frame.
+async function plotsPainted() {
   const painted = (m) => {
     const view = window.Bokeh.index.find_one(m);
     return view != null && view.has_finished();
   };
-  while (performance.now() < end) {
-    const figures = [...window.Bokeh.documents[0].all_models].filter((m) => m.type === "Figure");
-    if (figures.every(painted)) break;
-    await new Promise((ok) => setTimeout(ok, 20));
-  }
+  await until(() => [...window.Bokeh.documents[0].all_models].filter((m) => m.type === "Figure").every(painted));
   await new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(ok)));
 }
 
