@@ -81,9 +81,11 @@ def file_for(root: Path, segments: list[str]) -> Path:
 
 
 def cache_control(segments: list[str]) -> str:
-    """Metadata revalidates; data, Pyodide and wheels may be cached, Panel's files under its version for good (the
-    rules of netlify.toml)."""
+    """Metadata revalidates; data, Pyodide and wheels may be cached, Panel's files under its version and the JavaScript
+    bundle's content-named chunks for good (the rules of netlify.toml)."""
     if segments[:2] == ["vendor", "panel"] and len(segments) > 3:  # vendor/panel/<version>/...: fixed per version
+        return "public, max-age=31536000, immutable"
+    if segments[:2] == ["vendor", "chunks"] and len(segments) > 2:  # the bundle's chunks: named by their content
         return "public, max-age=31536000, immutable"
     if segments and segments[-1].endswith(".json"):
         return "no-cache"

@@ -71,8 +71,14 @@ def _js(node: Path, out: Path) -> None:
     entry = node.parent / "tessera.js"  # bundled next to node_modules so imports resolve there
     for src in [*(REPO / "app" / "js").glob("*.js"), REPO / "app" / "js" / "errors.json"]:
         shutil.copy(src, node.parent / src.name)
-    _run([str(esbuild), str(entry), "--bundle", "--format=esm", "--minify",
-          "--log-level=error", f"--outfile={vend / 'tessera.mjs'}"], cwd=node.parent)
+    # zarrita imports each compression codec (numcodecs' wasm builds: Blosc, Zstd, LZ4, 1.4 MB in all) when a
+    # chunk first needs it: split off into chunks of their own, a page loads only those its stores use (Blosc,
+    # for every TESSERA store: the page asks for it at once, app/js/tessera.js loadCodecs). Named by content,
+    # so hosts may cache them for good (builder/serve.py, netlify.toml).
+    shutil.rmtree(vend / "chunks", ignore_errors=True)
+    _run([str(esbuild), str(entry), "--bundle", "--format=esm", "--minify", "--splitting", f"--outdir={vend}",
+          "--entry-names=[name]", "--chunk-names=chunks/[name]-[hash]", "--out-extension:.js=.mjs",
+          "--log-level=error"], cwd=node.parent)
     (vend / "world-atlas").mkdir(exist_ok=True)  # coastlines and borders (Natural Earth), fetched after start-up
     for name in (Path(GEOGRAPHY).name, "LICENSE"):
         shutil.copy(node / "world-atlas" / name, vend / "world-atlas" / name)

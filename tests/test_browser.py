@@ -247,6 +247,45 @@ json.dumps([(e.name, e.startTime + js.performance.timeOrigin) for e in js.perfor
     assert not late, f"requested only once Pyodide was in (ms after): {late}"
 
 
+@pytest.mark.parametrize("broken", ["numpy altered (integrity)", "param missing (404)"])
+def test_a_start_up_package_that_cannot_be_had_is_reported_in_one_line(page, server, site, broken):
+    """A start-up package that cannot be had (a lock package whose bytes differ from the lock's sha256, a wheel the
+    host does not have) stops the start-up with one line naming it. Before, loadPackage reported it on the console
+    only and went on, and the start-up failed later with a traceback: No module named 'numpy'."""
+    lock = json.loads((site / "pyodide" / "pyodide-lock.json").read_text())["packages"]
+    name = lock["numpy"]["file_name"] if broken.startswith("numpy") else "param-2.4.2-py3-none-any.whl"
+    body = (site / "pyodide" / name).read_bytes() if broken.startswith("numpy") else b""
+    fulfil = ((lambda r: r.fulfill(status=200, body=body[:-1] + bytes([body[-1] ^ 1]))) if body
+              else (lambda r: r.fulfill(status=404, body="not here")))
+    page.route("**/" + name, fulfil)
+    text = error_text(page, server + "index.html")
+    assert "could not start" in text and name in text, text  # the file it could not have
+    assert "Traceback" not in text and len(text.strip().splitlines()) <= 3, text
+
+
+def test_the_start_up_loads_the_codec_of_tessera_stores_alone_and_another_on_first_use(page, server, site):
+    """The compression codecs are chunks of the JavaScript bundle of their own (builder/site.py): the start-up loads
+    Blosc, every TESSERA store's codec, and neither Zstd nor LZ4 (with Blosc's, 1.4 MB of the 1.45 MB bundle the
+    page loaded first of all before); an array in another codec is read all the same, its codec loaded then."""
+    chunks = {p.name.split("-")[0]: p.name for p in (site / "vendor" / "chunks").glob("*.mjs")}  # "chunk": shared code
+    assert {"blosc", "zstd", "lz4"} <= set(chunks), chunks
+    assert (site / "vendor" / "tessera.mjs").stat().st_size < 200_000
+    group = zarr.open_group(site / "data" / "zstd-test.zarr", mode="w", zarr_format=3)
+    want = np.arange(12, dtype="int16").reshape(3, 4) * 7 - 20
+    group.create_array("a", shape=(3, 4), chunks=(3, 4), dtype="int16", compressors=zarr.codecs.ZstdCodec(level=3))[:] = want
+    assert open_app(page, server + "index.html") == "ready"
+    seen = page.evaluate("""async () => JSON.parse(await window.tesseraWorker.python(`import js, json
+json.dumps([e.name for e in js.performance.getEntriesByType('resource')])`)).concat(
+        performance.getEntriesByType('resource').map((e) => e.name))""")  # the worker's requests and the page's
+    codecs = lambda names: sorted({n.rsplit("/", 1)[-1].split("-")[0] for n in names if "/vendor/chunks/" in n} - {"chunk"})
+    assert codecs(seen) == ["blosc"], seen
+    got = page.evaluate("""async (url) => { const r = await window.tesseraJS.read(url, "a", [[0, 3], [0, 4]], "pixel");
+        if (!r.ok) throw new Error(r.error.message); return [Array.from(r.value.data), r.value.shape, r.value.dtype]; }""",
+                        server + "data/zstd-test.zarr")
+    assert got == [want.ravel().tolist(), [3, 4], "int16"]
+    assert codecs(page.evaluate("() => performance.getEntriesByType('resource').map((e) => e.name)")) == ["blosc", "zstd"]
+
+
 def test_the_first_map_reads_its_overview_chunks_at_once_not_one_after_another(page, server):
     """The first draw's global_rgb chunks are fetched together: one after another, each costs a round trip
     (about 30 of them, 1.4 s over a 40 ms link, before the explorer was interactive)."""

@@ -175,12 +175,18 @@ def test_shards_may_be_cached(port):
     assert headers["access-control-allow-origin"] == "*" and headers["accept-ranges"] == "bytes"
 
 
-def test_panels_versioned_files_are_cached_for_good_and_unversioned_ones_revalidate(port, site_root):
-    """vendor/panel/<version>/ (the stylesheets the page preloads, app/web/boot.js) is fixed per version; vendor/bokeh/
-    is not versioned by its path. The same rules as netlify.toml's."""
+def test_versioned_and_content_named_files_are_cached_for_good_and_the_others_revalidate(port, site_root):
+    """vendor/panel/<version>/ (the stylesheets the page preloads, app/web/boot.js) is fixed per version, and the
+    JavaScript bundle's chunks (vendor/chunks/, builder/site.py) are named by their content; vendor/bokeh/ and the
+    bundle's entry are not versioned by their paths. The same rules as netlify.toml's."""
     (site_root / "vendor" / "panel" / "1.7.5" / "dist" / "panel.json").write_text("{}")  # metadata of a version too
+    (site_root / "vendor" / "chunks").mkdir(exist_ok=True)
+    (site_root / "vendor" / "chunks" / "blosc-OVWLUYHB.mjs").write_text("export default 1;")
+    (site_root / "vendor" / "tessera.mjs").write_text("export const x = 1;")
     for target, want in (("/vendor/panel/1.7.5/dist/css/button.css", "public, max-age=31536000, immutable"),
                          ("/vendor/panel/1.7.5/dist/panel.json", "public, max-age=31536000, immutable"),
+                         ("/vendor/chunks/blosc-OVWLUYHB.mjs", "public, max-age=31536000, immutable"),
+                         ("/vendor/tessera.mjs", "no-cache"),
                          ("/vendor/bokeh/bokeh.min.js", "no-cache"), ("/index.html", "no-cache")):
         status, headers, _ = raw(port, "GET", target)
         assert (status, headers["cache-control"]) == (200, want), target

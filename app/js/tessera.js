@@ -83,6 +83,13 @@ export const loadGeography = call((url) => {
   return geographies.get(url);
 });
 
+// Blosc, the codec of every TESSERA store's chunks (the convention's, and geoemb:'s), is split off from this bundle
+// like the other codecs (builder/site.py): the page asks for it as it starts, so the preview's first chunk does not
+// wait for it. A failure here is left to the read that needs the codec, which reports it.
+export function loadCodecs() {
+  import("numcodecs/blosc").catch(() => {});
+}
+
 // Forget every cached byte and learnt file size (benchmarks: a cold shard again, same page).
 export function forgetBytes() {
   clearCaches();

@@ -148,6 +148,7 @@ async function main() {
   const [tessera, { startPreview }, boot] = await Promise.all([
     import("./vendor/tessera.mjs"), import("./preview.js"), fetch("boot.json").then((r) => r.json())]);
   window.tesseraJS = tessera; // this thread's data path: the preview's reads
+  tessera.loadCodecs();
   window.tesseraBoot = boot; // lazy_wheels: loaded on first use
   const storage = {};
   try {

@@ -100,8 +100,12 @@ let loadingPackages = false; // once loadPackage has begun, its own requests are
 function requestPackagesEarly() {
   if (!startupPackages || !coreCompiled || loadingPackages) return;
   for (const [url, integrity] of startupPackages) {
-    const response = networkFetch(url, integrity ? { integrity } : {});
-    response.catch(() => {}); // a failure is reported by loadPackage, which receives this promise
+    // A failure is reported by loadPackage, which receives this promise; the browser says no more than "Failed
+    // to fetch" (for bytes that differ from the lock's sha256 too), so the URL says which package.
+    const response = networkFetch(url, integrity ? { integrity } : {}).catch((err) => {
+      throw new TypeError(`${url}: ${err && err.message ? err.message : err}`);
+    });
+    response.catch(() => {});
     earlyResponses.set(url, response);
   }
   startupPackages = [];
@@ -135,7 +139,12 @@ async function start({ boot, page, bridgeOptions }) {
   data.catch(() => {}); // a failure is reported where it is awaited, below
   progress("Loading packages…", 35, boot.lock_packages.join(", "));
   loadingPackages = true;
-  await pyodide.loadPackage([...boot.lock_packages, ...wheels], { messageCallback: () => {} });
+  // loadPackage reports a package it could not load to errorCallback and goes on: the start-up stops there,
+  // in one line naming it, rather than at the first import that misses it.
+  const failed = [];
+  await pyodide.loadPackage([...boot.lock_packages, ...wheels], { messageCallback: () => {},
+                                                                 errorCallback: (text) => failed.push(text) });
+  if (failed.length) throw new Error(failed.map((t) => t.replace(/\s+/g, " ").trim()).join(" "));
   mark("packages");
   tessera = await data;
   self.tesseraJS = { ...tessera, loadGeography: (url) => self.tesseraPage.call("geography", url) };
