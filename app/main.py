@@ -44,6 +44,8 @@ class ExplorerUI(pn.viewable.Viewer):
             ("scale-source", views.scale_bar_data(state.view)))}
         self.map_fig = self._map_figure()
         self.tools_ui = ToolsUI(state, self.map_fig)  # labels, classify, clusters, change (app/tools/)
+        # Where the mouse rests over the map (the scatter's hover source: after 40 ms at rest), its pixel is read ahead.
+        self.tools_ui.scatter.mouse.on_change("data", self._on_hover)
         # The plots' sources are in the first document (the map figure's tags hold them), so selections made before
         # the plots are shown (show_plots, once the map is interactive) land in them as they do later.
         self.map_fig.tags = [self.sources[n] for n in ("spectrum-source", "years-source", "change-source")]
@@ -156,6 +158,11 @@ class ExplorerUI(pn.viewable.Viewer):
         if new.get("x"):
             lon, lat = geo.merc_to_lonlat(new["x"][0], new["y"][0])
             self.state.click(float(lon), float(lat))  # selects, or labels in label mode
+
+    def _on_hover(self, attr, old, new) -> None:
+        if new.get("x"):
+            lon, lat = geo.merc_to_lonlat(new["x"][0], new["y"][0])
+            self.state.hover(float(lon), float(lat))
 
     def _on_range(self, attr, old, new) -> None:
         box = (self.x_range.start, self.x_range.end, self.y_range.start, self.y_range.end)

@@ -63,6 +63,8 @@ class Explorer(param.Parameterized):
         self._drawing = None
         self._redraw_pending = False
         self._warming = None  # the task warming the shard indexes of the settled view (warm_view)
+        self._hovering = None  # the task reading ahead the pixel under the resting mouse (hover)
+        self._hover_at = None  # where the mouse rests, while that task has not read it yet
         self.geography = None  # the task loading coastlines, borders and place names (app/main.py)
         self.tool_window = None  # [(zone name, overview level, window), ...]: a link's tools run on these instead of the view's (app/tools/share.py)
         self.tools = Tools(self)  # labels, classification, k-means, change (app/tools/)
@@ -117,6 +119,29 @@ class Explorer(param.Parameterized):
             if not self._redraw_pending:
                 break
         self._warming = self.spawn(self.warm_view())
+
+    def hover(self, lon: float, lat: float) -> None:
+        """The mouse rests over lon/lat (for 40 ms: app/tools/scatter_ui.py HOVER_JS). Zoomed in as far as warm_view
+        warms a view (a click reads pixels there), the pixel there and its years are read now, as a click reads them:
+        a click there then finds its bytes in the browser's range cache (app/js/ranges.js), or joins those reads in
+        flight, and waits for no request of its own. One read-ahead at a time; a rest meanwhile replaces the one
+        waiting. A failure is left to the click, which reports it."""
+        if self.model is None or self.render_view().metres_per_pixel() > render.ZONE_ZOOM_M:
+            return
+        self._hover_at = (lon, lat)
+        if self._hovering is None or self._hovering.done():
+            self._hovering = self.spawn(self._read_ahead())
+
+    async def _read_ahead(self) -> None:
+        import asyncio
+        while self._hover_at is not None:
+            (lon, lat), self._hover_at = self._hover_at, None
+            reads = [self.model.pixel_at(lon, lat)]
+            if self.years_model is not None:
+                reads.append(self.years_model.pixel_years(lon, lat))
+            for r in await asyncio.gather(*reads, return_exceptions=True):  # a bug still surfaces (spawn prints it)
+                if isinstance(r, BaseException) and not isinstance(r, SourceError):
+                    raise r
 
     async def warm_view(self):
         """Once the view has settled zoomed in (10 m previews: few shards in view), warm the shard indexes of the

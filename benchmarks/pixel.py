@@ -2,18 +2,20 @@
 
     python benchmarks/pixel.py [--px 384] [--rtt 40]
 
-Builds the site and the demo stores (2023, 2024 and the multi-year index), then opens the explorer twice
+Builds the site and the demo stores (2023, 2024 and the multi-year index), then opens the explorer three times
 in one headless Chromium: `baseline` with window.tesseraBridgeOptions = {sharedRanges: false} (plain
 zarrita reads: every source reads its own shard indexes, the reference index sends a HEAD before each),
-and `new` (app/js/ranges.js: one range cache for every source, suffix reads turned into plain ranges).
-Each pixel lies in a shard neither page has read a pixel from; for each, the two pages in turn move the map to
+`new` (app/js/ranges.js: one range cache for every source, suffix reads turned into plain ranges), and
+`rested`, the new path where the mouse comes to rest on the pixel before the click, as a user's does (the
+explorer reads the pixel under a resting mouse ahead, Explorer.hover; those bytes are printed).
+Each pixel lies in a shard no page has read a pixel from; for each, the pages in turn move the map to
 it at 10 m per screen pixel (tesseraApi.view, which waits until the view settled: the new path's prefetch of the
 shard indexes in view, app/js/prefetch.js, included; its bytes are printed) and then click it.  For each click:
 the time from tesseraApi.select to the first frame drawn with the pixel's vector in the spectrum plot,
 the page thread's long tasks (50 ms or more: BokehJS applying the patches and painting) in that time,
 and the requests and bytes of its embeddings and scales reads (year store and multi-year index).  The
 first half of the shards is clicked on plain localhost, the second half with Chromium's network
-emulation (--rtt ms round trip, 50 Mbit/s).  Prints medians and the new/baseline ratios.
+emulation (--rtt ms round trip, 50 Mbit/s).  Prints medians and the new/baseline and rested/baseline ratios.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, build_test_site, static_server, wait_state  # noqa: E402
+from browser_util import CHROMIUM, CHROMIUM_ARGS, build_test_site, rest_mouse, static_server, wait_state  # noqa: E402
 
 CLICK = """async ([lon, lat, tag]) => {  // select, then wait for the frames that show the pixel's vectors
   const shown = (name) => { const d = Bokeh.documents[0].get_model_by_name(name).data;
@@ -78,6 +80,12 @@ def cold_pixels(data: Path) -> list[tuple[str, int, int, float, float]]:
     return out
 
 
+# baseline: the old read path (plain zarrita); new: the bridge's read path, the click on a pixel the mouse did not
+# rest on first (a script's select); rested: the same, the click after the mouse rested on the pixel (as a user's
+# does), which reads it ahead (Explorer.hover).
+PATHS = ("baseline", "new", "rested")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--px", type=int, default=384)
@@ -89,12 +97,13 @@ def main() -> None:
         build_test_site(site, Path(d), a.px)
         pixels = cold_pixels(site / "data")
         half = len(pixels) // 2
-        warm = {"baseline": [], "new": []}
-        results = {(path, net): [] for path in ("baseline", "new") for net in ("localhost", "emulated")}
+        warm = {path: [] for path in PATHS}
+        rested = []  # the bytes the rested page read ahead while the mouse rested on each pixel
+        results = {(path, net): [] for path in PATHS for net in ("localhost", "emulated")}
         with static_server(site) as base, sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             pages = {}
-            for path in ("baseline", "new"):
+            for path in PATHS:
                 ctx = browser.new_context()
                 if path == "baseline":
                     ctx.add_init_script("window.tesseraBridgeOptions = { sharedRanges: false };")
@@ -112,6 +121,14 @@ def main() -> None:
                     page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])
                     st = page.evaluate("window.tesseraWorker.stats()")
                     warm[path].append(sum(e["bytes"] for e in st["log"] if re.search(r"/(embeddings|scales)/", e["url"])))
+                    if path == "rested":  # the mouse comes to rest on the pixel before the click, as a user's does
+                        from app.geo import lonlat_to_merc
+                        x, y = (float(v) for v in lonlat_to_merc(lon, lat))
+                        page.mouse.move(2, 2)
+                        page.evaluate("window.tesseraWorker.resetStats()")
+                        rest_mouse(page, x, y, [lon, lat, 7600])
+                        st = page.evaluate("window.tesseraWorker.stats()")
+                        rested.append(sum(e["bytes"] for e in st["log"] if re.search(r"/(embeddings|scales)/", e["url"])))
                     if i == half:
                         cdp.send("Network.enable")
                         cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": a.rtt,
@@ -120,22 +137,26 @@ def main() -> None:
             browser.close()
     print(f"a pixel from a cold shard ({half} + {len(pixels) - half} shards, demo --px {a.px}; medians; "
           "requests and bytes of the embeddings and scales reads, year store + multi-year index):")
-    for path in ("baseline", "new"):
+    for path in PATHS:
         print(f"  view settled at 10 m per screen pixel (760 px, 7.6 km), embeddings and scales bytes read then: "
               f"{path} median {statistics.median(warm[path]) / 1e3:.0f} kB, max {max(warm[path]) / 1e3:.0f} kB")
+    print(f"  the mouse at rest on the pixel (rested), embeddings and scales bytes read ahead then: median "
+          f"{statistics.median(rested) / 1e3:.1f} kB, max {max(rested) / 1e3:.1f} kB")
     for net in ("localhost", f"emulated"):
         label = net if net == "localhost" else f"{a.rtt:.0f} ms RTT, 50 Mbit/s"
-        med = {path: [statistics.median(x[k] for x in results[(path, net)]) for k in range(11)] for path in ("baseline", "new")}
-        for path in ("baseline", "new"):
+        med = {path: [statistics.median(x[k] for x in results[(path, net)]) for k in range(11)] for path in PATHS}
+        for path in PATHS:
             ms, n, b, heads, yms, first, idx_end, chk_start, last, nall, busy = med[path]
             print(f"  {label:>24} {path:>8}: click to plotted vector {ms:6.0f} ms, to the years plot {yms:6.0f} ms, "
                   f"{n:4.1f} requests ({heads:.0f} HEAD), {b / 1e3:6.1f} kB")
             print(f"  {'':>24} {'':>8}  first read starts {first:5.0f} ms, indexes in {idx_end:5.0f} ms, first chunk read "
                   f"{chk_start:5.0f} ms, last byte {last:5.0f} ms, all requests {nall:.0f}; page long tasks before the "
                   f"plotted frame {busy:4.0f} ms")
-        (mb, nb, bb, _, yb), (mn, nn, bn, _, yn) = med["baseline"][:5], med["new"][:5]
-        print(f"  {label:>24}    ratio: latency {mn / mb:.2f}x (years plot {yn / yb:.2f}x), requests {nn / nb:.2f}x, "
-              f"bytes {bn / bb:.2f}x")
+        mb, nb, bb, _, yb = med["baseline"][:5]
+        for path in ("new", "rested"):
+            mn, nn, bn, _, yn = med[path][:5]
+            print(f"  {label:>24} {path:>8} / baseline: latency {mn / mb:.2f}x (years plot {yn / yb:.2f}x), requests "
+                  f"{nn / nb:.2f}x, bytes {bn / bb:.2f}x")
 
 
 if __name__ == "__main__":

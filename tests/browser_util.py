@@ -129,3 +129,21 @@ def wait_async(page, fn: str, arg=None, timeout_ms: int = 60_000):
             await new Promise((ok) => setTimeout(ok, 50));
         }
     }""", [fn, arg, timeout_ms])
+
+
+HOVER_IN_PYTHON = """import gc, json
+from bokeh.models import ColumnDataSource
+json.dumps([list(o.data.get("x", [])) for o in gc.get_objects()
+            if isinstance(o, ColumnDataSource) and o.name == "hover-source"])"""
+
+
+def rest_mouse(page, x: float, y: float, view: list[float]) -> None:
+    """Move the mouse onto the map's point (x, y) and wait until Python has the resting place, then until the
+    explorer settled (tesseraApi.view of the view shown, [lon, lat, span]: it awaits every action set off)."""
+    page.mouse.move(*map_click_point(page, x, y))
+    wait_async(page, """async (x) => {  // within two screen pixels: the mouse sits on whole pixels
+        const m = Bokeh.documents[0].get_model_by_name('map'), f = Bokeh.index.find_one(m).frame.bbox;
+        const tol = 2 * (m.x_range.end - m.x_range.start) / f.width;
+        return JSON.parse(await window.tesseraWorker.python(`%s`))
+            .some((xs) => xs.length === 1 && Math.abs(xs[0] - x) <= tol); }""" % HOVER_IN_PYTHON, x, 30_000)
+    page.evaluate("async ([lon, lat, span]) => await window.tesseraApi.view(lon, lat, span)", view)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import zarr
 
-from browser_util import (REPO, all_text, map_click_point, model_data, static_server, wait_async, wait_state,
+from browser_util import (REPO, all_text, map_click_point, model_data, rest_mouse, static_server, wait_async, wait_state,
                           wait_text)
 from tools_util import pixel_lonlat  # re-exported: test_browser_exports and test_browser_hostile import it from here
 from tools_util import read_array
@@ -49,6 +49,35 @@ def wait_spectrum(page, n_lines: int, label_part: str | None = None) -> dict:
         return labels.length === n && (part === null || labels.some((l) => l.includes(part)));
     }""", arg=[n_lines, label_part], timeout=30_000)
     return model_data(page, "spectrum-source")
+
+
+def test_a_click_where_the_mouse_rested_finds_its_bytes_read_already(page, server, site):
+    """Zoomed in as far as a click reads pixels (10 m per screen pixel here), the mouse resting over the map (40 ms)
+    reads that pixel and its years ahead (Explorer.hover): the click that follows requests nothing, and plots the
+    exact vector. Zoomed out, a rest reads no pixel. Before, the click's reads (4 requests: the year store's
+    embeddings and scales, the multi-year index's other year) began at the click."""
+    store = site / "data" / "2024.zarr"
+    row, col = interior_valid(store, "utm30", 2)
+    lon, lat = pixel_lonlat(store, "utm30", row, col)
+    from app.geo import lonlat_to_merc
+    x, y = (float(v) for v in lonlat_to_merc(lon, lat))
+    pixel_reads = """() => window.tesseraWorker.stats().then((s) => s.log
+        .filter((e) => /\\/(embeddings|scales)\\//.test(e.url)).length)"""
+    assert open_app(page, server + "index.html") == "ready"
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 200000)", [lon, lat])
+    page.evaluate("window.tesseraWorker.resetStats()")
+    rest_mouse(page, x, y, [lon, lat, 200000])
+    assert page.evaluate(pixel_reads) == 0  # 200 km across: no pixel read ahead
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])  # 10 m per pixel
+    page.mouse.move(5, 5)
+    page.evaluate("window.tesseraWorker.resetStats()")
+    rest_mouse(page, x, y, [lon, lat, 7600])
+    assert page.evaluate(pixel_reads) >= 2  # the pixel's embeddings and scales at least
+    page.evaluate("window.tesseraWorker.resetStats()")
+    page.mouse.click(*map_click_point(page, x, y))
+    data = wait_spectrum(page, 1, f"utm30 r{row} c{col}")
+    np.testing.assert_allclose(np.array(data["ys"][0], dtype=np.float64), truth(store, "utm30", row, col), rtol=1e-6)
+    assert page.evaluate(pixel_reads) == 0
 
 
 def test_click_a_pixel_plots_exactly_the_cpython_dequantised_vector(page, server, site):
