@@ -137,7 +137,7 @@ class Explorer(param.Parameterized):
         while self._hover_at is not None:
             (lon, lat), self._hover_at = self._hover_at, None
             reads = [self.model.pixel_at(lon, lat)]
-            if self.years_model is not None:
+            if self.years_model is not None and not self.tools.labels.mode:  # a label's click reads no years
                 reads.append(self.years_model.pixel_years(lon, lat))
             for r in await asyncio.gather(*reads, return_exceptions=True):  # a bug still surfaces (spawn prints it)
                 if isinstance(r, BaseException) and not isinstance(r, SourceError):

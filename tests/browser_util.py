@@ -139,7 +139,11 @@ json.dumps([list(o.data.get("x", [])) for o in gc.get_objects()
 
 def rest_mouse(page, x: float, y: float, view: list[float]) -> None:
     """Move the mouse onto the map's point (x, y) and wait until Python has the resting place, then until the
-    explorer settled (tesseraApi.view of the view shown, [lon, lat, span]: it awaits every action set off)."""
+    explorer settled (tesseraApi.view of the view shown, [lon, lat, span]: it awaits every action set off).
+    Python's resting place is emptied first, so that an earlier rest near (x, y) is not taken for this one."""
+    page.evaluate("Bokeh.documents[0].get_model_by_name('hover-source').data = {x: [], y: []}")
+    wait_async(page, """async () => JSON.parse(await window.tesseraWorker.python(`%s`))
+        .some((xs) => xs.length === 0)""" % HOVER_IN_PYTHON, None, 30_000)
     page.mouse.move(*map_click_point(page, x, y))
     wait_async(page, """async (x) => {  // within two screen pixels: the mouse sits on whole pixels
         const m = Bokeh.documents[0].get_model_by_name('map'), f = Bokeh.index.find_one(m).frame.bbox;
