@@ -120,13 +120,17 @@ class Explorer(param.Parameterized):
                 break
         self._warming = self.spawn(self.warm_view())
 
+    def zoomed_to_pixels(self) -> bool:
+        """The map is zoomed in as far as the zones' 10 m previews (render.ZONE_ZOOM_M): few shards in view, where a
+        click's reads are warmed ahead (warm_view, hover)."""
+        return self.model is not None and self.render_view().metres_per_pixel() <= render.ZONE_ZOOM_M
+
     def hover(self, lon: float, lat: float) -> None:
-        """The mouse rests over lon/lat (for 40 ms: app/tools/scatter_ui.py HOVER_JS). Zoomed in as far as warm_view
-        warms a view (a click reads pixels there), the pixel there and its years are read now, as a click reads them:
-        a click there then finds its bytes in the browser's range cache (app/js/ranges.js), or joins those reads in
-        flight, and waits for no request of its own. One read-ahead at a time; a rest meanwhile replaces the one
-        waiting. A failure is left to the click, which reports it."""
-        if self.model is None or self.render_view().metres_per_pixel() > render.ZONE_ZOOM_M:
+        """The mouse rests over lon/lat (for 40 ms: app/tools/scatter_ui.py HOVER_JS). Zoomed to pixels, the pixel there
+        and its years are read now, as a click reads them: a click there then finds its bytes in the browser's range
+        cache (app/js/ranges.js), or joins those reads in flight, and waits for no request of its own. One read-ahead
+        at a time; a rest meanwhile replaces the one waiting. A failure is left to the click, which reports it."""
+        if not self.zoomed_to_pixels():
             return
         self._hover_at = (lon, lat)
         if self._hovering is None or self._hovering.done():
@@ -149,7 +153,7 @@ class Explorer(param.Parameterized):
         spectrum), then the multi-year index's (the years plot; its year shown shares the year store's files, so
         only the other years cost requests).  One after the other: a prefetch call supersedes an unfinished one.
         Returns the year store's prefetch figures."""
-        if self.model is None or self.render_view().metres_per_pixel() > render.ZONE_ZOOM_M:
+        if not self.zoomed_to_pixels():
             return None
         v = self.render_view()
         try:
