@@ -84,10 +84,12 @@ export const loadGeography = call((url) => {
 });
 
 // Blosc, the codec of every TESSERA store's chunks (the convention's, and geoemb:'s), is split off from this bundle
-// like the other codecs (builder/site.py): the page asks for it as it starts, so the preview's first chunk does not
-// wait for it. A failure is said on the console here; the read that needs the codec reports it to the user.
+// like the other codecs (builder/site.py): the page asks zarrita's codec registry for it as it starts (the loader a
+// read calls), so the preview's first chunk does not wait for it. A failure is said on the console here; the read
+// that needs the codec reports it to the user.
 export function loadCodecs() {
-  import("numcodecs/blosc").catch((err) => console.warn("tessera: the Blosc codec did not load:", err && err.message));
+  Promise.resolve().then(() => zarr.registry.get("blosc")())
+    .catch((err) => console.warn("tessera: the Blosc codec did not load:", err && err.message));
 }
 
 // Forget every cached byte and learnt file size (benchmarks: a cold shard again, same page).
