@@ -58,15 +58,16 @@ class CodeModel:
         basis *= np.where(signs == 0, 1, signs)[:, None]
         return cls(mean.astype(np.float32), basis.astype(np.float32))
 
-    def encode(self, emb: np.ndarray, scl: np.ndarray, vectors: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def encode(self, emb: np.ndarray, scl: np.ndarray, ints: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(int8 (..., D) code, float32 (...) code scale, NaN where `scl` is NaN) of quantised vectors.
-        `vectors`: the valid pixels' dequantised vectors when the caller has them already."""
+        `ints`: the valid pixels' int8 vectors as float32 (`emb[~isnan(scl)]`), when the caller has them."""
         ok = conv.valid_mask(scl)
         q = np.zeros(scl.shape + (self.basis.shape[0],), dtype=np.int8)
         s = np.full(scl.shape, np.nan, dtype=np.float32)
         if ok.any():
-            v = conv.dequantise(emb[ok], scl[ok]) if vectors is None else vectors
-            z = (v - self.mean) @ self.basis.T
+            x = emb[ok].astype(np.float32) if ints is None else ints
+            # (v - mean) @ basis.T with v = x * scale, projected before scaling: no (N, B) float copy
+            z = (x @ self.basis.T) * scl[ok][:, None] - self.mean @ self.basis.T
             q[ok], s[ok] = conv.quantise(z)
         return q, s
 
@@ -93,10 +94,15 @@ def mean2x2(emb: np.ndarray, scl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     q = np.zeros((h // 2, w // 2, b), dtype=np.int8)
     s = np.full((h // 2, w // 2), np.nan, dtype=np.float32)
     if has.any():
-        e4 = emb.reshape(h // 2, 2, w // 2, 2, b).transpose(0, 2, 1, 3, 4)[has]  # (P, 2, 2, B)
-        s4 = np.where(ok, scl, 0).reshape(h // 2, 2, w // 2, 2).transpose(0, 2, 1, 3)[has]
-        sums = conv.dequantise(e4, s4).sum(axis=(1, 2))  # a no-data child weighs 0 * its (zero) vector
-        q[has], s[has] = conv.quantise(sums / n[has][:, None].astype(np.float32))
+        rows, cols = np.nonzero(has)
+        weights = np.where(ok, scl, np.float32(0))  # a no-data child weighs 0 * its (zero) vector
+        sums = np.zeros((rows.size, b), dtype=np.float32)
+        for i in (0, 1):  # the four children in turn: one (P, B) float block at a time, not (P, 2, 2, B)
+            for j in (0, 1):
+                r, c = 2 * rows + i, 2 * cols + j
+                sums += emb[r, c] * weights[r, c][:, None]
+        sums /= n[has][:, None].astype(np.float32)
+        q[has], s[has] = conv.quantise(sums)
     return q, s
 
 

@@ -28,11 +28,12 @@ def quantise(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The inverse of `dequantise` as TESSERA quantises: per vector (last axis), scale = max|v| / 127
     (float32), q = round(v / scale) as int8; an all-zero vector gets scale 0.0 and q = 0.  Finite
     input only (callers keep no-data out and give it a NaN scale themselves)."""
-    amax = np.abs(v).max(axis=-1)
+    amax = np.maximum(v.max(axis=-1), -v.min(axis=-1))  # max|v| without an |v| copy of the input
     scale = (amax / 127.0).astype(np.float32)
     safe = np.where(scale > 0, scale, 1.0)
-    q = np.clip(np.round(v / safe[..., None]), -127, 127).astype(np.int8)
-    return q, scale
+    t = v / safe[..., None]
+    np.clip(np.round(t, out=t), -127, 127, out=t)  # in place: the build quantises whole shards
+    return t.astype(np.int8), scale
 
 
 def cosine_map(vectors: np.ndarray, target: np.ndarray) -> np.ndarray:

@@ -38,14 +38,15 @@ class RGBModel:
         hi = np.where(hi - lo < 1e-12, lo + 1.0, hi)
         return cls(mean.astype(np.float32), comps.astype(np.float32), lo.astype(np.float32), hi.astype(np.float32))
 
-    def apply(self, embeddings: np.ndarray, scales: np.ndarray, vectors: np.ndarray | None = None) -> np.ndarray:
-        """uint8 (h, w, 4); alpha 255 where the scale is valid, 0 (and RGB 0) elsewhere.  `vectors`: the
-        valid pixels' dequantised vectors when the caller has them already."""
+    def apply(self, embeddings: np.ndarray, scales: np.ndarray, ints: np.ndarray | None = None) -> np.ndarray:
+        """uint8 (h, w, 4); alpha 255 where the scale is valid, 0 (and RGB 0) elsewhere.  `ints`: the valid
+        pixels' int8 vectors as float32 (`embeddings[valid]`), when the caller has them."""
         valid = conv.valid_mask(scales)
         out = np.zeros(scales.shape + (4,), dtype=np.uint8)
         if valid.any():
-            v = conv.dequantise(embeddings[valid], scales[valid]) if vectors is None else vectors
-            p = (v - self.mean) @ self.components.T
+            x = embeddings[valid].astype(np.float32) if ints is None else ints
+            # (v - mean) @ components.T with v = x * scale, projected before scaling: no (N, B) float copy
+            p = (x @ self.components.T) * scales[valid][:, None] - self.mean @ self.components.T
             rgb = np.clip((p - self.lo) / (self.hi - self.lo), 0.0, 1.0)
             out[valid, :3] = np.round(rgb * 255).astype(np.uint8)
             out[valid, 3] = 255

@@ -65,13 +65,12 @@ def write_shard(task: ShardTask) -> tuple[tuple[int, int], int]:
     # A shard with no valid pixel is all fill: its files are removed, never written.
     ShardedArrayFiles(zone / "embeddings", task.specs["embeddings"]).write(sr, sc, emb)
     ShardedArrayFiles(zone / "scales", task.specs["scales"]).write(sr, sc, scl)
-    ok = ~np.isnan(scl)
-    vectors = conv.dequantise(emb[ok], scl[ok]) if n_valid else None  # once, for the preview and the code
+    ints = emb[~np.isnan(scl)].astype(np.float32)  # once, for the preview and the code
     if task.rgb is not None:
-        rgb = RGBModel.from_json(task.rgb).apply(emb, scl, vectors)
+        rgb = RGBModel.from_json(task.rgb).apply(emb, scl, ints)
         ShardedArrayFiles(zone / "rgb", task.specs["rgb"]).write(sr, sc, rgb)
     if task.code is not None:  # the level-0 code and the level-1 quarter while the shard is in memory
-        code, code_scales = ovr.CodeModel.from_json(task.code).encode(emb, scl, vectors)
+        code, code_scales = ovr.CodeModel.from_json(task.code).encode(emb, scl, ints)
         for name, data in (("code", code), ("code_scales", code_scales)):
             path = ovr.level_path(0, name)
             ShardedArrayFiles(zone / path, task.specs[path]).write(sr, sc, data)
