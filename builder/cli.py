@@ -13,8 +13,8 @@ from builder.errors import BuildError
 
 def _sched(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler", default="local",
-                   help="local (a Dask LocalCluster, default), threads, sync, or a scheduler address tcp://host:port")
-    p.add_argument("--workers", type=int, default=None, help="Dask workers/threads (default: one per core)")
+                   help="local (worker processes on this machine, default), threads, sync, or a Dask scheduler address tcp://host:port")
+    p.add_argument("--workers", type=int, default=None, help="worker processes or threads (default: one per core)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 

@@ -1,31 +1,71 @@
-"""Running many independent build tasks through Dask, with a progress bar.
+"""Running many independent build tasks in parallel, with a progress bar.
 
-`--scheduler` chooses where: "local" starts a dask.distributed LocalCluster
-on this machine (the default), "threads" and "sync" use Dask's in-process
-schedulers (handy for small builds and debugging), and anything else is the
-address of an existing distributed scheduler (tcp://host:8786).
+`--scheduler` chooses where: "local" runs them on a pool of worker processes on this machine (the
+default), "threads" and "sync" use Dask's in-process schedulers (handy for small builds and
+debugging), and anything else is the address of an existing Dask distributed scheduler
+(tcp://host:8786).
 
-The LocalCluster starts in the background when the build calls `start` (once
-its colour and code models are fitted: BLAS threads fitting them beside
-processes starting up were ten times slower): its worker processes spawn and
-import the builder's task modules (`PRELOAD`) while the build fingerprints its
-tiles here; the first `map` sent to the cluster waits for it (and starts it if
-nobody did).  `map(..., here=True)` runs I/O-bound work on this process's threads
-unless the runner is a remote cluster.  `concurrently` runs independent
-stages (each its own series of maps) side by side, so one stage's serial
-tail leaves the other's tasks a core; their progress lines share one display.
+The local pool: a forkserver process imports the builder's task modules once (`PRELOAD`) and forks
+one worker per core from that state, so a worker is ready in milliseconds instead of importing
+Dask and the builder itself (a Dask LocalCluster's nannies, workers and scheduler cost a 2-core
+machine about a second of CPU per build, which decided the time of a one-tile build).  Why not
+Dask's own "processes" scheduler: it pickles each task graph through cloudpickle and starts its pool
+with spawn, for a flat map of independent tasks that concurrent.futures does directly.  A worker
+exits when the build's process is gone (it watches its parent, the forkserver, which exits with
+the build), so a killed build leaves no worker behind; a worker that dies mid-task fails the build
+with one line (the finished shards are journalled: a re-run resumes).
+
+The pool starts in the background when the build calls `start` (once its colour and code models
+are fitted: BLAS threads fitting them beside processes starting up were ten times slower) while the
+build fingerprints its tiles here; the first `map` sent to it waits for it (and starts it if nobody
+did).  `map(..., here=True)` runs I/O-bound work on this process's threads unless the runner is a
+remote cluster.  `concurrently` runs independent stages (each its own series of maps) side by side,
+so one stage's serial tail leaves the other's tasks a core; their progress lines share one display.
 """
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
+import os
+import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Iterable, Iterator
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-# imported by each local worker as it starts, not by the first task it runs
+from builder.errors import BuildError
+
+# imported once by the local pool's forkserver, so each worker forked from it starts with them
 PRELOAD = ["builder.shardtask", "builder.overviews", "builder.pyramid"]
+
+
+def _worker_init(build_pid: int, interval: float = 0.5) -> None:
+    """Initializer of a local worker process:
+    - one BLAS thread: the pool runs a task per core, so a task's BLAS threads (OpenBLAS starts one per
+      core) only compete with the other workers' (one 52N tile's shards took 1.3-1.4x as long with them);
+    - exit once the build's process is gone, so a SIGKILLed build leaves no worker waiting on its task
+      queue for ever.  Its parent is no sign: that is the forkserver, which lives as long as any worker
+      (each holds a copy of the descriptor whose closing tells it to exit)."""
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval)
+            try:
+                os.kill(build_pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:  # alive (another user's process cannot have its pid this soon)
+                pass
+    threading.Thread(target=watch, name="tessera-build-watch", daemon=True).start()
+
+
+def _ping() -> int:
+    return os.getpid()
 
 
 def progress_bar() -> Progress:
@@ -38,54 +78,68 @@ class Runner:
         self.scheduler = scheduler
         self.workers = workers
         self.quiet = quiet
-        self._client = None
-        self._cluster = None
+        self._client = None  # a remote Dask cluster's client
+        self._pool: ProcessPoolExecutor | None = None  # the local worker processes
         self._starting: threading.Thread | None = None
         self._start_error: BaseException | None = None
         self._lock = threading.Lock()
         self._prog: Progress | None = None
         self._prog_users = 0
 
+    @property
+    def remote(self) -> bool:
+        return self.scheduler not in ("local", "threads", "sync")
+
     def __enter__(self) -> "Runner":
-        if self.scheduler not in ("local", "threads", "sync"):
+        if self.remote:
             from dask.distributed import Client
             self._client = Client(self.scheduler)
         return self
 
     def start(self) -> None:
-        """Start the local cluster in the background (no-op for other schedulers or when started)."""
+        """Start the local worker processes in the background (no-op for other schedulers or when started)."""
         with self._lock:
-            if self.scheduler != "local" or self._starting is not None or self._cluster is not None:
+            if self.scheduler != "local" or self._starting is not None or self._pool is not None:
                 return
-            self._starting = threading.Thread(target=self._start_local, name="tessera-cluster-start", daemon=True)
+            self._starting = threading.Thread(target=self._start_local, name="tessera-pool-start", daemon=True)
             self._starting.start()
 
     def _start_local(self) -> None:
         try:
-            from dask.distributed import Client, LocalCluster
-            self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
-                                         dashboard_address=None, silence_logs=40, preload=PRELOAD)
-            self._client = Client(self._cluster)
-        except BaseException as e:  # raised by the first map that needs the cluster
+            # The resource tracker (a child interpreter started with this one's -W options) reports at exit
+            # the queue semaphores of a pool whose worker was killed as "leaked", in lines after our one-line
+            # error; it unlinks them all the same.
+            if "ignore:resource_tracker:UserWarning" not in sys.warnoptions:
+                sys.warnoptions.append("ignore:resource_tracker:UserWarning")
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(PRELOAD)
+            n = self.workers or os.cpu_count() or 1
+            pool = ProcessPoolExecutor(n, mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),))
+            self._pool = pool
+            # one call per worker: each submit to a pool with no idle worker starts one, and every worker
+            # is up (forked, initialised) once these return
+            for f in [pool.submit(_ping) for _ in range(n)]:
+                f.result()
+        except BaseException as e:  # raised by the first map that needs the pool
             self._start_error = e
 
-    def _ready(self):
-        """The distributed client (None for the in-process schedulers), once the local cluster is up."""
+    def _ready(self) -> None:
+        """Wait for the local pool to be up (starting it if nobody did); its start-up error is raised here."""
         self.start()
         if self._starting is not None:
             self._starting.join()
             self._starting = None
             if self._start_error is not None:
                 raise self._start_error
-        return self._client
 
     def __exit__(self, *exc) -> None:
         if self._starting is not None:
             self._starting.join()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
         if self._client is not None:
             self._client.close()
-        if self._cluster is not None:
-            self._cluster.close()
 
     def map(self, fn: Callable[..., Any], items: Iterable[Any], desc: str, here: bool = False, **kwargs) -> list[Any]:
         """fn(item, **kwargs) for every item, results in input order; the first failure is raised.
@@ -93,22 +147,24 @@ class Runner:
         items = list(items)
         if not items:
             return []
-        remote = self.scheduler not in ("local", "threads", "sync")
         with self._progress(desc, len(items)) as advance:
-            if here and not remote and self.scheduler != "sync":
+            if here and not self.remote and self.scheduler != "sync":
                 with ThreadPoolExecutor(self.workers) as pool:
-                    futs = [pool.submit(fn, it, **kwargs) for it in items]
-                    for f in futs:
-                        f.add_done_callback(lambda _: advance())
-                    return [f.result() for f in futs]
-            client = self._ready()
-            if client is not None:
-                from dask.distributed import as_completed
-                futs = client.map(fn, items, pure=False, **kwargs)
+                    return self._gather([pool.submit(fn, it, **kwargs) for it in items], advance)
+            if self.scheduler == "local":
+                self._ready()
+                try:
+                    return self._gather([self._pool.submit(fn, it, **kwargs) for it in items], advance)
+                except BrokenProcessPool:
+                    raise BuildError(f"a worker process died during '{desc}' (killed, or out of memory?); "
+                                     "what it finished is kept: run the same build again to resume") from None
+            if self._client is not None:
+                from dask.distributed import as_completed as dask_completed
+                futs = self._client.map(fn, items, pure=False, **kwargs)
                 index = {f.key: i for i, f in enumerate(futs)}
                 out: list[Any] = [None] * len(items)
                 try:
-                    for fut in as_completed(futs):
+                    for fut in dask_completed(futs):
                         out[index[fut.key]] = fut.result()
                         advance()
                 except BaseException:
@@ -127,6 +183,20 @@ class Runner:
             with _Tick():
                 return list(dask.compute(*tasks, scheduler="sync" if self.scheduler == "sync" else "threads",
                                          num_workers=self.workers))
+
+    @staticmethod
+    def _gather(futs: list, advance: Callable[[], None]) -> list[Any]:
+        """The futures' results in order, advancing the progress line as each is done; on the first failure
+        the ones not started are cancelled and it is raised."""
+        for f in futs:
+            f.add_done_callback(lambda _: advance())
+        done, _ = wait(futs, return_when=FIRST_EXCEPTION)
+        failed = next((f for f in futs if f in done and f.exception() is not None), None)
+        if failed is not None:
+            for f in futs:
+                f.cancel()
+            raise failed.exception()
+        return [f.result() for f in futs]
 
     def concurrently(self, *stages: Callable[[], Any]) -> list[Any]:
         """Run each stage (a function making its own maps) on its own thread; results in order, once all

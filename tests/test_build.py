@@ -315,13 +315,55 @@ def test_a_tile_changed_in_place_with_its_size_and_mtime_is_rebuilt(tmp_path, ti
     assert sorted(k for k in got if got[k] != want[k]) == []  # every file, global_rgb included
 
 
-def test_dask_local_cluster_builds_the_same_store(tmp_path, tiles_root, store):
-    out = tmp_path / "dask"
+def test_local_worker_processes_build_the_same_store(tmp_path, tiles_root, store):
+    out = tmp_path / "local"
     run_cli("build", str(tiles_root), "--year", "2024", "--out", str(out), "--scheduler", "local", "--workers", "2", "-q")
-    a, b = zarr.open_group(out / "2024.zarr", mode="r"), zarr.open_group(store, mode="r")
-    for name in ("utm30", "utm34"):
-        np.testing.assert_array_equal(a[name]["embeddings"][:], b[name]["embeddings"][:])
-    assert tree_digest(out / "2024.zarr" / "utm34" / "scales") == tree_digest(store / "utm34" / "scales")
+    assert tree_digest(out / "2024.zarr") == tree_digest(store)  # every file, overviews and global_rgb included
+
+
+def test_a_worker_process_that_dies_fails_the_build_in_one_line_and_a_rerun_resumes(tmp_path, tiles_root, store):
+    """A worker SIGKILLed in a shard task (out of memory, say): one line naming it, exit 2, no traceback; the
+    same command then finishes the store, equal to an uninterrupted build file for file."""
+    out = tmp_path / "local"
+    args = ("build", str(tiles_root), "--year", "2024", "--out", str(out), "--scheduler", "local", "--workers", "2", "-q")
+    p = run_cli(*args, check=False, env={"TESSERA_TEST_KILL_AT": "shard-written"})
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "a worker process died during 'utm" in p.stderr and "run the same build again" in p.stderr, p.stderr
+    run_cli(*args)
+    assert tree_digest(out / "2024.zarr") == tree_digest(store)
+
+
+def test_a_killed_build_leaves_no_worker_process_behind(tmp_path, tiles_root):
+    """SIGKILL the build's process (here at its own test hook, after the shards): its forkserver and worker
+    processes, seen while it ran, all exit (a worker watches its parent; it would otherwise wait on its task
+    queue for ever)."""
+    import psutil
+    env = dict(os.environ, TESSERA_TEST_KILL_AT="zone-recorded")
+    cmd = [sys.executable, "-m", "builder", "build", str(tiles_root), "--year", "2024", "--out", str(tmp_path / "k"),
+           "--scheduler", "local", "--workers", "2", "-q"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    main = psutil.Process(proc.pid)
+    seen: dict[int, psutil.Process] = {}
+    try:
+        while proc.poll() is None:  # the processes below the build, sampled while it runs
+            try:
+                for c in main.children(recursive=True):
+                    seen.setdefault(c.pid, c)
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.01)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert len(seen) >= 3, f"expected a forkserver and 2 workers below the build, saw {len(seen)}"
+    _, alive = psutil.wait_procs(list(seen.values()), timeout=30)
+    alive = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    for p in alive:
+        p.kill()
+    assert not alive, f"{len(alive)} of {len(seen)} processes outlived the killed build"
 
 
 def test_build_on_an_existing_dask_cluster(tmp_path, tiles_root, store):
