@@ -33,6 +33,7 @@ from builder import extensions as ext
 from builder.atomic import PARTIAL, write_bytes
 from builder.grid import ZoneGrid
 from builder.parallel import Runner
+from builder.pca import principal_axes
 from builder.store import Layout, ShardedArrayFiles, _sharded
 
 LEVELS = 8  # level 8: one pixel per 10 m shard (2.56 km); a whole UTM zone is 2 shards wide there
@@ -49,13 +50,7 @@ class CodeModel:
     @classmethod
     def fit(cls, sample: np.ndarray, dims: int) -> "CodeModel":
         """PCA of float (N, B) dequantised vectors; signs fixed so each axis' largest loading is positive."""
-        x = np.asarray(sample, dtype=np.float64)
-        mean = x.mean(axis=0)
-        _, _, vt = np.linalg.svd(x - mean, full_matrices=False)
-        basis = np.zeros((dims, x.shape[1]))
-        basis[:min(dims, vt.shape[0])] = vt[:dims]
-        signs = np.sign(basis[np.arange(dims), np.abs(basis).argmax(axis=1)])
-        basis *= np.where(signs == 0, 1, signs)[:, None]
+        mean, basis = principal_axes(sample, dims)
         return cls(mean.astype(np.float32), basis.astype(np.float32))
 
     def encode(self, emb: np.ndarray, scl: np.ndarray, ints: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

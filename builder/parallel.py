@@ -15,12 +15,12 @@ exits when the build's process is gone (it watches its parent, the forkserver, w
 the build), so a killed build leaves no worker behind; a worker that dies mid-task fails the build
 with one line (the finished shards are journalled: a re-run resumes).
 
-The pool starts in the background when the build calls `start` (once its colour and code models
-are fitted: BLAS threads fitting them beside processes starting up were ten times slower) while the
-build fingerprints its tiles here; the first `map` sent to it waits for it (and starts it if nobody
-did).  `map(..., here=True)` runs I/O-bound work on this process's threads unless the runner is a
-remote cluster.  `concurrently` runs independent stages (each its own series of maps) side by side,
-so one stage's serial tail leaves the other's tasks a core; their progress lines share one display.
+The pool starts in the background as the runner is entered, on the core the build's own reading and
+planning leave free (the build fits its colour and code models with one BLAS thread meanwhile: OpenBLAS's
+threads waiting on a busy core made those small fits fifteen times slower); the first `map` sent to it
+waits for it.  `map(..., here=True)` runs I/O-bound work on this process's threads unless the runner is a
+remote cluster.  `concurrently` runs independent stages (each its own series of maps) side by side, so one
+stage's serial tail leaves the other's tasks a core; their progress lines share one display.
 """
 from __future__ import annotations
 
@@ -94,6 +94,7 @@ class Runner:
         if self.remote:
             from dask.distributed import Client
             self._client = Client(self.scheduler)
+        self.start()  # the local pool comes up on another core while the build reads and plans
         return self
 
     def start(self) -> None:

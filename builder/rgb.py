@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from builder import convention as conv
+from builder.pca import principal_axes
 
 
 @dataclass(frozen=True)
@@ -25,14 +26,7 @@ class RGBModel:
         x = np.asarray(sample, dtype=np.float64)
         if x.shape[0] < 3:
             raise ValueError("need at least 3 valid pixels to fit an RGB preview")
-        mean = x.mean(axis=0)
-        _, _, vt = np.linalg.svd(x - mean, full_matrices=False)
-        comps = vt[:3]
-        if comps.shape[0] < 3:  # fewer than 3 bands: pad with zeros
-            comps = np.vstack([comps, np.zeros((3 - comps.shape[0], x.shape[1]))])
-        # SVD signs are arbitrary; fix them so the largest loading is positive.
-        signs = np.sign(comps[np.arange(3), np.abs(comps).argmax(axis=1)])
-        comps = comps * np.where(signs == 0, 1, signs)[:, None]
+        mean, comps = principal_axes(x, 3)
         proj = (x - mean) @ comps.T
         lo, hi = np.percentile(proj, 2, axis=0), np.percentile(proj, 98, axis=0)
         hi = np.where(hi - lo < 1e-12, lo + 1.0, hi)
