@@ -99,6 +99,12 @@ async def preview(method: str):
     return None if v is None else v.to_py() if hasattr(v, "to_py") else v
 
 
+async def after_paint() -> None:
+    """Wait until the page has applied the changes sent so far and painted the frame that shows them (at most
+    about 100 ms where it paints no frame: a hidden tab)."""
+    await _page().call("afterPaint")
+
+
 async def plots_painted() -> None:
     """Wait until the page has applied the changes sent so far and every figure in its document has been painted
     (then one more frame)."""

@@ -112,6 +112,15 @@ async function plotsPainted() {
   await new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(ok)));
 }
 
+function afterPaint() {
+  // The task after the next frame's paint: requestAnimationFrame runs just before that paint. A page that paints
+  // no frame (a hidden tab, whose animation frames wait) resolves after 100 ms instead.
+  return new Promise((ok) => {
+    requestAnimationFrame(() => setTimeout(ok, 0));
+    setTimeout(ok, 100);
+  });
+}
+
 function hostMessages(worker) {
   // A host page's commands (app/messages.py decides which origins are obeyed): each goes to Python
   // with its origin; the reply goes back to the window that sent it, addressed to that origin.
@@ -190,6 +199,7 @@ async function main() {
     preview: (method) => (window.tesseraPreview ? window.tesseraPreview[method]() ?? null : null),
     geography: (url) => tessera.loadGeography(url), // the preview's decoded copy (one fetch, one decode)
     plotsPainted: () => plotsPainted().then(() => null), // the changes applied before this call, painted
+    afterPaint: () => afterPaint().then(() => null), // the frame after the changes applied before this call
     async render({ docs_json, render_items, root_ids, target }) {
       await scripts;
       const items = JSON.parse(render_items);
