@@ -100,8 +100,8 @@ async def preview(method: str):
 
 
 async def after_paint() -> None:
-    """Wait until the page has applied the changes sent so far and painted the frame that shows them (at most
-    about 100 ms where it paints no frame: a hidden tab)."""
+    """Wait until the page has applied the changes sent so far and painted the frame that shows them (at once in
+    a hidden page, which paints no frame; after 1 s where frames are held back: an iframe out of view)."""
     await _page().call("afterPaint")
 
 

@@ -33,7 +33,7 @@ from builder import extensions as ext
 from builder.atomic import PARTIAL, write_bytes
 from builder.grid import ZoneGrid
 from builder.parallel import Runner
-from builder.pca import principal_axes
+from builder.pca import principal_axes, project
 from builder.store import Layout, ShardedArrayFiles, _sharded
 
 LEVELS = 8  # level 8: one pixel per 10 m shard (2.56 km); a whole UTM zone is 2 shards wide there
@@ -61,8 +61,7 @@ class CodeModel:
         s = np.full(scl.shape, np.nan, dtype=np.float32)
         if ok.any():
             x = emb[ok].astype(np.float32) if ints is None else ints
-            # (v - mean) @ basis.T with v = x * scale, projected before scaling: no (N, B) float copy
-            z = (x @ self.basis.T) * scl[ok][:, None] - self.mean @ self.basis.T
+            z = project(x, scl[ok], self.mean, self.basis)
             q[ok], s[ok] = conv.quantise(z)
         return q, s
 

@@ -11,9 +11,9 @@ Dask and the builder itself (a Dask LocalCluster's nannies, workers and schedule
 machine about a second of CPU per build, which decided the time of a one-tile build).  Why not
 Dask's own "processes" scheduler: it pickles each task graph through cloudpickle and starts its pool
 with spawn, for a flat map of independent tasks that concurrent.futures does directly.  A worker
-exits when the build's process is gone (it watches its parent, the forkserver, which exits with
-the build), so a killed build leaves no worker behind; a worker that dies mid-task fails the build
-with one line (the finished shards are journalled: a re-run resumes).
+exits when the build's process is gone (it watches that process), so a killed build leaves no worker
+behind; a worker that dies mid-task fails the build with one line (the finished shards are
+journalled: a re-run resumes); workers ignore Ctrl-C, which the build itself answers.
 
 The pool starts in the background as the runner is entered, on the core the build's own reading and
 planning leave free (the build fits its colour and code models with one BLAS thread meanwhile: OpenBLAS's
@@ -42,19 +42,46 @@ from builder.errors import BuildError
 PRELOAD = ["builder.shardtask", "builder.overviews", "builder.pyramid"]
 
 
-def _worker_init(build_pid: int, interval: float = 0.5) -> None:
+def cores() -> int:
+    """The CPUs this process may use: its affinity, bounded by a cgroup v2 CPU quota (a container's limit).
+    Why by hand: dask.system.CPU_COUNT does this, but importing Dask costs the build 0.35 s before its first
+    shard, and os.cpu_count() counts the host's CPUs (64 workers in a 2-CPU container)."""
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()[:2]
+        if quota != "max":
+            n = min(n, max(1, int(quota) // int(period)))
+    except (OSError, ValueError):
+        pass
+    return max(1, n)
+
+
+def _worker_init(build_pid: int) -> None:
     """Initializer of a local worker process:
     - one BLAS thread: the pool runs a task per core, so a task's BLAS threads (OpenBLAS starts one per
       core) only compete with the other workers' (one 52N tile's shards took 1.3-1.4x as long with them);
+    - Ctrl-C ignored: the build's process gets it too, and shuts the pool down (an idle worker would
+      print a KeyboardInterrupt traceback);
     - exit once the build's process is gone, so a SIGKILLed build leaves no worker waiting on its task
       queue for ever.  Its parent is no sign: that is the forkserver, which lives as long as any worker
-      (each holds a copy of the descriptor whose closing tells it to exit)."""
+      (each holds a copy of the descriptor whose closing tells it to exit).  A pidfd becomes readable when
+      the process exits (a zombie not yet reaped included; no pid reuse); without one, its pid is polled."""
+    import select
+    import signal
     from threadpoolctl import threadpool_limits
     threadpool_limits(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        fd = os.pidfd_open(build_pid)
+    except (AttributeError, OSError):
+        fd = None
 
     def watch() -> None:
         while True:
-            time.sleep(interval)
+            if fd is not None:
+                select.select([fd], [], [])
+                os._exit(1)
+            time.sleep(0.5)
             try:
                 os.kill(build_pid, 0)
             except ProcessLookupError:
@@ -109,38 +136,42 @@ class Runner:
         try:
             # The resource tracker (a child interpreter started with this one's -W options) reports at exit
             # the queue semaphores of a pool whose worker was killed as "leaked", in lines after our one-line
-            # error; it unlinks them all the same.
+            # error; it unlinks them all the same.  (This silences every resource_tracker warning of this
+            # process's children, and works only if no tracker runs yet: none does before the pool.)
             if "ignore:resource_tracker:UserWarning" not in sys.warnoptions:
                 sys.warnoptions.append("ignore:resource_tracker:UserWarning")
             ctx = multiprocessing.get_context("forkserver")
             ctx.set_forkserver_preload(PRELOAD)
-            n = self.workers or os.cpu_count() or 1
+            n = self.workers or cores()
             pool = ProcessPoolExecutor(n, mp_context=ctx, initializer=_worker_init, initargs=(os.getpid(),))
             self._pool = pool
             # one call per worker: each submit to a pool with no idle worker starts one, and every worker
             # is up (forked, initialised) once these return
             for f in [pool.submit(_ping) for _ in range(n)]:
                 f.result()
-        except BaseException as e:  # raised by the first map that needs the pool
+        except BaseException as e:  # raised by every map that needs the pool
             self._start_error = e
 
-    def _ready(self) -> None:
-        """Wait for the local pool to be up (starting it if nobody did); its start-up error is raised here."""
+    def _ready(self) -> ProcessPoolExecutor:
+        """The local pool once it is up (starting it if nobody did); its start-up error is raised here, to every
+        caller (two stages of `concurrently` may ask at once)."""
         self.start()
-        if self._starting is not None:
-            self._starting.join()
-            self._starting = None
-            if self._start_error is not None:
-                raise self._start_error
+        with self._lock:
+            starting = self._starting
+        if starting is not None:
+            starting.join()
+        if self._start_error is not None:
+            raise self._start_error
+        return self._pool
 
     def __exit__(self, *exc) -> None:
         if self._starting is not None:
             self._starting.join()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
         if self._client is not None:
             self._client.close()
+        self._pool, self._starting, self._start_error = None, None, None
 
     def map(self, fn: Callable[..., Any], items: Iterable[Any], desc: str, here: bool = False, **kwargs) -> list[Any]:
         """fn(item, **kwargs) for every item, results in input order; the first failure is raised.
@@ -153,10 +184,12 @@ class Runner:
                 with ThreadPoolExecutor(self.workers) as pool:
                     return self._gather([pool.submit(fn, it, **kwargs) for it in items], advance)
             if self.scheduler == "local":
-                self._ready()
                 try:
-                    return self._gather([self._pool.submit(fn, it, **kwargs) for it in items], advance)
-                except BrokenProcessPool:
+                    pool = self._ready()
+                    return self._gather([pool.submit(fn, it, **kwargs) for it in items], advance)
+                except BrokenProcessPool as e:
+                    if "terminated abruptly" not in str(e):  # e.g. a task's result or error that could not be unpickled
+                        raise BuildError(f"the worker processes failed during '{desc}': {e} ({e.__cause__})") from None
                     raise BuildError(f"a worker process died during '{desc}' (killed, or out of memory?); "
                                      "what it finished is kept: run the same build again to resume") from None
             if self._client is not None:
@@ -187,16 +220,17 @@ class Runner:
 
     @staticmethod
     def _gather(futs: list, advance: Callable[[], None]) -> list[Any]:
-        """The futures' results in order, advancing the progress line as each is done; on the first failure
-        the ones not started are cancelled and it is raised."""
+        """The futures' results in order, advancing the progress line as each is done.  On a failure the ones not
+        started are cancelled, the running ones finish, and the failure of the first item in input order is
+        raised (the same one from run to run, whichever finished first)."""
         for f in futs:
             f.add_done_callback(lambda _: advance())
         done, _ = wait(futs, return_when=FIRST_EXCEPTION)
-        failed = next((f for f in futs if f in done and f.exception() is not None), None)
-        if failed is not None:
+        if any(f.exception() is not None for f in done):
             for f in futs:
                 f.cancel()
-            raise failed.exception()
+            wait(futs)
+            raise next(f.exception() for f in futs if not f.cancelled() and f.exception() is not None)
         return [f.result() for f in futs]
 
     def concurrently(self, *stages: Callable[[], Any]) -> list[Any]:

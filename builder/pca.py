@@ -11,7 +11,9 @@ import numpy as np
 
 def principal_axes(sample: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(float64 mean (B,), float64 (k, B) axes by decreasing variance) of an (N, B) sample; each axis' sign
-    is fixed so its largest loading is positive; rows past the sample's rank (or past B) are zero."""
+    is fixed so its largest loading is positive.  Rows past min(N - 1, B) are zero (a sample of N vectors
+    spans at most N - 1 directions about its mean); a sample short of that rank in fact (repeated vectors,
+    a constant band) still gets unit axes for the directions without variance, as an SVD would."""
     x = np.asarray(sample, dtype=np.float64)
     mean = x.mean(axis=0)
     c = x - mean
@@ -23,3 +25,9 @@ def principal_axes(sample: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     signs = np.sign(axes[np.arange(k), np.abs(axes).argmax(axis=1)])
     axes *= np.where(signs == 0, 1, signs)[:, None]
     return mean, axes
+
+
+def project(ints: np.ndarray, scales: np.ndarray, mean: np.ndarray, axes: np.ndarray) -> np.ndarray:
+    """(v - mean) @ axes.T for the dequantised vectors v = ints * scale (float32 (N, B) int8 values, (N,) scales),
+    projected before scaling: no (N, B) float copy of v (the build projects whole shards, 65,536 x 128)."""
+    return (ints @ axes.T) * scales[:, None] - mean @ axes.T

@@ -29,6 +29,7 @@ def quantise(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (float32), q = round(v / scale) as int8; an all-zero vector gets scale 0.0 and q = 0.  Finite
     input only (callers keep no-data out and give it a NaN scale themselves)."""
     amax = np.maximum(v.max(axis=-1), -v.min(axis=-1))  # max|v| without an |v| copy of the input
+    np.abs(amax, out=amax)  # an all-zero vector: +0.0, not the -0.0 that -min gives
     scale = (amax / 127.0).astype(np.float32)
     safe = np.where(scale > 0, scale, 1.0)
     t = v / safe[..., None]

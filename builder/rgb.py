@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from builder import convention as conv
-from builder.pca import principal_axes
+from builder.pca import principal_axes, project
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,7 @@ class RGBModel:
         out = np.zeros(scales.shape + (4,), dtype=np.uint8)
         if valid.any():
             x = embeddings[valid].astype(np.float32) if ints is None else ints
-            # (v - mean) @ components.T with v = x * scale, projected before scaling: no (N, B) float copy
-            p = (x @ self.components.T) * scales[valid][:, None] - self.mean @ self.components.T
+            p = project(x, scales[valid], self.mean, self.components)
             rgb = np.clip((p - self.lo) / (self.hi - self.lo), 0.0, 1.0)
             out[valid, :3] = np.round(rgb * 255).astype(np.uint8)
             out[valid, 3] = 255

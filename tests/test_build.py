@@ -336,8 +336,8 @@ def test_a_worker_process_that_dies_fails_the_build_in_one_line_and_a_rerun_resu
 
 def test_a_killed_build_leaves_no_worker_process_behind(tmp_path, tiles_root):
     """SIGKILL the build's process (here at its own test hook, after the shards): its forkserver and worker
-    processes, seen while it ran, all exit (a worker watches its parent; it would otherwise wait on its task
-    queue for ever)."""
+    processes, seen while it ran, all exit (a worker watches the build's process; it would otherwise wait on its
+    task queue for ever, and the forkserver with it)."""
     import psutil
     env = dict(os.environ, TESSERA_TEST_KILL_AT="zone-recorded")
     cmd = [sys.executable, "-m", "builder", "build", str(tiles_root), "--year", "2024", "--out", str(tmp_path / "k"),
