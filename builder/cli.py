@@ -13,8 +13,10 @@ from builder.errors import BuildError
 
 def _sched(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler", default="local",
-                   help="local (worker processes on this machine, default), threads, sync, or a Dask scheduler address tcp://host:port")
-    p.add_argument("--workers", type=int, default=None, help="worker processes or threads (default: one per core)")
+                   help="local (worker processes on this machine, default), threads, sync, "
+                        "or a Dask scheduler address tcp://host:port")
+    p.add_argument("--workers", type=int, default=None,
+                   help="worker processes or threads (default: one per CPU this build may use)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
 
 
