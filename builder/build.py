@@ -27,8 +27,8 @@ shards a run is about to write are added to the record's `pyramid_pending`
 and `overview_pending` before they are written, and leave them only once the
 pyramid, the overviews and the consolidated metadata are updated; zone attributes are written before the
 fingerprints.  A re-run therefore finds everything a killed run left undone.
-TESSERA_TEST_KILL_AT=<phase> makes the process SIGKILL itself at that phase
-(`kill_point`; tests/test_kills.py).
+TESSERA_TEST_KILL_AT=<phase> makes the process SIGKILL itself at that phase (with TESSERA_TEST_INTERRUPT=1,
+send its process group a Ctrl-C; `kill_point`; tests/test_kills.py, tests/test_build.py).
 
 Modules: plan.py (pure planning: grids, placements, shards), record.py (the record and journals),
 regrid.py (phase 2's grid moves), shardtask.py (phase 3's task and the colour/code sample); this module

@@ -22,12 +22,17 @@ from builder.grid import ZoneGrid
 from builder.plan import zone_key
 
 KILL_ENV = "TESSERA_TEST_KILL_AT"
+INTERRUPT_ENV = "TESSERA_TEST_INTERRUPT"  # "1": kill_point sends a Ctrl-C to the process group instead
 
 
 def kill_point(phase: str) -> None:
-    """Test hook: SIGKILL this process at `phase` when TESSERA_TEST_KILL_AT names it."""
+    """Test hook: SIGKILL this process at `phase` when TESSERA_TEST_KILL_AT names it; with TESSERA_TEST_INTERRUPT=1,
+    SIGINT to this process's group instead, as a terminal's Ctrl-C (the build's own session in the tests)."""
     if os.environ.get(KILL_ENV) == phase:
-        os.kill(os.getpid(), signal.SIGKILL)
+        if os.environ.get(INTERRUPT_ENV) == "1":
+            os.killpg(os.getpgrp(), signal.SIGINT)
+        else:
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def load_record(cfg) -> dict:

@@ -334,36 +334,70 @@ def test_a_worker_process_that_dies_fails_the_build_in_one_line_and_a_rerun_resu
     assert tree_digest(out / "2024.zarr") == tree_digest(store)
 
 
-def test_a_killed_build_leaves_no_worker_process_behind(tmp_path, tiles_root):
-    """SIGKILL the build's process (here at its own test hook, after the shards): its forkserver and worker
-    processes, seen while it ran, all exit (a worker watches the build's process; it would otherwise wait on its
-    task queue for ever, and the forkserver with it)."""
+def _run_watching_processes(cmd: list[str], env: dict) -> tuple[int, str, dict]:
+    """Run the build CLI in a session of its own; (its exit code, its stderr, the processes seen below it while it
+    ran, by pid)."""
     import psutil
-    env = dict(os.environ, TESSERA_TEST_KILL_AT="zone-recorded")
-    cmd = [sys.executable, "-m", "builder", "build", str(tiles_root), "--year", "2024", "--out", str(tmp_path / "k"),
-           "--scheduler", "local", "--workers", "2", "-q"]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    main = psutil.Process(proc.pid)
-    seen: dict[int, psutil.Process] = {}
-    try:
-        while proc.poll() is None:  # the processes below the build, sampled while it runs
-            try:
-                for c in main.children(recursive=True):
-                    seen.setdefault(c.pid, c)
-            except psutil.NoSuchProcess:
-                break
-            time.sleep(0.01)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
-    assert len(seen) >= 3, f"expected a forkserver and 2 workers below the build, saw {len(seen)}"
+    import tempfile
+    with tempfile.TemporaryFile("w+") as err:  # a file, not a pipe: nobody reads a pipe while the loop samples
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        main = psutil.Process(proc.pid)
+        seen: dict = {}
+        try:
+            while proc.poll() is None:  # the processes below the build, sampled while it runs
+                try:
+                    for c in main.children(recursive=True):
+                        seen.setdefault(c.pid, c)
+                except psutil.NoSuchProcess:
+                    break
+                time.sleep(0.01)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=60)
+        err.seek(0)
+        return proc.returncode, err.read(), seen
+
+
+def _outlived(seen: dict) -> list:
+    """The processes of `seen` still running 30 s on (a zombie, which holds nothing, counts as gone); killed."""
+    import psutil
     _, alive = psutil.wait_procs(list(seen.values()), timeout=30)
     alive = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     for p in alive:
         p.kill()
+    return alive
+
+
+def test_a_killed_build_leaves_no_worker_process_behind(tmp_path, tiles_root):
+    """SIGKILL the build's process (here at its own test hook, after the shards): its forkserver and worker
+    processes, seen while it ran, all exit (a worker watches the build's process; it would otherwise wait on its
+    task queue for ever, and the forkserver with it)."""
+    env = dict(os.environ, TESSERA_TEST_KILL_AT="zone-recorded")
+    cmd = [sys.executable, "-m", "builder", "build", str(tiles_root), "--year", "2024", "--out", str(tmp_path / "k"),
+           "--scheduler", "local", "--workers", "2", "-q"]
+    rc, _, seen = _run_watching_processes(cmd, env)
+    assert rc == -signal.SIGKILL
+    assert len(seen) >= 3, f"expected a forkserver and 2 workers below the build, saw {len(seen)}"
+    alive = _outlived(seen)
     assert not alive, f"{len(alive)} of {len(seen)} processes outlived the killed build"
+
+
+def test_ctrl_c_stops_a_build_in_one_line_and_the_same_command_finishes_it(tmp_path, tiles_root, store):
+    """Ctrl-C (SIGINT to the build's process group, here at its test hook once the shards are written): the one
+    line "interrupted; ..." and exit 130, no traceback from the idle workers (they ignore it; the build shuts
+    them down), no process left; the same command then finishes the store, equal to an uninterrupted build."""
+    out = tmp_path / "c"
+    cmd = [sys.executable, "-m", "builder", "build", str(tiles_root), "--year", "2024", "--out", str(out),
+           "--scheduler", "local", "--workers", "2", "-q"]
+    env = dict(os.environ, TESSERA_TEST_KILL_AT="zone-recorded", TESSERA_TEST_INTERRUPT="1")
+    rc, err, seen = _run_watching_processes(cmd, env)
+    assert rc == 130 and err.strip() == "interrupted; re-run the same command to resume", (rc, err)
+    assert len(seen) >= 3, f"expected a forkserver and 2 workers below the build, saw {len(seen)}"
+    alive = _outlived(seen)
+    assert not alive, f"{len(alive)} of {len(seen)} processes outlived the interrupted build"
+    run_cli(*cmd[3:])
+    assert tree_digest(out / "2024.zarr") == tree_digest(store)
 
 
 def test_build_on_an_existing_dask_cluster(tmp_path, tiles_root, store):
