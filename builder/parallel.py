@@ -6,7 +6,7 @@ debugging), and anything else is the address of an existing Dask distributed sch
 (tcp://host:8786).
 
 The local pool: a forkserver process imports the builder's task modules once (`PRELOAD`) and forks
-one worker per core from that state, so a worker is ready in milliseconds instead of importing
+one worker per CPU the build may use (`cores`) from that state, so a worker is ready in milliseconds instead of importing
 Dask and the builder itself (a Dask LocalCluster's nannies, workers and scheduler cost a 2-core
 machine about a second of CPU per build, which decided the time of a one-tile build).  Why not
 Dask's own "processes" scheduler: it pickles each task graph through cloudpickle and starts its pool
@@ -48,7 +48,8 @@ def cores() -> int:
     shard, and os.cpu_count() counts the host's CPUs (64 workers in a 2-CPU container)."""
     n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     try:
-        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()[:2]
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
         if quota != "max":
             n = min(n, max(1, int(quota) // int(period)))
     except (OSError, ValueError):
