@@ -6,8 +6,8 @@ debugging), and anything else is the address of an existing Dask distributed sch
 (tcp://host:8786).
 
 The local pool: a forkserver process imports the builder's task modules once (`PRELOAD`) and forks
-one worker per CPU the build may use (`cores`) from that state, so a worker is ready in milliseconds instead of importing
-Dask and the builder itself (a Dask LocalCluster's nannies, workers and scheduler cost a 2-core
+one worker per CPU the build may use (`cores`) from that state, so a worker is ready in milliseconds
+instead of importing Dask and the builder itself (a Dask LocalCluster's nannies, workers and scheduler cost a 2-core
 machine about a second of CPU per build, which decided the time of a one-tile build).  Why not
 Dask's own "processes" scheduler: it pickles each task graph through cloudpickle and starts its pool
 with spawn, for a flat map of independent tasks that concurrent.futures does directly.  A worker

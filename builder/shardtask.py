@@ -65,7 +65,8 @@ def write_shard(task: ShardTask) -> tuple[tuple[int, int], int]:
     # A shard with no valid pixel is all fill: its files are removed, never written.
     ShardedArrayFiles(zone / "embeddings", task.specs["embeddings"]).write(sr, sc, emb)
     ShardedArrayFiles(zone / "scales", task.specs["scales"]).write(sr, sc, scl)
-    ints = emb[conv.valid_mask(scl)].astype(np.float32)  # once, for the preview and the code
+    # once, for the preview and the code; a build with neither (--no-rgb --no-overviews) needs none
+    ints = emb[conv.valid_mask(scl)].astype(np.float32) if task.rgb is not None or task.code is not None else None
     if task.rgb is not None:
         rgb = RGBModel.from_json(task.rgb).apply(emb, scl, ints)
         ShardedArrayFiles(zone / "rgb", task.specs["rgb"]).write(sr, sc, rgb)
