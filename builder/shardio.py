@@ -118,9 +118,12 @@ def _blocks(shard: np.ndarray, chunk_shape: tuple[int, ...]) -> np.ndarray:
     return shard.reshape(shape).transpose(order)
 
 
-def encode_shard(shard: np.ndarray, chunk_shape: tuple[int, ...], fill, compress: Callable[[np.ndarray], bytes],
+def encode_shard(shard: np.ndarray, chunk_shape: tuple[int, ...], fill,
+                 compress_rows: Callable[[np.ndarray], list[bytes]],
                  crc32c: Callable[[bytes], int], chunk_crc: bool = False) -> bytes | None:
     """Bytes of one shard, or None when every inner chunk equals the fill value (write nothing).
+    `compress_rows`: the compressed bytes of each row of a (k, chunk size) array of inner chunks
+    (builder.bloscframe.RowCompressor.rows).
     `chunk_crc`: append each compressed inner chunk's crc32c (the inner codecs end with crc32c)."""
     shard = np.ascontiguousarray(shard)
     if shard.dtype.byteorder == ">":
@@ -137,12 +140,9 @@ def encode_shard(shard: np.ndarray, chunk_shape: tuple[int, ...], fill, compress
         return None
     keep = np.flatnonzero(~empty)
     pack = struct.Struct("<I").pack
-    parts = []
-    for i in keep.tolist():
-        data = compress(flat[i])
-        if chunk_crc:
-            data = bytes(data) + pack(crc32c(data))
-        parts.append(data)
+    parts = compress_rows(flat if keep.size == n else flat[keep])
+    if chunk_crc:
+        parts = [data + pack(crc32c(data)) for data in map(bytes, parts)]
     lengths = np.fromiter(map(len, parts), dtype="<u8", count=len(parts))
     index = np.full((n, 2), EMPTY, dtype="<u8")
     index[keep, 0] = np.cumsum(lengths) - lengths

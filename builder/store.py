@@ -226,7 +226,8 @@ class ShardedArrayFiles:
         spec = spec or ShardSpec.read(self.dir)
         self.shard_shape, self.chunk_shape = spec.shard_shape, spec.chunk_shape
         self.dtype, self.fill, self.chunk_crc = np.dtype(spec.dtype), spec.fill, spec.chunk_crc
-        self.compress, self.decompress = _blosc_calls(spec.blosc)
+        from builder.bloscframe import RowCompressor
+        self.compress_rows, self.decompress = RowCompressor(spec.blosc).rows, _blosc_calls(spec.blosc)[1]
         self.crc = google_crc32c.value
 
     def path(self, sr: int, sc: int) -> Path:
@@ -238,7 +239,7 @@ class ShardedArrayFiles:
         from builder.shardio import encode_shard
         if tuple(data.shape) != self.shard_shape:
             raise ValueError(f"shard data {data.shape} is not {self.shard_shape}")
-        blob = encode_shard(data.astype(self.dtype, copy=False), self.chunk_shape, self.fill, self.compress, self.crc,
+        blob = encode_shard(data.astype(self.dtype, copy=False), self.chunk_shape, self.fill, self.compress_rows, self.crc,
                             self.chunk_crc)
         p = self.path(sr, sc)
         if blob is None:
