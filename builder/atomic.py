@@ -14,9 +14,12 @@ PARTIAL = ".partial"
 
 
 def write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically, making its directory."""
+    """Write `data` to `path` atomically, making its directory when it is missing."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}{PARTIAL}")
-    tmp.write_bytes(data)
+    try:
+        tmp.write_bytes(data)
+    except FileNotFoundError:  # the directory is new (a mkdir before every write cost more than the write)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
     os.replace(tmp, path)

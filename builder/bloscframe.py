@@ -15,6 +15,10 @@ reused python-zstandard compressor; the bytes are c-blosc's own (tests/test_blos
 them byte for byte with numcodecs, and decodes them with numcodecs and zarr-python).  Any other case,
 and a chunk that c-blosc would store uncompressed, is passed to numcodecs.
 
+`decompress` reads a frame that c-blosc stored uncompressed (a chunk under 128 bytes, as the previews'
+4x4-px chunks are) by slicing it: numcodecs' per-call checks cost ten times that, and the global_rgb
+pyramid reads tens of thousands of such chunks.
+
 A `RowCompressor` holds a zstd context: use one per thread.
 """
 from __future__ import annotations
@@ -26,7 +30,8 @@ import numpy as np
 L1 = 32 * 1024        # c-blosc's L1: a buffer below it is compressed as one block
 MIN_BUFFERSIZE = 128  # c-blosc copies a buffer below it uncompressed
 VERSION, VERSION_ZSTD = 2, 1
-DONT_SPLIT, BITSHUFFLE, ZSTD_FORMAT = 0x10, 0x04, 4 << 5
+DONT_SPLIT, BITSHUFFLE, MEMCPYED, ZSTD_FORMAT = 0x10, 0x04, 0x02, 4 << 5
+HEADER = 16
 SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 # header (version, versionlz, flags, typesize, nbytes, blocksize, cbytes), one block start, the stream's length
 _FRAME = struct.Struct("<BBBBIIIIi")
@@ -66,7 +71,8 @@ class RowCompressor:
         self._flags = DONT_SPLIT | ZSTD_FORMAT | (BITSHUFFLE if self.shuffle == 2 else 0)
 
     def one(self, buf) -> bytes:
-        """One chunk (its element size is the buffer's), through c-blosc."""
+        """One chunk (its element size is the buffer's), through numcodecs' blosc module: the bytes of
+        numcodecs.Blosc(...).encode without that class's per-call checks."""
         return self._blosc.compress(buf, self.cname.encode(), self.clevel, self.shuffle, self.blocksize)
 
     def rows(self, rows: np.ndarray) -> list[bytes]:
@@ -89,3 +95,12 @@ class RowCompressor:
             out.append(frame(VERSION, VERSION_ZSTD, flags, 1, m, m, 24 + len(z), 20, len(z)) + z
                        if len(z) < m - 8 else self.one(raw[k]))
         return out
+
+
+def decompress(frame) -> bytes:
+    """The bytes a Blosc frame holds (a frame not stored uncompressed, or not of its stated size, goes to
+    numcodecs, whatever it makes of it)."""
+    if len(frame) > HEADER and frame[2] & MEMCPYED and len(frame) == HEADER + int.from_bytes(frame[4:8], "little"):
+        return bytes(frame[HEADER:])  # stored uncompressed: c-blosc checks this size and copies the rest
+    from numcodecs import blosc
+    return blosc.decompress(frame)

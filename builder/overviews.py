@@ -39,6 +39,7 @@ from builder.store import Layout, ShardedArrayFiles, _sharded
 LEVELS = 8  # level 8: one pixel per 10 m shard (2.56 km); a whole UTM zone is 2 shards wide there
 DIMS = 8    # code dimensions (benchmarks/overviews.py measures accuracy and bytes for others)
 CHUNK = 32  # inner chunk edge of the overview arrays: a 1 KB shard index instead of 64 KB
+QUARTER_MAGIC = b"tq-2\0\0\0\0"  # the quarter files' format (save_quarter); a file without it is not used
 SMALL = 4   # a level with at most this many shards to update is done, with all coarser ones, in one task
 
 
@@ -181,19 +182,28 @@ def quarter_path(quarters: Path, lattice: tuple[int, int]) -> Path:
 
 
 def save_quarter(path: Path, emb: np.ndarray, scl: np.ndarray) -> None:
-    """The 2x2 means of a level-0 shard (an empty file when it has no data), written atomically."""
+    """The 2x2 means of a shard, written atomically: QUARTER_MAGIC, their float32 scales, then the int8
+    vectors of the pixels with data only (coarse levels are mostly empty); an empty file when none has data."""
     q, s = mean2x2(emb, scl) if conv.valid_mask(scl).any() else (None, None)
-    write_bytes(path, b"" if q is None else q.tobytes() + s.tobytes())
+    write_bytes(path, b"" if q is None else QUARTER_MAGIC + s.tobytes() + q[conv.valid_mask(s)].tobytes())
 
 
 def load_quarter(path: Path, size: int, n_bands: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """(int8 (size, size, B), float32 (size, size)) saved by `save_quarter`; None when it has no data."""
+    """(int8 (size, size, B), float32 (size, size)) saved by `save_quarter`; None when it has no data.
+    ValueError when it is not such a file (one an older builder left, or a truncated one)."""
     raw = path.read_bytes()
     if not raw:
         return None
-    n = size * size * n_bands
-    return (np.frombuffer(raw, dtype=np.int8, count=n).reshape(size, size, n_bands),
-            np.frombuffer(raw, dtype=np.float32, offset=n).reshape(size, size))
+    n, head = size * size, len(QUARTER_MAGIC)
+    if raw[:head] != QUARTER_MAGIC or len(raw) < head + 4 * n:
+        raise ValueError(f"{path}: not a quarter file of {size}x{size} pixels")
+    scl = np.frombuffer(raw, dtype=np.float32, count=n, offset=head).reshape(size, size)
+    ok = conv.valid_mask(scl)
+    if len(raw) != head + 4 * n + int(ok.sum()) * n_bands:
+        raise ValueError(f"{path}: {len(raw)} bytes do not hold the vectors of its {int(ok.sum())} pixels with data")
+    emb = np.zeros((size, size, n_bands), dtype=np.int8)
+    emb[ok] = np.frombuffer(raw, dtype=np.int8, offset=head + 4 * n).reshape(-1, n_bands)
+    return emb, scl
 
 
 # ------------------------------------------------------------------ update --
@@ -226,10 +236,14 @@ def _level_task(t: LevelTask) -> tuple[tuple[int, int], bool]:
             continue
         a, b = (i // 2) * (s // 2), (i % 2) * (s // 2)
         if quarter is not None and Path(quarter).exists():  # the child's means (and level-0 code) are done
-            means = load_quarter(Path(quarter), s // 2, nb)
-            if means is not None:
-                emb[a:a + s // 2, b:b + s // 2], scl[a:a + s // 2, b:b + s // 2] = means
-            continue
+            try:
+                means = load_quarter(Path(quarter), s // 2, nb)
+            except ValueError:  # not this builder's quarter (one left by an older version): the child is read
+                means = False
+            if means is not False:
+                if means is not None:
+                    emb[a:a + s // 2, b:b + s // 2], scl[a:a + s // 2, b:b + s // 2] = means
+                continue
         e, v = src_e.read(*child), src_s.read(*child)
         if code0:
             q, cs = m.encode(e, v)

@@ -24,6 +24,7 @@ from zarr.codecs import BloscCodec, Crc32cCodec
 from builder import convention as conv
 from builder.describe import TESSERA, StoreError, describe
 from builder.atomic import PARTIAL, write_bytes
+from builder.bloscframe import RowCompressor, decompress
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
 
@@ -172,20 +173,6 @@ def _blosc(cfg: dict):
                            shuffle={"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[cfg["shuffle"]])
 
 
-def _blosc_calls(cfg: dict):
-    """(compress, decompress) of one inner chunk with these blosc settings, calling numcodecs' blosc module
-    directly: the same bytes as numcodecs.Blosc(...).encode, without its per-call checks, which cost more
-    than compressing a 64-byte chunk (builder.shardio makes one call per inner chunk)."""
-    from numcodecs import blosc
-    cname, clevel = cfg["cname"].encode(), int(cfg["clevel"])
-    shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[cfg["shuffle"]]
-    blocksize = int(cfg.get("blocksize") or 0)
-
-    def compress(buf) -> bytes:
-        return blosc.compress(buf, cname, clevel, shuffle, blocksize)
-    return compress, blosc.decompress
-
-
 def _codecs(layout_meta: dict):
     """(Blosc, crc32c) from an array's codec metadata."""
     cfg = next(c for c in layout_meta["codecs"][0]["configuration"]["codecs"] if c["name"] == "blosc")["configuration"]
@@ -226,8 +213,7 @@ class ShardedArrayFiles:
         spec = spec or ShardSpec.read(self.dir)
         self.shard_shape, self.chunk_shape = spec.shard_shape, spec.chunk_shape
         self.dtype, self.fill, self.chunk_crc = np.dtype(spec.dtype), spec.fill, spec.chunk_crc
-        from builder.bloscframe import RowCompressor
-        self.compress_rows, self.decompress = RowCompressor(spec.blosc).rows, _blosc_calls(spec.blosc)[1]
+        self.compress_rows, self.decompress = RowCompressor(spec.blosc).rows, decompress
         self.crc = google_crc32c.value
 
     def path(self, sr: int, sc: int) -> Path:
@@ -292,7 +278,7 @@ class ChunkedArrayFiles:
         self.chunk_shape = tuple(meta["chunk_grid"]["configuration"]["chunk_shape"])
         self.dtype = np.dtype(meta["data_type"]).newbyteorder("<")
         self.fill = meta["fill_value"]
-        self.compress, self.decompress = _blosc_calls(meta["codecs"][1]["configuration"])
+        self.compress, self.decompress = RowCompressor(meta["codecs"][1]["configuration"]).one, decompress
         self.crc = google_crc32c.value
 
     def path(self, *idx: int) -> Path:

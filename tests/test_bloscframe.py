@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from numcodecs import blosc
 
-from builder.bloscframe import RowCompressor, bitshuffle_rows
+from builder.bloscframe import RowCompressor, bitshuffle_rows, decompress
 from builder.shardio import ShardIndex, chunk_grid, open_chunk
 
 
@@ -79,3 +79,14 @@ def test_the_builders_embeddings_shard_holds_c_blosc_bytes(store):
         stored = open_chunk(buf[off:off + ln], google_crc32c.value)
         raw = np.frombuffer(blosc.decompress(stored), dtype=np.int8)
         assert stored == _c_blosc(raw[None], cfg)[0]
+
+
+@pytest.mark.parametrize("m", [1, 64, 127, 128, 2048])
+def test_decompress_reads_stored_and_compressed_frames(m):
+    """Under 128 bytes c-blosc stores a chunk uncompressed (read here by slicing); from 128 it compresses."""
+    for shuffle in ("noshuffle", "shuffle", "bitshuffle"):
+        for row in (_embedding_like(1, m)[0], np.arange(m, dtype=np.uint8)):
+            frame = _c_blosc(row[None], _cfg(shuffle=shuffle))[0]
+            assert decompress(frame) == row.tobytes() == decompress(memoryview(frame))
+    assert decompress(_c_blosc(np.ones((1, 16), np.float32), _cfg(shuffle="shuffle"))[0]) == np.ones(16, np.float32).tobytes()
+

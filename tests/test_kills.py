@@ -134,6 +134,28 @@ def test_kill_at_a_phase_of_a_first_build(fresh, tmp_path, phase):
     assert_same_build(tmp_path, ref)
 
 
+def test_quarter_files_an_older_builder_left_are_not_read(fresh, tmp_path):
+    """A build killed before its overviews leaves each shard's 2x2 means (its quarter file) in the record; the
+    older builder wrote them as the int8 vectors of every pixel, then the scales.  Rewritten so, the re-run
+    must not read them as this builder's (magic, scales, the vectors with data only) and equals a clean build."""
+    import numpy as np
+    from builder import overviews as ovr
+    tiles, ref, _ = fresh
+    rc, err = build(tiles, tmp_path, phase="zone-recorded")
+    assert rc == -signal.SIGKILL, err[-2000:]
+    quarters = [p for p in (tmp_path / "2024.zarr.build" / "overview-quarters").rglob("*") if p.is_file()]
+    full = [p for p in quarters if p.stat().st_size]
+    assert full, "the killed build left quarters with data"
+    for p in full:
+        emb, scl = ovr.load_quarter(p, 128, 128)
+        p.write_bytes(emb.tobytes() + scl.tobytes())  # the older builder's layout
+        with pytest.raises(ValueError):
+            ovr.load_quarter(p, 128, 128)
+    rc, err = build(tiles, tmp_path)
+    assert rc == 0, err[-2000:]
+    assert_same_build(tmp_path, ref)
+
+
 def test_temporary_files_a_killed_write_left_are_removed_by_the_next_build(fresh, tmp_path):
     """A kill between a temporary file's write and its rename (builder/atomic.py) leaves `<name>.<pid>.partial`
     beside the target: in the store, and in the build record (record.json, *.done). The next build removes them
