@@ -37,10 +37,12 @@ def du(path: Path, pattern: str = "*") -> int:
 
 
 def child(code: str) -> dict:
-    """Run `code` in a child Python; its printed `ELAPSED s` and its peak RSS in kB (with children)."""
+    """Run `code` in a child Python; its printed `ELAPSED s`, its peak RSS in kB (with children) and
+    `PROCESS`, the child's whole wall time (interpreter start and imports included)."""
     # Peak RSS is sampled with psutil (the child's own ru_maxrss would inherit the
     # parent's high-water mark across fork+exec), including any Dask worker processes.
     import psutil
+    t0 = time.time()
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ps = psutil.Process(proc.pid)
     peak = 0
@@ -51,11 +53,13 @@ def child(code: str) -> dict:
         except psutil.Error:
             pass
         time.sleep(0.02)
+    wall = time.time() - t0
     stdout, stderr = proc.communicate()
     if proc.returncode:
         raise SystemExit(stderr)
     vals = dict(line.split() for line in stdout.splitlines() if line.startswith("ELAPSED"))
     vals["RSS"] = peak / 1024
+    vals["PROCESS"] = wall
     return vals
 
 
