@@ -74,9 +74,10 @@ def main() -> None:
     import zarr
 
     from builder import convention as conv
-from builder import extensions as ext
+    from builder import extensions as ext
     from builder.overviews import CodeModel
-    from builder.store import Layout, ShardedArrayFiles, _sharded
+    from builder.arrayfiles import ShardedArrayFiles
+    from builder.store import Layout, _sharded
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         demo.write_demo_tiles(tmp / "tiles", years=(2024,), px=a.px)

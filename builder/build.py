@@ -59,7 +59,8 @@ from builder.regrid import grow_zone
 from builder.rgb import RGBModel
 from builder.shardtask import ShardTask, write_shard
 from builder.shardtask import sample as sample_pixels
-from builder.store import SHARDED, Layout, ShardSpec, clean_partials, consolidate, create_zone, open_year
+from builder.arrayfiles import ShardSpec
+from builder.store import SHARDED, Layout, clean_partials, consolidate, create_zone, open_year
 from builder.tiles import Tile, TileRef, check_scales, discover, open_tile
 
 

@@ -23,10 +23,9 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-import zarr
 
 from builder import convention as conv
 from builder import extensions as ext
@@ -34,7 +33,12 @@ from builder.atomic import PARTIAL, write_bytes
 from builder.grid import ZoneGrid
 from builder.parallel import Runner
 from builder.pca import principal_axes, project
-from builder.store import Layout, ShardedArrayFiles, _sharded
+from builder.arrayfiles import ShardedArrayFiles
+
+if TYPE_CHECKING:  # zarr is imported where a function needs it: the build's worker processes run without it
+    import zarr
+
+    from builder.store import Layout
 
 LEVELS = 8  # level 8: one pixel per 10 m shard (2.56 km); a whole UTM zone is 2 shards wide there
 DIMS = 8    # code dimensions (benchmarks/overviews.py measures accuracy and bytes for others)
@@ -122,6 +126,7 @@ def _shape(name: str, h: int, w: int, n_bands: int, dims: int) -> tuple[int, ...
 def ensure(zone: zarr.Group, grid: ZoneGrid, n_bands: int, model: CodeModel, levels: int, layout: Layout) -> None:
     """Create the overview arrays of a zone, or resize them to `grid`; idempotent (a killed run redoes it).
     The basis and mean are written only when absent or different, so an unchanged store keeps its files."""
+    from builder.store import _sharded
     g = zone.require_group(ext.OVR_GROUP)
     dims = model.basis.shape[0]
     for name, values, dims_names in ((ext.OVR_BASIS, model.basis, ["code", "band"]), (ext.OVR_MEAN, model.mean, ["band"])):
@@ -265,6 +270,7 @@ def update(zones: dict[str, tuple[Path, ZoneGrid, list]], levels: int, runner: R
     """Recompute every overview shard above the changed level-0 shards of each zone ({name: (zone
     directory, grid, [[R, C] lattice shards])}), a level at a time for all zones; returns shards written.
     `quarters`: the directory of the quarter files (`level_quarters`)."""
+    import zarr
     models, level0 = {}, {}
     for name, (zone_dir, grid, pending) in zones.items():
         g = zarr.open_group(zarr.storage.LocalStore(Path(zone_dir) / ext.OVR_GROUP), mode="r")

@@ -17,17 +17,19 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-import zarr
 from pyproj import Transformer
 
 from builder import convention as conv
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
 from builder.parallel import Runner
-from builder.store import ChunkedArrayFiles, ShardedArrayFiles
+from builder.arrayfiles import ChunkedArrayFiles, ShardedArrayFiles
+
+if TYPE_CHECKING:  # zarr is imported where a function needs it: the build's worker processes run without it
+    import zarr
 
 CHUNK = 256
 TOP_MAX = 2048  # the coarsest level is the first whose width is at most this
@@ -47,6 +49,7 @@ def level_shapes(res0: float) -> list[tuple[int, int]]:
 def _open_levels(store: Path, res0: float) -> zarr.Group:
     """The global_rgb group, created if needed.  Its `multiscales` attribute is written last: a group
     without it is one whose creation was interrupted, and is created again."""
+    import zarr
     path = store / conv.GLOBAL_GROUP
     shapes = level_shapes(res0)
     attrs = conv.global_attrs(res0, shapes)
@@ -100,6 +103,7 @@ def _lonlat_box(grid: ZoneGrid, box: tuple[float, float, float, float],
 def _zones(store: Path) -> list[ZoneInfo]:
     # Not the consolidated metadata: it is rewritten after the pyramid, so it may still hold a
     # zone's grid from before this build grew it.
+    import zarr
     root = zarr.open_group(zarr.storage.LocalStore(store), mode="r", use_consolidated=False)
     out = []
     for name in sorted(root.group_keys()):

@@ -16,7 +16,7 @@ from builder.errors import BuildError
 from builder.grid import ZoneGrid
 from builder.record import kill_point
 from builder.rgb import RGBModel
-from builder.store import ShardedArrayFiles, ShardSpec
+from builder.arrayfiles import ShardedArrayFiles, ShardSpec
 from builder.tiles import Tile
 
 SAMPLE_ROWS = 40  # rows sampled per tile for the RGB PCA

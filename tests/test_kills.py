@@ -138,7 +138,6 @@ def test_quarter_files_an_older_builder_left_are_not_read(fresh, tmp_path):
     """A build killed before its overviews leaves each shard's 2x2 means (its quarter file) in the record; the
     older builder wrote them as the int8 vectors of every pixel, then the scales.  Rewritten so, the re-run
     must not read them as this builder's (magic, scales, the vectors with data only) and equals a clean build."""
-    import numpy as np
     from builder import overviews as ovr
     tiles, ref, _ = fresh
     rc, err = build(tiles, tmp_path, phase="zone-recorded")

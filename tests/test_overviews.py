@@ -290,7 +290,7 @@ def test_validate_refuses_bad_overview_metadata(tmp_path, store, edit, expect):
 
 def test_validate_deep_finds_a_level_that_is_not_the_mean_of_the_one_below(tmp_path, store):
     """Overwrite a level-1 shard with valid, checksummed, but wrong values: only --deep's sample sees it."""
-    from builder.store import ShardedArrayFiles
+    from builder.arrayfiles import ShardedArrayFiles
     s = _copy_store(store, tmp_path)
     arr = ShardedArrayFiles(s / "utm30" / "overviews" / "1" / "embeddings")
     files = sorted(f for f in (s / "utm30" / "overviews" / "1" / "embeddings" / "c").rglob("*") if f.is_file())

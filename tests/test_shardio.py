@@ -11,7 +11,7 @@ import pytest
 import zarr
 
 from builder.shardio import CRC_BYTES, ENTRY_BYTES, ShardIndex, chunk_grid, open_chunk
-from builder.store import ShardedArrayFiles
+from builder.arrayfiles import ShardedArrayFiles
 from test_contract import REPO, imports
 
 

@@ -150,7 +150,7 @@ def test_deep_finds_100_zeroed_bytes_inside_a_chunk(copy, store):
 def test_deep_without_chunk_checksums_says_so_once(copy, store):
     """A store whose inner chunks carry no crc32c (an older layout) can only be decoded: --deep says so
     once per array and still decodes every chunk."""
-    from builder.store import ShardedArrayFiles
+    from builder.arrayfiles import ShardedArrayFiles
     arr = copy / "utm30" / "scales"
     shards = sorted(p for p in (arr / "c").rglob("*") if p.is_file())
     old = ShardedArrayFiles(arr)

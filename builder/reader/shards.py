@@ -8,7 +8,7 @@ So a shard is fetched whole and decoded by shardio when it is small (at most WHO
 and the window needs at least WHOLE_MIN_CHUNKS of its inner chunks, with exactly the codecs shardio
 handles ([bytes, blosc(, crc32c)], index [bytes, crc32c] at the end; crc32c verified); otherwise
 zarr-python reads the window (ranged inner-chunk reads: points, and geoemb:'s 128 KiB inner chunks).
-The window assembly is builder.store.ShardedArrayFiles.read_region's, which reads local files only;
+The window assembly is builder.arrayfiles.ShardedArrayFiles.read_region's, which reads local files only;
 this one reads any fsspec URL.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from concurrent.futures import Future
 import numpy as np
 
 from builder.shardio import decode_shard, has_chunk_crc, shard_key
-from builder.store import _codecs  # Blosc + crc32c from the array's codec metadata (the builder's own helper)
+from builder.arrayfiles import _codecs  # Blosc + crc32c from the array's codec metadata (the builder's own helper)
 
 WHOLE_MAX = 64 << 20  # a v1 embeddings shard is 8 MiB decoded; a geoemb 4096^2 x 128 shard 2 GiB: never whole
 WHOLE_MIN_CHUNKS = 64  # below this, per-chunk range reads cost less than a whole shard
