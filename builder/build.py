@@ -136,7 +136,7 @@ def _overviews_of(cfg: BuildConfig, record: dict, n_bands: int) -> Callable[[zar
 
     def ensure(group: zarr.Group, grid: ZoneGrid) -> None:
         ovr.ensure(group, grid, n_bands, model, ovr.LEVELS, cfg.layout)
-        group.attrs.update(ovr.attrs(grid, ovr.LEVELS, cfg.code_dims))
+        group.update_attributes(ovr.attrs(grid, ovr.LEVELS, cfg.code_dims))  # one write (attrs.update: one per key)
     return ensure
 
 
@@ -238,7 +238,7 @@ def _set_zone_attrs(group, cfg: BuildConfig, zone: int, south: bool, n_bands: in
     if cfg.overviews:
         attrs["zarr_conventions"].append(dict(ext.OVR))
         attrs.update(ovr.attrs(grid, ovr.LEVELS, cfg.code_dims))
-    group.attrs.update(attrs)
+    group.update_attributes(attrs)  # one write (attrs.update writes zarr.json once per key)
 
 
 def _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, rgb_model, record, report) -> None:

@@ -47,8 +47,10 @@ def level_shapes(res0: float) -> list[tuple[int, int]]:
 
 
 def _open_levels(store: Path, res0: float) -> zarr.Group:
-    """The global_rgb group, created if needed.  Its `multiscales` attribute is written last: a group
-    without it is one whose creation was interrupted, and is created again."""
+    """The global_rgb group, created if needed.  Its attributes are written last and in one write: a group
+    without `multiscales` is one whose creation was interrupted, and is created again.  (zarr's
+    `attrs.update` writes zarr.json once per key: a kill between two of those writes had left `multiscales`
+    without `proj:code`, a group the re-run kept; tests/test_kills.py.)"""
     import zarr
     path = store / conv.GLOBAL_GROUP
     shapes = level_shapes(res0)
@@ -72,7 +74,7 @@ def _open_levels(store: Path, res0: float) -> zarr.Group:
         band = lvl.create_array("band", shape=(4,), dtype="int32", chunks=(4,), compressors=None, fill_value=0,
                                 dimension_names=["band"])
         band[:] = np.arange(4, dtype=np.int32)
-    g.attrs.update(attrs)
+    g.update_attributes(attrs)  # one write (attrs.update writes zarr.json once per key: see _open_levels)
     return g
 
 

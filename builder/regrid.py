@@ -44,7 +44,7 @@ def regrid(zone_dir: Path, old: ZoneGrid, new: ZoneGrid, n_bands: int, journal: 
             move_shards(staging / name, zone_dir / name, 0, 0)
     shutil.rmtree(staging, ignore_errors=True)
     resize_zone(group, new, n_bands)
-    group.attrs.update(new.attrs())
+    group.update_attributes(new.attrs())  # one write, not one per key (zarr's attrs.update)
     if overviews is not None and ext.OVR_GROUP in group:
         overviews(group, new)  # resized, and the levels' transforms in the zone attributes
     kill_point("regrid-moved")

@@ -218,3 +218,28 @@ def test_kill_at_a_random_moment_of_a_build_that_adds_a_tile(adding, tmp_path):
     out = copy_build(base, tmp_path)
     kill_then_rerun(more, out, writes=random_points(writes, 1)[0])
     assert_same_build(out, ref)
+
+
+def test_global_rgb_attributes_are_written_in_one_piece(tiles_root, tmp_path, monkeypatch):
+    """Every version of global_rgb/zarr.json a build writes is a state a kill may leave, and a re-run keeps a
+    group whose attributes name its levels (multiscales).  So no version may name them without the rest: the
+    attributes were once written a key at a time (zarr's attrs.update), and a kill between two of those
+    writes left a store that validation refused after the re-run."""
+    import json as json_
+
+    import zarr
+
+    from builder.cli import main
+    versions = []
+    set_ = zarr.storage.LocalStore.set
+
+    async def recording_set(self, key, value):
+        if key == "zarr.json" and str(self.root).endswith("global_rgb"):
+            versions.append(json_.loads(value.to_bytes()).get("attributes", {}))
+        return await set_(self, key, value)
+    monkeypatch.setattr(zarr.storage.LocalStore, "set", recording_set)
+    assert main(["build", str(tiles_root), "--year", "2024", "--out", str(tmp_path), "--scheduler", "sync", "-q"]) == 0
+    named = [sorted(v) for v in versions if "multiscales" in v]
+    assert named, f"no version of global_rgb/zarr.json named its levels ({len(versions)} written)"
+    everything = sorted(["zarr_conventions", "multiscales", "proj:code", "spatial:dimensions", "spatial:bbox"])
+    assert all(keys == everything for keys in named), f"versions naming the levels: {named}"
