@@ -24,7 +24,7 @@ def _cfg(cname="zstd", clevel=3, shuffle="bitshuffle"):
 
 
 def _embedding_like(n: int, m: int, seed: int = 0) -> np.ndarray:
-    """int8 rows with an embedding's statistics: smooth values around 0, mostly within +-40."""
+    """int8 rows with about an embedding's spread: normal around 0 (sd 20), clipped to the int8 range."""
     rng = np.random.default_rng(seed)
     return np.clip(np.round(rng.normal(0, 20, (n, m))), -127, 127).astype(np.int8)
 
