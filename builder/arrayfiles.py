@@ -19,14 +19,13 @@ import numcodecs
 import numpy as np
 
 from builder.atomic import write_bytes
-from builder.bloscframe import RowCompressor, decompress
+from builder.bloscframe import SHUFFLES, RowCompressor, decompress
 from builder.errors import BuildError
 
 
 def _blosc(cfg: dict):
     """numcodecs' Blosc from a Zarr v3 blosc codec configuration."""
-    return numcodecs.Blosc(cname=cfg["cname"], clevel=cfg["clevel"],
-                           shuffle={"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[cfg["shuffle"]])
+    return numcodecs.Blosc(cname=cfg["cname"], clevel=cfg["clevel"], shuffle=SHUFFLES[cfg["shuffle"]])
 
 
 def _codecs(layout_meta: dict):
