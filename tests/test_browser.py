@@ -308,6 +308,28 @@ json.dumps([(e.name, e.startTime + js.performance.timeOrigin) for e in js.perfor
     assert not late, f"requested only once Pyodide was in (ms after): {late}"
 
 
+def test_the_worker_requests_the_start_up_packages_without_waiting_for_the_page(page, server, site):
+    """The worker takes the start-up packages from boot.json itself, as it starts: it does not wait for the page's
+    boot message. Before, that message (sent once the page had imported its data path and its preview) was the
+    packages' only list; on a loaded machine it came after Pyodide was in, and the packages were requested then,
+    after the core instead of beside it (the test above failed so in a CI run)."""
+    boot = json.loads((site / "boot.json").read_text())
+    lock = json.loads((site / "pyodide" / "pyodide-lock.json").read_text())["packages"]
+    names = {w.rsplit("/", 1)[-1] for w in boot["wheels"]} | {lock[p]["file_name"] for p in boot["lock_packages"]}
+    seen: set[str] = set()
+
+    def all_seen(request) -> bool:
+        seen.add(request.url.rsplit("/", 1)[-1])
+        return names <= seen
+
+    # A page of the site's origin that starts the worker and never sends it anything.
+    page.route(server + "worker-alone.html", lambda r: r.fulfill(
+        content_type="text/html", body="<script>new Worker('worker.js', { type: 'module' });</script>"))
+    with page.expect_event("request", predicate=all_seen, timeout=120_000):
+        page.goto(server + "worker-alone.html")
+    assert names <= seen
+
+
 @pytest.mark.parametrize("broken", ["numpy altered (integrity)", "param missing (404)"])
 def test_a_start_up_package_that_cannot_be_had_is_reported_in_one_line(page, server, site, broken):
     """A start-up package that cannot be had (a lock package whose bytes differ from the lock's sha256, a wheel the

@@ -94,7 +94,7 @@ self.fetch = (resource, options) => {
   earlyResponses.delete(url);
   return response;
 };
-let startupPackages = null; // [absolute URL, integrity or null], from the page's boot message
+let startupPackages = null; // [absolute URL, integrity or null], from boot.json (below)
 let coreCompiled = false;
 let loadingPackages = false; // once loadPackage has begun, its own requests are under way: none early then
 function requestPackagesEarly() {
@@ -110,6 +110,19 @@ function requestPackagesEarly() {
   }
   startupPackages = [];
 }
+// Their list is this worker's own copy of boot.json, asked for as it starts: the page's boot message carries the
+// same file, but it comes once the page has imported its data path and preview, which on a loaded machine was
+// after Pyodide was in (and the packages waited for it). A failure here leaves them to loadPackage, as before.
+const absolute = (path) => new URL(path, location.href).href;
+const startupFiles = (boot) => [...Object.entries(boot.lock_files).map(([path, integrity]) => [absolute(path), integrity]),
+                                ...boot.wheels.map((w) => [absolute(w), null])];
+networkFetch("boot.json")
+  .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`boot.json: HTTP ${r.status}`))))
+  .then((boot) => {
+    startupPackages = startupPackages || startupFiles(boot);
+    requestPackagesEarly();
+  })
+  .catch(() => {});
 const instantiateStreaming = WebAssembly.instantiateStreaming;
 WebAssembly.instantiateStreaming = async (...args) => {
   const compiled = await instantiateStreaming(...args);
@@ -122,10 +135,8 @@ async function start({ boot, page, bridgeOptions }) {
   self.tesseraBoot = boot; // lazy_wheels, geography (app/raster.py, app/main.py)
   self.tesseraPage.info = page;
   progress("Loading Python (Pyodide " + boot.pyodide + ")…", 5);
-  const absolute = (path) => new URL(path, location.href).href;
-  const lockFiles = Object.entries(boot.lock_files).map(([path, integrity]) => [absolute(path), integrity]);
   const wheels = boot.wheels.map(absolute);
-  startupPackages = [...lockFiles, ...wheels.map((w) => [w, null])];
+  startupPackages = startupPackages || startupFiles(boot); // if this worker's own boot.json has not come
   requestPackagesEarly();
   pyodide = await python;
   mark("pyodide", pyodideAt);
