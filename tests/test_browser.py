@@ -152,12 +152,13 @@ def test_a_click_repaints_its_marker_alone_not_the_map_below(page, server, site)
 
 
 def test_a_clicks_first_frame_shows_its_spectrum_and_the_years_and_text_follow(page, server, site):
-    """A click's spectrum and map marker go to the page alone; the years and change plots and the side bar's text
-    about the pixel follow once the page has painted that frame (ExplorerUI._after_paint). Sent together, they were
-    painted in one frame that overran its 16.7 ms (software canvas: the spectrum ~8 ms, the years ~5, the change
-    ~3.5), and the vector showed a frame later. With the pixel read ahead (the mouse rested on it), so that nothing
-    but this order keeps the years back: at the first animation frame that sees the pixel in the spectrum, neither
-    the years plot nor any text of the page names it; both do once the select is done."""
+    """A click's spectrum goes to the page alone; the map's marker, the URL, the years and change plots and the side
+    bar's text about the pixel follow once the page has painted that frame (ExplorerUI._after_paint). Sent together,
+    the plots were painted in one frame that overran its 16.7 ms (software canvas: the spectrum ~8 ms, the years ~5,
+    the change ~3.5), and the vector showed a frame later; the marker's patch and the URL's, sent with the spectrum,
+    delayed it by ~10 %. With the pixel read ahead (the mouse rested on it), so that nothing but this order keeps
+    the rest back: at the first animation frame that sees the pixel in the spectrum, neither the years plot, nor any
+    text of the page, nor the marker, nor the URL has it; all do once the select is done."""
     from app.geo import lonlat_to_merc
     store = site / "data" / "2024.zarr"
     row, col = interior_valid(store, "utm31", 2)
@@ -166,20 +167,23 @@ def test_a_clicks_first_frame_shows_its_spectrum_and_the_years_and_text_follow(p
     assert open_app(page, server + "index.html") == "ready"
     page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])
     rest_mouse(page, x, y, [lon, lat, 7600])
-    first, after = page.evaluate("""async ([lon, lat, tag, where]) => {
+    first, after = page.evaluate("""async ([lon, lat, tag, where, x]) => {
         const doc = Bokeh.documents[0];
         const names = (source) => { const d = doc.get_model_by_name(source).data;
                                     return (d instanceof Map ? d.get('label') : d.label).some((l) => l.includes(tag)); };
         const text = () => [...doc.all_models].some((m) => typeof m.text === 'string' && m.text.includes(where));
-        const state = () => ({spectrum: names('spectrum-source'), years: names('years-source'), text: text()});
+        const marker = () => { const d = doc.get_model_by_name('selected-source').data, xs = d instanceof Map ? d.get('x') : d.x;
+                               return xs.length === 1 && Math.abs(xs[0] - x) < 1; };
+        const state = () => ({spectrum: names('spectrum-source'), years: names('years-source'), text: text(),
+                              marker: marker(), url: location.hash.includes('sel=')});
         const first = new Promise((ok) => { const tick = () => names('spectrum-source') ? ok(state())
                                                                                         : requestAnimationFrame(tick);
                                             requestAnimationFrame(tick); });
         await window.tesseraApi.select(lon, lat);
         return [await first, state()];
-    }""", [lon, lat, f"utm31 r{row} c{col}", f"row {row}, col {col}"])
-    assert first == {"spectrum": True, "years": False, "text": False}, first
-    assert after == {"spectrum": True, "years": True, "text": True}, after
+    }""", [lon, lat, f"utm31 r{row} c{col}", f"row {row}, col {col}", x])
+    assert first == {"spectrum": True, "years": False, "text": False, "marker": False, "url": False}, first
+    assert after == {"spectrum": True, "years": True, "text": True, "marker": True, "url": True}, after
 
 
 def test_python_runs_off_the_page_thread(page, server):
