@@ -216,9 +216,9 @@ class ExplorerUI(pn.viewable.Viewer):
     def _draw_pixels(self, event) -> None:
         """The spectrum goes to the page alone; the map's marker and pins and the side bar's text follow its frame.
         Sent with it, the marker's and pins' patches (each a Bokeh patch of its own, which the worker encodes and the
-        page applies) and the URL's (_write_url) made a scripted click's vector show ~10 % later (medians of 28
-        cold shards, three runs against the previous order in one browser: 0.86x, 0.91x, 0.89x; the same order
-        against itself 1.03x)."""
+        page applies) and the URL's (_write_url) shared its frame: an A/B probe of scripted clicks on 28 cold shards
+        gave 0.86x-0.91x of the old order's median (the old order against itself 1.03x); benchmarks/pixel.py, a
+        click where the mouse rested 48 -> 43 ms, a scripted one 75 -> 75 ms (README, "Data path")."""
         s = self.state
         self.sources["spectrum-source"].data = views.spectrum_data(s.selected, s.pins)
         self._after_paint(self._draw_pixel_marks)
@@ -240,9 +240,10 @@ class ExplorerUI(pn.viewable.Viewer):
         self.sources["change-source"].data = change
 
     def _after_paint(self, draw) -> None:
-        """`draw()` once the page has painted what was sent before: a click's spectrum then makes its frame alone. Painting the years and change plots and laying out the side bar's new text in that same frame
-        made it overrun its 16.7 ms (software canvas: the spectrum ~8 ms, the years ~5, the change ~3.5), so the
-        vector showed a whole frame later. `draw` reads the state when it runs: after quick clicks, the last one."""
+        """`draw()` once the page has painted what was sent before: a click's spectrum then makes its frame alone.
+        Painting the years and change plots and laying out the side bar's new text in that same frame made it
+        overrun its 16.7 ms (software canvas: the spectrum ~8 ms, the years ~5, the change ~3.5), so the vector
+        showed a whole frame later. `draw` reads the state when it runs: after quick clicks, the last one."""
         async def later() -> None:
             try:
                 await page.after_paint()

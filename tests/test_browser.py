@@ -172,7 +172,8 @@ def test_a_clicks_first_frame_shows_its_spectrum_and_the_years_and_text_follow(p
         const names = (source) => { const d = doc.get_model_by_name(source).data;
                                     return (d instanceof Map ? d.get('label') : d.label).some((l) => l.includes(tag)); };
         const text = () => [...doc.all_models].some((m) => typeof m.text === 'string' && m.text.includes(where));
-        const marker = () => { const d = doc.get_model_by_name('selected-source').data, xs = d instanceof Map ? d.get('x') : d.x;
+        const marker = () => { const d = doc.get_model_by_name('selected-source').data;
+                               const xs = d instanceof Map ? d.get('x') : d.x;
                                return xs.length === 1 && Math.abs(xs[0] - x) < 1; };
         const state = () => ({spectrum: names('spectrum-source'), years: names('years-source'), text: text(),
                               marker: marker(), url: location.hash.includes('sel=')});

@@ -114,8 +114,10 @@ function requestPackagesEarly() {
 // same file, but it comes once the page has imported its data path and preview, which on a loaded machine was
 // after Pyodide was in (and the packages waited for it). A failure here leaves them to loadPackage, as before.
 const absolute = (path) => new URL(path, location.href).href;
-const startupFiles = (boot) => [...Object.entries(boot.lock_files).map(([path, integrity]) => [absolute(path), integrity]),
-                                ...boot.wheels.map((w) => [absolute(w), null])];
+const startupFiles = (boot) => [
+  ...Object.entries(boot.lock_files).map(([path, integrity]) => [absolute(path), integrity]),
+  ...boot.wheels.map((w) => [absolute(w), null]),
+];
 networkFetch("boot.json")
   .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`boot.json: HTTP ${r.status}`))))
   .then((boot) => {
