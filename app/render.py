@@ -76,15 +76,26 @@ def chunks_in_view(level: Level, view: View) -> list[tuple[int, int]]:
 
 
 def sample_level(level: Level, chunks: dict[tuple[int, int], np.ndarray], lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
-    """RGBA (H, W, 4) of the view from the level's chunks (missing chunks are transparent)."""
-    out = np.zeros(lon.shape + (4,), dtype=np.uint8)
+    """RGBA (H, W, 4) of the view from the level's chunks (missing chunks are transparent).
+
+    The chunks are laid side by side in one array of RGBA words, the view's pixels outside them pointed at one
+    transparent word past its end, and all looked up with one `take`: a 1600x1000 view of 48 chunks costs ~0.1 s in
+    CPython, where a mask per chunk took 0.35 s (and more in the browser)."""
+    c = level.chunk
+    if not chunks:
+        return np.zeros(lon.shape + (4,), dtype=np.uint8)
+    i0, j0 = min(i for i, _ in chunks), min(j for _, j in chunks)
+    h, w = (max(i for i, _ in chunks) - i0 + 1) * c, (max(j for _, j in chunks) - j0 + 1) * c
+    words = np.zeros(h * w + 1, np.uint32)  # the last: transparent, for every pixel outside the chunks
+    mosaic = words[:-1].reshape(h, w)
+    for (i, j), data in chunks.items():
+        rgba = np.ascontiguousarray(data, dtype=np.uint8).view(np.uint32)[..., 0]
+        mosaic[(i - i0) * c:(i - i0) * c + rgba.shape[0], (j - j0) * c:(j - j0) * c + rgba.shape[1]] = rgba
     row, col = conv.global_rowcol(lon, lat, level.res)
-    cr, cc = row // level.chunk, col // level.chunk
-    for (ci, cj), data in chunks.items():
-        m = (cr == ci) & (cc == cj)
-        if m.any():
-            out[m] = data[row[m] - ci * level.chunk, col[m] - cj * level.chunk]
-    return out
+    row -= i0 * c
+    col -= j0 * c
+    at = np.where((row < 0) | (row >= h) | (col < 0) | (col >= w), h * w, row * w + col).astype(np.intp)  # wasm32: int32
+    return np.take(words, at).view(np.uint8).reshape(lon.shape + (4,))
 
 
 def zone_window(zone: Zone, lon: np.ndarray, lat: np.ndarray, pad: int = 1):

@@ -147,6 +147,37 @@ def test_level_choice_and_overview_sampling(store):
     assert bok.shape == (520, 760) and bok.dtype == np.uint32
 
 
+def test_an_overview_level_is_sampled_pixel_for_pixel_from_its_chunks():
+    """Every view pixel gets the level's pixel under its centre: the level's row and column, counted from 90N and
+    180W, looked up pixel by pixel in the chunk that holds it. A chunk not given is transparent, as is the world
+    outside the level (here its last row of chunks is cut short)."""
+    from builder.describe import Level
+    lvl = Level(index=5, res=0.01, height=1300, width=36000, chunk=256)  # 2.56 degrees per chunk, 13 degrees tall
+    x0, y0 = geo.lonlat_to_merc(-6.0, 74.0)
+    x1, y1 = geo.lonlat_to_merc(4.0, 79.5)
+    view = render.View(x0, x1, y0, y1, 500, 330)
+    ijs = render.chunks_in_view(lvl, view)
+    assert len(ijs) >= 9 and max(i for i, _ in ijs) == lvl.height // lvl.chunk  # the last, short row of chunks
+    rng = np.random.default_rng(7)
+    chunks = {ij: rng.integers(0, 256, (lvl.chunk, lvl.chunk, 4), dtype=np.uint8) for ij in ijs}
+    for (i, j), data in chunks.items():  # as StoreModel.level_chunk gives them: padded with zeros past the level
+        data[max(0, lvl.height - i * lvl.chunk):] = 0
+    dropped = ijs[len(ijs) // 2]
+    del chunks[dropped]
+    lon, lat = view.lonlat_grid()
+    img = render.sample_level(lvl, chunks, lon, lat)
+    want = np.zeros_like(img)
+    for y in range(view.height):
+        for x in range(view.width):
+            r = int(np.floor((90.0 - lat[y, x]) / lvl.res))
+            k = int(np.floor((lon[y, x] + 180.0) / lvl.res))
+            ij = (r // lvl.chunk, k // lvl.chunk)
+            if r < lvl.height and ij in chunks:
+                want[y, x] = chunks[ij][r % lvl.chunk, k % lvl.chunk]
+    assert 0.2 < (want[..., 3] > 0).mean() < 0.8  # data, the dropped chunk and the world below the level
+    np.testing.assert_array_equal(img, want)
+
+
 def test_exports(store):
     m = run(StoreModel(ZarrSource(str(store))).open())
     z = m.zones["utm31"]
