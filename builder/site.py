@@ -28,6 +28,7 @@ BROWSER_CORE = ("convention.py", "geometry.py", "quant.py", "schemacheck.py", "e
 # Coastlines and borders (world-atlas 2.0.2, Natural Earth 1:50m): copied by _js, named in boot.json for the
 # preview (app/web/preview.js) and the Panel map (app/main.py), which share one decoded copy.
 GEOGRAPHY = "vendor/world-atlas/countries-50m.json"
+PANEL_CDN_ROOT = "vendor/panel/"  # Panel's JS and CSS in the site (boot.json; the worker makes it absolute)
 
 
 def _app_wheel(out: Path) -> str:
@@ -128,11 +129,30 @@ def _web(out: Path, lock_pkgs: list[str], background_pkgs: list[str], wheels: li
             "background_packages": background_pkgs,
             "wheels": [f"wheels/{w}" for w in wheels if w not in later],
             "background_wheels": [f"wheels/{w}" for w in later],
-            "lazy_wheels": {k: f"wheels/{w}" for k, w in lazy.items()}, "panel_cdn_root": "vendor/panel/",
-            "geography": GEOGRAPHY,
+            "lazy_wheels": {k: f"wheels/{w}" for k, w in lazy.items()}, "panel_cdn_root": PANEL_CDN_ROOT,
+            "geography": GEOGRAPHY, "warmup": "warmup.json",
             "scripts": [f"vendor/bokeh/{n}" for n in BOKEH_JS] + [panel_dist + "panel.min.js"],
             "stylesheets": [panel_dist + n for n in FIRST_STYLESHEETS]}
     (out / "boot.json").write_text(json.dumps(boot, indent=1))
+
+
+def _warmup(out: Path, cache: Path, lock_pkgs: list[str], wheels: list[str], app_wheel: str) -> None:
+    """warmup.json: the document the page builds off screen while Python imports Panel (app/warmup.py).
+
+    Made by app/warmup.py in the site's Pyodide under node (builder/warmup.mjs) with the start-up wheels but the
+    app's own (it imports Panel, Bokeh and numpy only), about 6 s; kept in the cache under what it depends on."""
+    import hashlib
+    source = REPO / "app" / "warmup.py"
+    others = sorted(w for w in wheels if w != app_wheel and w.split("-")[0] not in BACKGROUND_WHEELS)
+    key = hashlib.sha256(json.dumps([PYODIDE_VERSION, lock_pkgs, others, source.read_text()]).encode()).hexdigest()
+    kept = cache / "warmup" / f"{key[:24]}.json"
+    if not kept.exists():
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        tmp = kept.with_suffix(".part")
+        _run(["node", str(REPO / "builder" / "warmup.mjs"), str(out / "pyodide"), str(source), str(tmp),
+              PANEL_CDN_ROOT, ",".join(lock_pkgs), *(str(out / "wheels" / w) for w in others)])
+        tmp.replace(kept)
+    shutil.copy(kept, out / "warmup.json")
 
 
 def _manifest(out: Path) -> dict:
@@ -171,6 +191,8 @@ def _build_site(out: Path, cache: Path, say) -> dict:
     _js(node, out)
     _bokeh_panel_assets(cache, out)
     _web(out, lock_pkgs, background_pkgs, wheels, lazy)
+    say("site: the page's warm-up document (app/warmup.py, by Pyodide under node)")
+    _warmup(out, cache, lock_pkgs, wheels, app_wheel)
     doc = _manifest(out)
     total = sum(f["bytes"] for f in doc["files"].values())
     say(f"site: {len(doc['files'])} files, {total / 1e6:.1f} MB in {out}")

@@ -648,6 +648,48 @@ def test_the_first_documents_stylesheets_come_with_the_scripts_once_each(page, s
     assert all(at < t["store_opened"] for _, at in before_ready), (t, css)  # with the scripts, not in the layout
 
 
+def _object_types(doc, out: set) -> set:
+    """The model types (Bokeh's `name` of each {"type": "object"}) in a document's JSON."""
+    if isinstance(doc, dict):
+        if doc.get("type") == "object":
+            out.add(doc["name"])
+        for v in doc.values():
+            _object_types(v, out)
+    elif isinstance(doc, list):
+        for v in doc:
+            _object_types(v, out)
+    return out
+
+
+def test_bokehjs_warms_up_on_the_explorers_kinds_of_models_first_and_keeps_nothing_of_it(page, server, site):
+    """While Python imports Panel, the page builds the warm-up document (app/warmup.py, made at site build) off screen
+    and drops it: done before the explorer's own document is built, holding every kind of model that the explorer's
+    document holds once its plots are shown, and nothing of it left (not in Bokeh.documents, nor in the page, nor
+    the page's title)."""
+    warm = json.loads((site / "warmup.json").read_text())
+    assert open_app(page, server + "index.html") == "ready"
+    page.wait_for_function("window.tesseraTimings.plots !== undefined", timeout=30_000)
+    t = page.evaluate("window.tesseraTimings")
+    assert t["packages"] < t["warm"] < t["rendered"], t
+    kinds = set(page.evaluate("[...new Set([...Bokeh.documents[0].all_models].map((m) => m.type))]"))
+    assert len(kinds) > 40 and "Figure" in kinds and "panel.models.widgets.Button" in kinds, kinds
+    missing = kinds - _object_types(warm["docs_json"], set())
+    assert not missing, f"app/warmup.py lacks {sorted(missing)}"
+    left = page.evaluate("""[Bokeh.documents.length, !!document.getElementById('tessera-warm-up'), document.title,
+        Bokeh.documents[0].roots().length]""")
+    assert left == [1, False, "TESSERA explorer", 1], left
+
+
+def test_the_explorer_starts_without_its_warm_up(page, server):
+    """A warm-up that cannot be had costs its gain only: the page says so once on its console and starts."""
+    warnings = []
+    page.on("console", lambda m: warnings.append(m.text) if m.type == "warning" and "warm-up" in m.text else None)
+    page.route("**/warmup.json", lambda route: route.fulfill(status=404, body="gone"))
+    assert open_app(page, server + "index.html") == "ready"
+    assert page.evaluate("window.tesseraTimings.warm") is None
+    assert warnings == ["tessera: no warm-up: warmup.json: HTTP 404"], warnings
+
+
 def test_year_selector_switches_store_and_rereads_the_pixel(page, server, site):
     s23, s24 = site / "data" / "2023.zarr", site / "data" / "2024.zarr"
     row, col = interior_valid(s24, "utm30")
