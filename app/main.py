@@ -5,6 +5,7 @@ by watchers from the pure views in app/views.py; one watcher writes the URL.
 """
 from __future__ import annotations
 
+import asyncio
 import io
 
 import numpy as np
@@ -34,8 +35,9 @@ class ExplorerUI(pn.viewable.Viewer):
         super().__init__(**params)
         self.state = state
         self._showing = False
+        base = views.image_data(state.base[1], state.base[0]) if state.base else views.EMPTY_IMAGE  # a draw done already
         self.sources = {name: ColumnDataSource(dict(data), name=name) for name, data in (
-            ("base-source", views.EMPTY_IMAGE), ("overlay-source", views.EMPTY_IMAGE),
+            ("base-source", base), ("overlay-source", views.EMPTY_IMAGE),
             ("pin-source", dict(x=[], y=[], color=[], label=[])), ("selected-source", dict(x=[], y=[])),
             ("spectrum-source", dict(xs=[], ys=[], color=[], label=[])),
             ("years-source", dict(xs=[], ys=[], color=[], label=[])),
@@ -274,9 +276,15 @@ async def _preview_handover() -> tuple[float, float, float] | None:
 async def start(target: str) -> Explorer | None:
     page.mark("panel_imported")
     url = UrlState.from_url(page.info("search"), page.info("hash"))
+    index = None  # the multi-year index, read beside the year's store (one wait for both)
     try:
         catalog = await load_catalog(url)
         state = Explorer(catalog, url)
+        if url.multiyear:
+            index = asyncio.ensure_future(state.years_index(absolute(url.multiyear)))
+            # Its failure is reported where it is awaited (open_years_index), not as unhandled by Pyodide's loop, which
+            # says so of a task that fails while nothing waits for it yet; nor by a cancelled start-up, below.
+            index.add_done_callback(lambda t: t.cancelled() or t.exception())
         year = url.year if url.year in [c["year"] for c in catalog] else catalog[-1]["year"]
         await state.open_year(year)
         if state.model.layout.time_axis:  # a geoemb: store: its time axis lists the years (open_year)
@@ -287,10 +295,12 @@ async def start(target: str) -> Explorer | None:
         state.year = year
     except SourceError as e:
         page.show_error(e.title, str(e))
+        if index is not None:  # not wanted now
+            index.cancel()
         return None
     page.mark("store_opened")
-    if url.multiyear:
-        await state.open_years_index(absolute(url.multiyear))
+    if index is not None:  # its status line follows the year store's
+        await state.open_years_index(absolute(url.multiyear), index)
     moved = await _preview_handover()
     if moved is not None:  # the JS preview's view: moved by the user, or its framing of the data (app/web/preview.js)
         state.centre_view(*moved)
@@ -298,9 +308,11 @@ async def start(target: str) -> Explorer | None:
         state.centre_view(url.lon, url.lat, url.span or 20_000)
     else:
         state.fit_zones()
+    await state.let_actions_start()  # the map's first draw: its reads are under way while the UI is built
     state.tools.labels.storage = BrowserStorage()  # labels persist in localStorage
     state.tools.change.offer()
     ui = ExplorerUI(state)
+    page.mark("ui")
     await page.render(ui.__panel__(), target)  # answered once BokehJS has laid it out
     page.mark("rendered")
     pins = [await state.model.pixel_at(lon, lat) for lon, lat in url.pins]

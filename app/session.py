@@ -104,6 +104,14 @@ class Explorer(param.Parameterized):
         while others := [t for t in self._tasks if not t.done() and t is not asyncio.current_task()]:
             await asyncio.gather(*others, return_exceptions=True)
 
+    async def let_actions_start(self) -> None:
+        """Let the actions just set off (the map's draw, after a change of view) send their reads, which then go on in
+        the browser while the caller holds Python: the start-up builds the UI next, for ~0.4 s. Two turns of the
+        event loop: one for an action to start its reads' tasks, one for those to call into JavaScript."""
+        import asyncio
+        for _ in range(2):
+            await asyncio.sleep(0)
+
     def schedule_redraw(self) -> None:
         if self._warming is not None and not self._warming.done():
             self._warming = self.spawn(self.model.source.prefetch([]))  # the view moved on: drop what is left
@@ -213,13 +221,11 @@ class Explorer(param.Parameterized):
             await self.select(self.selected.lon, self.selected.lat)
         await self.redraw()
 
-    async def open_years_index(self, url: str) -> None:
-        """Open the multi-year virtual index; a failure only leaves the across-years views out."""
-        model = StoreModel(self.source_factory(url))
+    async def open_years_index(self, url: str, opening=None) -> None:
+        """Open the multi-year virtual index; a failure only leaves the across-years views out. `opening`: the same
+        url's `years_index(url)` under way already (the start-up reads it beside the year's store)."""
         try:
-            await model.open()
-            if model.years is None:
-                raise SourceError("invalid", f"{url} is a single-year store, not a multi-year index")
+            model = await (opening if opening is not None else self.years_index(url))
         except SourceError as e:
             self.status = views.html("<b>Multi-year index unavailable:</b> {}", e)
             return
@@ -227,6 +233,13 @@ class Explorer(param.Parameterized):
         versions = sorted({z.model_version for z in model.zones.values()})
         self.status = views.html("Multi-year index: years {}; model {}.", ", ".join(map(str, model.years)),
                                  ", ".join(versions))
+
+    async def years_index(self, url: str) -> StoreModel:
+        """The multi-year index at `url`, opened (SourceError if it cannot be, or is a single year's store)."""
+        model = await StoreModel(self.source_factory(url)).open()
+        if model.years is None:
+            raise SourceError("invalid", f"{url} is a single-year store, not a multi-year index")
+        return model
 
     # ------------------------------------------------------------ view --
     def render_view(self) -> render.View:

@@ -41,10 +41,10 @@ LOCK_PACKAGES = ["numpy", "packaging"]
 # for contour plots, which the explorer does not draw. Neither is imported while the explorer starts.
 BACKGROUND_PACKAGES = ["pandas", "pillow", "contourpy"]
 # Pure wheels Panel needs only for what the explorer does not use (Markdown panes with the python-markdown
-# renderer, HTML sanitising), and narwhals, which Bokeh needs only for dataframe input (patched below):
-# loaded in the background too, so they stay importable. The start-up imports none of them
-# (tests/test_browser.py checks it).
-BACKGROUND_WHEELS = ["markdown", "bleach", "webencodings", "narwhals"]
+# renderer, HTML sanitising), narwhals, which Bokeh needs only for dataframe input, and xyzservices, which Bokeh
+# needs only for a tile layer named by a provider (both patched below): loaded in the background too, so they stay
+# importable. The start-up imports none of them (tests/test_browser.py checks it).
+BACKGROUND_WHEELS = ["markdown", "bleach", "webencodings", "narwhals", "xyzservices"]
 # Lock packages shipped (verified the same way) but loaded only on first use (app/tools/lazy.py):
 # scikit-learn and its lock dependencies (scipy, joblib, threadpoolctl, openblas).
 LAZY_PACKAGES = ["scikit-learn"]
@@ -127,6 +127,11 @@ PATCHES = {
             "@lru_cache(None)\ndef _compute_datetime_types_pandas() -> set[type]:\n    import pandas as pd\n"), (
             "    if isinstance(array, np.ma.MaskedArray):\n",
             "    import sys\n    if \"numpy.ma\" in sys.modules and isinstance(array, np.ma.MaskedArray):\n")],
+        # xyzservices (its provider list, and urllib.request with it: ~0.1 s of the import under node) only for
+        # add_tile given a provider or its name; the explorer's tile layer is a WMTSTileSource.
+        "bokeh/models/plots.py": [("# External imports\nimport xyzservices\n", ""), (
+            "        if not isinstance(tile_source, TileSource):\n\n",
+            "        if not isinstance(tile_source, TileSource):\n            import xyzservices\n\n")],
         "bokeh/plotting/_plot.py": (
             "    import pandas as pd\n    from pandas.core.groupby import GroupBy\n\n"
             "    if range_input is None:\n        return DataRange1d()\n",

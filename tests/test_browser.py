@@ -244,7 +244,7 @@ def test_what_the_explorer_does_not_use_at_start_is_loaded_after_it(page, server
     """pandas and narwhals (Bokeh's dependencies, unused by the explorer), Pillow (PNG exports), contourpy,
     python-markdown and bleach are neither loaded nor imported while the explorer starts; they load in the
     background once ready, Bokeh can then use pandas for date/time values and a DataFrame (through narwhals)
-    as a data source, and each imports. Panel's chat components, its templates and unittest (which Panel's
+    as a data source, a tile layer can be named by its xyzservices provider, and each imports. Panel's chat components, its templates and unittest (which Panel's
     cache imported for Mock objects) are not imported at start either, and `pn.chat`, `pn.template` and
     `pn.Template` and a template named by a string still work. Nor numpy.ma (Bokeh asked every array it sends whether it is a masked one; a
     masked array still goes as one, NaN where masked). Nor markdown-it: Panel renders a parameter's doc with
@@ -254,9 +254,9 @@ def test_what_the_explorer_does_not_use_at_start_is_loaded_after_it(page, server
     later = ["pandas", "pillow", "contourpy"]
     assert set(later) <= set(boot["background_packages"]) and not set(later) & set(boot["lock_packages"])
     assert sorted(w.split("/")[-1].split("-")[0] for w in boot["background_wheels"]) == \
-        ["bleach", "markdown", "narwhals", "webencodings"]
+        ["bleach", "markdown", "narwhals", "webencodings", "xyzservices"]
     assert not set(boot["background_wheels"]) & set(boot["wheels"])
-    modules = ["pandas", "PIL", "contourpy", "markdown", "bleach", "webencodings", "narwhals"]
+    modules = ["pandas", "PIL", "contourpy", "markdown", "bleach", "webencodings", "narwhals", "xyzservices"]
     assert open_app(page, server + "index.html") == "ready"
     python = "(code) => window.tesseraWorker.python(code)"
     never = modules + ["panel.chat", "panel.template", "unittest", "zoneinfo", "markdown_it", "numpy.ma"]
@@ -278,6 +278,8 @@ def test_what_the_explorer_does_not_use_at_start_is_loaded_after_it(page, server
     assert page.evaluate(python, "import pandas\nfrom bokeh.models import ColumnDataSource\n"
                          "sorted(ColumnDataSource(pandas.DataFrame({'a': [1, 2]})).data)") == ["a", "index"]
     assert page.evaluate(python, f"import importlib\n[importlib.import_module(m).__name__ for m in {modules}]") == modules
+    assert "openstreetmap" in page.evaluate(python, "from bokeh.plotting import figure\n"
+                                            "figure().add_tile('osm').tile_source.url")  # a provider by name (patched)
     timings = page.evaluate("window.tesseraTimings")
     assert timings["background"] > timings["app"]
 
@@ -382,6 +384,19 @@ def test_the_first_map_reads_its_overview_chunks_at_once_not_one_after_another(p
     assert len(log) >= 8, log
     in_flight = max(sum(1 for o in log if o["start"] <= e["start"] < o["end"]) for e in log)
     assert in_flight >= 3, [(round(e["start"]), round(e["end"])) for e in log]  # one after another: always 1
+
+
+def test_the_first_maps_reads_are_under_way_while_python_builds_the_ui(page, server):
+    """The first draw's global_rgb chunks are requested before Python builds the UI (`ui` mark), not once it waits
+    for the page to lay the UI out: the reads (~50 requests, 0.3 s over a 40 ms link) then end while it builds."""
+    assert open_app(page, server + "index.html") == "ready"
+    t = page.evaluate("window.tesseraTimings")
+    origin = page.evaluate("performance.timeOrigin")
+    log = [e for e in page.evaluate("window.tesseraWorker.stats().then((s) => s.log)")
+           if "/global_rgb/" in e["url"] and not e["url"].endswith(".json")]
+    assert len(log) >= 8, log
+    late = [round(e["start"] - origin - t["ui"]) for e in log if e["start"] - origin > t["ui"]]
+    assert not late, f"{len(late)} of {len(log)} reads requested after the UI was built (ms after): {late[:10]}"
 
 
 def test_the_first_document_holds_the_shown_tool_tab_alone_and_a_tab_is_drawn_when_opened(page, server):

@@ -96,10 +96,22 @@ async function until(done, limitMs = 10_000) {
 // Observed before Python moved to the worker, cause not pinned down: a link's pins and
 // selection restored while the first layout was still settling froze the renderer in about one boot in
 // three (tests/test_browser.py test_state_is_restored_from_the_url); Python restores them after this.
-const firstLayout = () => until(() => {
+// BokehJS says so itself (each document's `idle` signal, emitted as it turns idle), rather than being asked every 20 ms.
+function firstLayout() {
   const docs = window.Bokeh ? window.Bokeh.documents : [];
-  return docs.length > 0 && docs.every((d) => d.is_idle);
-});
+  const idle = () => docs.length > 0 && docs.every((d) => d.is_idle);
+  return new Promise((ok) => {
+    if (idle()) return ok();
+    const timer = setTimeout(ok, 10_000);
+    for (const d of docs)
+      d.idle.connect(() => {
+        if (idle()) {
+          clearTimeout(timer);
+          ok();
+        }
+      });
+  });
+}
 
 // Wait until every figure of the document has a view that has finished its first paint (figures added after the
 // first layout too, which Document.is_idle does not follow), for at most 10 s; then one more frame.
