@@ -140,7 +140,8 @@ def _warmup(out: Path, cache: Path, lock_pkgs: list[str], wheels: list[str], app
     """warmup.json: the document the page builds off screen while Python imports Panel (app/warmup.py).
 
     Made by app/warmup.py in the site's Pyodide under node (builder/warmup.mjs) with the start-up wheels but the
-    app's own (it imports Panel, Bokeh and numpy only), about 6 s; kept in the cache under what it depends on."""
+    app's own (it imports Panel, Bokeh and numpy only), about 6 s; kept in the cache under the Pyodide version, the
+    wheels' names (so their versions) and app/warmup.py's text."""
     import hashlib
     source = REPO / "app" / "warmup.py"
     others = sorted(w for w in wheels if w != app_wheel and w.split("-")[0] not in BACKGROUND_WHEELS)
