@@ -140,6 +140,19 @@ def on(kind: str, handler) -> None:
     _page().on(kind, create_proxy(handler))
 
 
+def document(obj):
+    """(doc, docs_json, render_items, root_ids): the Panel object `obj` as a held Bokeh document, and that document
+    as the JSON strings BokehJS embeds (Panel's worker glue, panel.io.pyodide._doc_json): what the page's `render`
+    takes (boot.js `embed`), and what app/warmup.py writes at site build."""
+    from bokeh.document import Document
+    from panel.io.pyodide import _doc_json
+    from panel.pane import panel as as_panel
+    doc = Document()
+    doc.hold()
+    as_panel(obj).server_doc(doc=doc, location=False)
+    return (doc, *_doc_json(doc))
+
+
 async def render(obj, target: str) -> None:
     """Show the Panel object `obj` in the page's element `target`, kept in sync both ways.
 
@@ -151,14 +164,9 @@ async def render(obj, target: str) -> None:
     Panel 1.7.5's worker glue (panel.io.pyodide: _doc_json, _link_docs_worker, _convert_json_patch; and
     state._schedule_on_load, which its server calls when a document is ready) is private API; the site pins
     Panel (builder/sitepkgs.py), and tests/test_browser*.py exercise it."""
-    from bokeh.document import Document
-    from panel.io.pyodide import _convert_json_patch, _doc_json, _link_docs_worker
+    from panel.io.pyodide import _convert_json_patch, _link_docs_worker
     from panel.io.state import state as pn_state
-    from panel.pane import panel as as_panel
-    doc = Document()
-    doc.hold()
-    as_panel(obj).server_doc(doc=doc, location=False)
-    docs_json, render_items, root_ids = _doc_json(doc)
+    doc, docs_json, render_items, root_ids = document(obj)
 
     def receive(msg) -> None:
         try:

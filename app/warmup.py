@@ -60,12 +60,7 @@ def layout():
 
 
 def document_json() -> str:
-    """{docs_json, render_items, root_ids} of the layout, as the page's `render` takes a document (app/page.py)."""
-    from bokeh.document import Document
-    from bokeh.embed.util import standalone_docs_json_and_render_items
-    from panel.pane import panel as as_panel
-    doc = Document()
-    as_panel(layout()).server_doc(doc=doc, location=False)
-    docs, items = standalone_docs_json_and_render_items(doc.roots, suppress_callback_warning=True)
-    return json.dumps({"docs_json": docs, "render_items": [i.to_json() for i in items],
-                       "root_ids": [r.id for r in doc.roots]})
+    """{docs_json, render_items, root_ids} of the layout: the JSON strings the page's `render` takes (app/page.py)."""
+    from app.page import document
+    _, docs_json, render_items, root_ids = document(layout())
+    return json.dumps({"docs_json": docs_json, "render_items": render_items, "root_ids": root_ids})

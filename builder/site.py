@@ -136,22 +136,22 @@ def _web(out: Path, lock_pkgs: list[str], background_pkgs: list[str], wheels: li
     (out / "boot.json").write_text(json.dumps(boot, indent=1))
 
 
-def _warmup(out: Path, cache: Path, lock_pkgs: list[str], wheels: list[str], app_wheel: str) -> None:
+def _warmup(out: Path, cache: Path, lock_pkgs: list[str], wheels: list[str]) -> None:
     """warmup.json: the document the page builds off screen while Python imports Panel (app/warmup.py).
 
-    Made by app/warmup.py in the site's Pyodide under node (builder/warmup.mjs) with the start-up wheels but the
-    app's own (it imports Panel, Bokeh and numpy only), about 6 s; kept in the cache under the Pyodide version, the
-    wheels' names (so their versions) and app/warmup.py's text."""
+    Made by app/warmup.py in the site's Pyodide under node (builder/warmup.mjs) with the start-up wheels, about 6 s;
+    kept in the cache under the Pyodide version, the wheels' names (so their versions) and the text of the app's
+    modules it runs (app/warmup.py, app/page.py: the app's wheel keeps its name as they change)."""
     import hashlib
-    source = REPO / "app" / "warmup.py"
-    others = sorted(w for w in wheels if w != app_wheel and w.split("-")[0] not in BACKGROUND_WHEELS)
-    key = hashlib.sha256(json.dumps([PYODIDE_VERSION, lock_pkgs, others, source.read_text()]).encode()).hexdigest()
+    start_up = sorted(w for w in wheels if w.split("-")[0] not in BACKGROUND_WHEELS)
+    sources = [(REPO / "app" / m).read_text() for m in ("warmup.py", "page.py")]
+    key = hashlib.sha256(json.dumps([PYODIDE_VERSION, lock_pkgs, start_up, sources]).encode()).hexdigest()
     kept = cache / "warmup" / f"{key[:24]}.json"
     if not kept.exists():
         kept.parent.mkdir(parents=True, exist_ok=True)
         tmp = kept.with_suffix(".part")
-        _run(["node", str(REPO / "builder" / "warmup.mjs"), str(out / "pyodide"), str(source), str(tmp),
-              PANEL_CDN_ROOT, ",".join(lock_pkgs), *(str(out / "wheels" / w) for w in others)])
+        _run(["node", str(REPO / "builder" / "warmup.mjs"), str(out / "pyodide"), str(tmp), PANEL_CDN_ROOT,
+              ",".join(lock_pkgs), *(str(out / "wheels" / w) for w in start_up)])
         tmp.replace(kept)
     shutil.copy(kept, out / "warmup.json")
 
@@ -193,7 +193,7 @@ def _build_site(out: Path, cache: Path, say) -> dict:
     _bokeh_panel_assets(cache, out)
     _web(out, lock_pkgs, background_pkgs, wheels, lazy)
     say("site: the page's warm-up document (app/warmup.py, by Pyodide under node)")
-    _warmup(out, cache, lock_pkgs, wheels, app_wheel)
+    _warmup(out, cache, lock_pkgs, wheels)
     doc = _manifest(out)
     total = sum(f["bytes"] for f in doc["files"].values())
     say(f"site: {len(doc['files'])} files, {total / 1e6:.1f} MB in {out}")

@@ -1,8 +1,8 @@
 // The page's warm-up document (app/warmup.py) at site-build time, made in the site's own Pyodide under node, so its
 // JSON is of the very Panel and Bokeh versions the browser runs.
-// Usage: `node warmup.mjs PYODIDE_DIR WARMUP_PY OUT_FILE PANEL_CDN_ROOT LOCK_PACKAGES(comma-separated) WHEEL...`.
+// Usage: `node warmup.mjs PYODIDE_DIR OUT_FILE PANEL_CDN_ROOT LOCK_PACKAGES(comma-separated) WHEEL...`.
 import fs from "fs";
-const [, , pyodideDir, source, outFile, cdnRoot, lockPackages, ...wheels] = process.argv;
+const [, , pyodideDir, outFile, cdnRoot, lockPackages, ...wheels] = process.argv;
 const { loadPyodide } = await import(pyodideDir + "/pyodide.mjs");
 const py = await loadPyodide({ indexURL: pyodideDir + "/" });
 await py.loadPackage([...lockPackages.split(",").filter(Boolean), ...wheels], { messageCallback: () => {} });
@@ -11,5 +11,4 @@ await py.loadPackage([...lockPackages.split(",").filter(Boolean), ...wheels], { 
 globalThis.XMLHttpRequest = class {};
 py.globals.set("PANEL_CDN_ROOT", cdnRoot); // Panel's stylesheets, as the worker sets it (relative to the page here)
 py.runPython("import os\nos.environ['PANEL_CDN_ROOT'] = PANEL_CDN_ROOT");
-py.runPython(fs.readFileSync(source, "utf8"), { globals: py.globals });
-fs.writeFileSync(outFile, py.runPython("document_json()"));
+fs.writeFileSync(outFile, py.runPython("from app.warmup import document_json\ndocument_json()"));

@@ -688,7 +688,7 @@ def test_bokehjs_warms_up_on_the_explorers_kinds_of_models_first_and_keeps_nothi
     assert t["packages"] < t["warm"] < t["rendered"], t
     kinds = set(page.evaluate("[...new Set([...Bokeh.documents[0].all_models].map((m) => m.type))]"))
     assert len(kinds) > 40 and "Figure" in kinds and "panel.models.widgets.Button" in kinds, kinds
-    missing = kinds - _object_types(warm["docs_json"], set())
+    missing = kinds - _object_types(json.loads(warm["docs_json"]), set())
     assert not missing, f"app/warmup.py lacks {sorted(missing)}"
     left = page.evaluate("""[Bokeh.documents.length, !!document.getElementById('tessera-warm-up'), document.title,
         Bokeh.documents[0].roots().length]""")

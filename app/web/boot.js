@@ -140,6 +140,17 @@ function afterPaint() {
   });
 }
 
+// A Bokeh document as Python sends it (app/page.py `document`: JSON strings), built by BokehJS into the element of id
+// `target`; its views.
+async function embed({ docs_json, render_items, root_ids }, target) {
+  const items = JSON.parse(render_items);
+  const roots = JSON.parse(root_ids);
+  items[0].roots = { [roots[0]]: target };
+  items[0].root_ids = roots;
+  const [views] = await window.Bokeh.embed.embed_items(JSON.parse(docs_json), items);
+  return views;
+}
+
 // The warm-up (app/warmup.py): the first document BokehJS builds in a page costs about four times what it costs again
 // (its code runs for the first time, its stylesheets are parsed, its fonts measured; ~490 ms, then ~125 ms, measured).
 // This one is built in a hidden element off screen, painted once and removed with its views; it is never in
@@ -148,7 +159,7 @@ async function warmUp(url) {
   if (!url) return;
   const response = await fetch(url, { signal: AbortSignal.timeout(5000) }); // the explorer's start-up waits for it
   if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
-  const { docs_json, render_items, root_ids } = await response.json();
+  const json = await response.json();
   const host = Object.assign(document.createElement("div"), { id: "tessera-warm-up" });
   host.setAttribute("aria-hidden", "true");
   host.style.cssText = "position: absolute; left: -10000px; top: 0; width: 1600px; visibility: hidden";
@@ -156,9 +167,7 @@ async function warmUp(url) {
   const Bokeh = window.Bokeh;
   const known = Bokeh.documents.length;
   try {
-    render_items[0].roots = { [root_ids[0]]: host.id };
-    render_items[0].root_ids = root_ids;
-    const [views] = await Bokeh.embed.embed_items(docs_json, render_items);
+    const views = await embed(json, host.id);
     await afterPaint(); // its first paint (at once in a hidden page, which paints nothing)
     for (const view of views.roots.values()) view.remove();
   } finally {
@@ -255,11 +264,7 @@ async function main() {
     async render({ docs_json, render_items, root_ids, target }) {
       await scripts;
       await warmed;
-      const items = JSON.parse(render_items);
-      const roots = JSON.parse(root_ids);
-      items[0].roots = { [roots[0]]: target };
-      items[0].root_ids = roots;
-      const [views] = await window.Bokeh.embed.embed_items(JSON.parse(docs_json), items);
+      const views = await embed({ docs_json, render_items, root_ids }, target);
       doc.js = [...views.roots.values()][0].model.document;
       doc.js.on_change((e) => sendChange(worker, e), false);
       await firstLayout();
