@@ -113,12 +113,18 @@ def _bokeh_panel_assets(cache: Path, out: Path) -> None:
             target.write_bytes(z.read(n))
 
 
+def _in_background(wheel: str) -> bool:
+    """Whether a wheel file is one the worker loads once the explorer is ready (sitepkgs.BACKGROUND_WHEELS), not at
+    start-up. A wheel's file name starts with its project's name."""
+    return wheel.split("-")[0] in BACKGROUND_WHEELS
+
+
 def _web(out: Path, lock_pkgs: list[str], background_pkgs: list[str], wheels: list[str],
          lazy: dict[str, str]) -> None:
     for p in (REPO / "app" / "web").iterdir():
         if p.is_file():
             shutil.copy(p, out / p.name)
-    later = [w for w in wheels if w.split("-")[0] in BACKGROUND_WHEELS]  # a wheel's name starts with its project's
+    later = [w for w in wheels if _in_background(w)]
     panel_dist = f"vendor/panel/{PURE_WHEELS['panel']}/dist/"  # Panel's files, under its version (netlify.toml)
     lock = json.loads((out / "pyodide" / "pyodide-lock.json").read_text())["packages"]
     # The start-up lock packages' files with the integrity Pyodide's loadPackage checks them against (the lock's
@@ -143,7 +149,7 @@ def _warmup(out: Path, cache: Path, lock_pkgs: list[str], wheels: list[str]) -> 
     kept in the cache under the Pyodide version, the wheels' names (so their versions) and the text of the app's
     modules it runs (app/warmup.py, app/page.py: the app's wheel keeps its name as they change)."""
     import hashlib
-    start_up = sorted(w for w in wheels if w.split("-")[0] not in BACKGROUND_WHEELS)
+    start_up = sorted(w for w in wheels if not _in_background(w))
     sources = [(REPO / "app" / m).read_text() for m in ("warmup.py", "page.py")]
     key = hashlib.sha256(json.dumps([PYODIDE_VERSION, lock_pkgs, start_up, sources]).encode()).hexdigest()
     kept = cache / "warmup" / f"{key[:24]}.json"
