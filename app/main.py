@@ -35,9 +35,8 @@ class ExplorerUI(pn.viewable.Viewer):
         super().__init__(**params)
         self.state = state
         self._showing = False
-        base = views.image_data(state.base[1], state.base[0]) if state.base else views.EMPTY_IMAGE  # a draw done already
         self.sources = {name: ColumnDataSource(dict(data), name=name) for name, data in (
-            ("base-source", base), ("overlay-source", views.EMPTY_IMAGE),
+            ("base-source", self._base_data()), ("overlay-source", views.EMPTY_IMAGE),
             ("pin-source", dict(x=[], y=[], color=[], label=[])), ("selected-source", dict(x=[], y=[])),
             ("spectrum-source", dict(xs=[], ys=[], color=[], label=[])),
             ("years-source", dict(xs=[], ys=[], color=[], label=[])),
@@ -205,9 +204,15 @@ class ExplorerUI(pn.viewable.Viewer):
         self.sources["border-source"].data = dict(x=flat(g.border_x), y=flat(g.border_y))
         self.state.places = places.parse_places(str(g.places))
 
-    def _draw_base(self, event) -> None:
+    def _base_data(self) -> dict:
+        """The map's base layer: the state's last draw (one may have ended before the UI was built), else none."""
+        if self.state.base is None:
+            return dict(views.EMPTY_IMAGE)
         v, rgba = self.state.base
-        self.sources["base-source"].data = views.image_data(rgba, v)
+        return views.image_data(rgba, v)
+
+    def _draw_base(self, event) -> None:
+        self.sources["base-source"].data = self._base_data()
 
     def _draw_overlay(self, event) -> None:
         s = self.state
