@@ -80,6 +80,17 @@ def cold_pixels(data: Path) -> list[tuple[str, int, int, float, float]]:
     return out
 
 
+def explorer_says(page) -> str:
+    """The explorer's status line and its last five store reads (a failed click's diagnosis)."""
+    status = page.evaluate("""async () => await window.tesseraWorker.python(`
+import gc
+from app.session import Explorer
+next((str(o.status) for o in gc.get_objects() if isinstance(o, Explorer)), "(no explorer)")`)""")
+    log = page.evaluate("async () => (await window.tesseraWorker.stats()).log.slice(-5)")
+    reads = "; ".join(f"{e['method']} {e['url'].rsplit('/data/', 1)[-1]} {e['range']} -> {e['status']}" for e in log)
+    return f"status line {status!r}; last reads: {reads or 'none'}"
+
+
 # baseline: the old read path (plain zarrita); new: the bridge's read path, the click on a pixel the mouse did not
 # rest on first (a script's select); rested: the same, the click after the mouse rested on the pixel (as a user's
 # does), which reads it ahead (Explorer.hover).
@@ -133,7 +144,11 @@ def main() -> None:
                         cdp.send("Network.enable")
                         cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": a.rtt,
                                  "downloadThroughput": 50e6 / 8, "uploadThroughput": 50e6 / 8})
-                    results[(path, net)].append(page.evaluate(CLICK, [lon, lat, f"{zone} r{r} c{c}"]))
+                    try:
+                        results[(path, net)].append(page.evaluate(CLICK, [lon, lat, f"{zone} r{r} c{c}"]))
+                    except Exception:  # a plot that never showed the pixel: what the explorer said, and its reads
+                        print(f"{path} page, {zone} r{r} c{c}: {explorer_says(page)}", file=sys.stderr)
+                        raise
             browser.close()
     print(f"a pixel from a cold shard ({half} + {len(pixels) - half} shards, demo --px {a.px}; medians; "
           "requests and bytes of the embeddings and scales reads, year store + multi-year index):")
