@@ -30,10 +30,22 @@ async def draw(model: StoreModel, v: render.View) -> np.ndarray:
         img = render.footprints(model.zones.values(), lon, lat)
     if v.metres_per_pixel() <= render.ZONE_ZOOM_M:
         native = np.zeros_like(img)
-        wins = [(z, w) for z in model.zones.values() if model.has_preview(z)
-                for w in [render.zone_window(z, lon, lat)] if w is not None]
-        rgbs = await asyncio.gather(*(model.preview(z, *w[2:6]) for z, w in wins))
-        for (z, (row, col, r0, r1, c0, c1, inside)), rgb in zip(wins, rgbs):  # zones in order: the first drawn wins
-            render.sample_window(rgb, r0, c0, row, col, inside & (native[..., 3] == 0), native)
+        # Each zone's pixels are projected only over the part of the screen its window covers (render.edge_window: exact
+        # zoomed in, from the view's edges alone; render.screen_box): a zone the view misses costs 2 (W + H)
+        # projections, not W x H, and two zones side by side W x H between them. A store of many zones (a global one)
+        # projected the whole screen into each in every zoomed-in redraw.
+        wins = []
+        for z in model.zones.values():
+            win = render.edge_window(z, v) if model.has_preview(z) else None
+            box = None if win is None else render.screen_box(z, win, v)
+            if box is not None:
+                i0, i1, j0, j1 = box
+                w = render.zone_window(z, lon[i0:i1, j0:j1], lat[i0:i1, j0:j1])
+                if w is not None:
+                    wins.append((z, box, w))
+        rgbs = await asyncio.gather(*(model.preview(z, *w[2:6]) for z, _, w in wins))
+        for (z, (i0, i1, j0, j1), (row, col, r0, r1, c0, c1, inside)), rgb in zip(wins, rgbs):  # the first drawn wins
+            part = native[i0:i1, j0:j1]  # a view: sampled in place
+            render.sample_window(rgb, r0, c0, row, col, inside & (part[..., 3] == 0), part)
         img = render.composite(img, native)
     return img

@@ -162,3 +162,37 @@ def test_views_escape_text_and_describe_pixels(store):
         np.testing.assert_array_equal(np.array(spec["ys"][0]), px.vector.astype(np.float64))
         assert "outside the zones" in views.info_html(state.model, None, (100.0, 10.0))
     run_async(run())
+
+
+def test_a_zoomed_in_redraw_projects_the_views_pixels_only_into_the_zones_it_shows(store, monkeypatch):
+    """Zoomed in to the zones' previews, each zone the view misses costs the projection of the view's edges alone
+    (2 (W + H) points), not of its W x H pixels: with a global store's many zones, every redraw paid for each."""
+    from app.meta import Zone
+    catalog = [{"year": 2024, "url": str(store), "label": "2024"}]
+    projected = []
+    to_rowcol = Zone.to_rowcol
+
+    def counted(self, lon, lat):
+        projected.append((self.name, np.size(lon)))
+        return to_rowcol(self, lon, lat)
+
+    async def run():
+        state = await opened(catalog, 2024)
+        r, c = valid_pixel(store, "utm30", 100)
+        lon, lat = state.model.zones["utm30"].centre_lonlat(r, c)
+        state.centre_view(lon, lat, 2000)  # 2.6 m per screen pixel, inside utm30 (the centre: inside pixel r, c)
+        await state.settle()
+        v = state.render_view()
+        assert v.metres_per_pixel() <= render.ZONE_ZOOM_M
+        projected.clear()
+        monkeypatch.setattr(Zone, "to_rowcol", counted)
+        await state.redraw()
+        rgb = zarr.open_group(store / "utm30", mode="r")["rgb"][r, c]
+        assert tuple(state.base[1][v.height // 2, v.width // 2]) == tuple(rgb)  # the centre pixel: its own colour
+        return v.width, v.height
+    w, h = run_async(run())
+    most = {}
+    for name, n in projected:
+        most[name] = max(most.get(name, 0), n)
+    assert 0 < most.pop("utm30") <= w * h  # at most the screen: the part its window covers
+    assert set(most) == {"utm31", "utm34"} and max(most.values()) <= 2 * (w + h), most
