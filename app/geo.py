@@ -31,22 +31,45 @@ R_MERC = 6378137.0
 
 
 def lonlat_to_utm(lon, lat, zone: int, south: bool):
-    """(easting, northing) of lon/lat (degrees) in UTM `zone`."""
-    lon = np.asarray(lon, dtype=np.float64)
-    lat = np.asarray(lat, dtype=np.float64)
-    phi = np.radians(lat)
-    dl = np.radians(lon - central_meridian(zone))
-    s = np.sin(phi)
+    """(easting, northing) of lon/lat (degrees) in UTM `zone`.
+
+    The map projects every screen pixel of a zoomed-in redraw, so the series' double angles come from tan xi' =
+    t / cos(dl) and tanh eta' = sin(dl) / sqrt(1 + t^2) by algebra, and its higher terms by the multiple-angle
+    identities: 7 transcendental functions per point instead of 21, and 2 on the map's grids, whose longitudes
+    and latitudes are broadcast lines (_line). Same results to a few nanometres."""
+    shape = np.broadcast_shapes(np.shape(lon), np.shape(lat))
+    lon = _line(np.asarray(lon, dtype=np.float64))
+    lat = _line(np.asarray(lat, dtype=np.float64))
+    s = np.sin(np.radians(lat))
     t = np.sinh(np.arctanh(s) - _C * np.arctanh(_C * s))
-    xi_p = np.arctan2(t, np.cos(dl))
-    eta_p = np.arctanh(np.sin(dl) / np.sqrt(1 + t * t))
-    xi, eta = xi_p.copy(), eta_p.copy()
-    for j, a in enumerate(_ALPHA, start=1):
-        xi += a * np.sin(2 * j * xi_p) * np.cosh(2 * j * eta_p)
-        eta += a * np.cos(2 * j * xi_p) * np.sinh(2 * j * eta_p)
+    dl = np.radians(lon - central_meridian(zone))
+    c = np.cos(dl)
+    u = np.sin(dl) / np.sqrt(1 + t * t)  # tanh(eta')
+    xi_p, eta_p = np.arctan2(t, c), np.arctanh(u)
+    d, w = c * c + t * t, 1 - u * u
+    # sin and cos of 2j xi', cosh and sinh of 2j eta' (j = 1, 2, 3) by the double- and triple-angle identities
+    s1, c1, h1, k1 = 2 * t * c / d, (c * c - t * t) / d, (1 + u * u) / w, 2 * u / w
+    s2, c2, h2, k2 = 2 * s1 * c1, 2 * c1 * c1 - 1, 2 * h1 * h1 - 1, 2 * h1 * k1
+    s3, c3, h3, k3 = s2 * c1 + c2 * s1, c2 * c1 - s2 * s1, h2 * h1 + k2 * k1, k2 * h1 + h2 * k1
+    a1, a2, a3 = _ALPHA
+    xi = xi_p + a1 * s1 * h1 + a2 * s2 * h2 + a3 * s3 * h3
+    eta = eta_p + a1 * c1 * k1 + a2 * c2 * k2 + a3 * c3 * k3
     e = E0 + K0 * _A * eta
     n = K0 * _A * xi + (N0_SOUTH if south else 0.0)
+    if e.shape != shape:  # both inputs repeated along the same axis
+        e, n = np.broadcast_to(e, shape).copy(), np.broadcast_to(n, shape).copy()
     return e, n
+
+
+def _line(a: np.ndarray) -> np.ndarray:
+    """A 2-D grid whose values repeat along an axis (a broadcast view, stride 0: the map's longitudes repeat down
+    its columns and its latitudes along its rows, View.lonlat_grid) as one line along that axis: what depends on
+    longitude alone or latitude alone is then computed once per column or row, not per pixel."""
+    if a.ndim == 2 and a.strides[1] == 0:
+        return a[:, :1]
+    if a.ndim == 2 and a.strides[0] == 0:
+        return a[:1, :]
+    return a
 
 
 def utm_to_lonlat(e, n, zone: int, south: bool):
