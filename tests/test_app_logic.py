@@ -31,6 +31,25 @@ def test_utm_formulas_match_pyproj(zone, south):
     assert np.abs(lon2 - lon).max() < 1e-8 and np.abs(lat2 - lat).max() < 1e-8
 
 
+def test_utm_of_the_maps_grids_matches_pyproj_and_dense_points():
+    """The map's grids are broadcast lines (View.lonlat_grid): projected one column or row at a time where a term
+    depends on longitude or latitude alone, they give what pyproj and the same points laid out densely give."""
+    x, y = geo.lonlat_to_merc(np.array([-3.3, -3.1]), np.array([51.4, 51.55]))
+    v = render.View(float(x[0]), float(x[1]), float(y[0]), float(y[1]), 760, 520)
+    lon, lat = v.lonlat_grid()
+    assert lon.strides[0] == 0 and lat.strides[1] == 0  # what the map passes: broadcast lines
+    e, n = geo.lonlat_to_utm(lon, lat, 30, False)
+    de, dn = geo.lonlat_to_utm(np.ascontiguousarray(lon), np.ascontiguousarray(lat), 30, False)
+    assert e.shape == n.shape == (520, 760)
+    np.testing.assert_array_equal(e, de)
+    np.testing.assert_array_equal(n, dn)
+    pe, pn = Transformer.from_crs(4326, 32630, always_xy=True).transform(lon, lat)
+    assert np.abs(e - pe).max() < 1e-3 and np.abs(n - pn).max() < 1e-3
+    e1, n1 = geo.lonlat_to_utm(lon[7], lat[7], 30, False)  # one row of it, and one point
+    np.testing.assert_array_equal(e1, e[7])
+    assert geo.lonlat_to_utm(float(lon[3, 5]), float(lat[3, 5]), 30, False) == (e[3, 5], n[3, 5])
+
+
 def test_mercator_round_trip_matches_pyproj():
     lon, lat = np.array([-179.9, -0.05, 18.45, 120.0]), np.array([-80.0, 50.85, -33.95, 10.0])
     x, y = geo.lonlat_to_merc(lon, lat)
