@@ -89,7 +89,7 @@ def sample_level(level: Level, chunks: dict[tuple[int, int], np.ndarray], lon: n
     words = np.zeros(h * w + 1, np.uint32)  # the last: transparent, for every pixel outside the chunks
     mosaic = words[:-1].reshape(h, w)
     for (i, j), data in chunks.items():
-        rgba = np.ascontiguousarray(data, dtype=np.uint8).view(np.uint32)[..., 0]
+        rgba = rgba_words(np.ascontiguousarray(data, dtype=np.uint8))
         mosaic[(i - i0) * c:(i - i0) * c + rgba.shape[0], (j - j0) * c:(j - j0) * c + rgba.shape[1]] = rgba
     row, col = conv.global_rowcol(lon, lat, level.res)
     row -= i0 * c
@@ -171,12 +171,18 @@ def view_windows(zones, view: View, step: int = 20) -> list[tuple[Zone, int, int
     return out
 
 
+def rgba_words(rgba: np.ndarray) -> np.ndarray:
+    """A view of an RGBA image (uint8 (h, w, 4), its pixels' 4 bytes side by side: any slice of rows and columns) as
+    one 32-bit word per pixel, which numpy moves in one step instead of four."""
+    return rgba.view(np.uint32)[..., 0]
+
+
 def sample_window(values: np.ndarray, r0: int, c0: int, row: np.ndarray, col: np.ndarray, mask: np.ndarray,
                   out: np.ndarray) -> None:
-    """out[mask] = values[row - r0, col - c0] where (row, col) fall inside `values`."""
+    """out[mask] = values[row - r0, col - c0] where (row, col) fall inside `values`: RGBA images (rgba_words)."""
     rr, cc = row - r0, col - c0
     ok = mask & (rr >= 0) & (rr < values.shape[0]) & (cc >= 0) & (cc < values.shape[1])
-    out[ok] = values[rr[ok], cc[ok]]
+    rgba_words(out)[ok] = rgba_words(values)[rr[ok], cc[ok]]
 
 
 def false_colour(q: np.ndarray, valid: np.ndarray) -> np.ndarray:
@@ -203,11 +209,9 @@ def footprints(zones, lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
 
 
 def composite(under: np.ndarray, over: np.ndarray) -> np.ndarray:
-    """Draw `over` where it is opaque (alpha > 0), `under` elsewhere."""
-    m = over[..., 3] > 0
-    res = under.copy()
-    res[m] = over[m]
-    return res
+    """Draw `over` where it is opaque (alpha > 0), `under` elsewhere (RGBA images)."""
+    words = np.where(over[..., 3] > 0, rgba_words(np.ascontiguousarray(over)), rgba_words(np.ascontiguousarray(under)))
+    return words.view(np.uint8).reshape(under.shape)
 
 
 # Bokeh's 256-step viridis (perceptually ordered) for similarity in [-1, 1].
