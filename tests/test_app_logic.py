@@ -268,3 +268,30 @@ def test_metadata_that_is_not_a_tessera_store_is_one_line(store, edit, want):
     with pytest.raises(SourceError) as e:
         run_async(StoreModel(_DocSource(doc)).open())
     assert e.value.kind == "invalid" and str(e.value).startswith(want) and "\n" not in str(e.value)
+
+
+def test_rgba_sampling_and_compositing_move_whole_pixels_into_slices_of_an_image():
+    """render.sample_window and render.composite move each pixel as one 32-bit word (render.rgba_words): checked
+    pixel by pixel against the rules they state, into a slice of a larger image (what the map passes)."""
+    rng = np.random.default_rng(5)
+    values = rng.integers(0, 256, (6, 9, 4), dtype=np.uint8)
+    image = rng.integers(0, 256, (10, 12, 4), dtype=np.uint8)
+    before = image.copy()
+    row, col = rng.integers(-2, 9, (4, 5)), rng.integers(-3, 12, (4, 5))
+    mask = rng.random((4, 5)) < 0.7
+    render.sample_window(values, 1, 2, row, col, mask, image[3:7, 4:9])
+    want = before.copy()
+    for i in range(4):
+        for j in range(5):
+            r, c = row[i, j] - 1, col[i, j] - 2
+            if mask[i, j] and 0 <= r < 6 and 0 <= c < 9:
+                want[3 + i, 4 + j] = values[r, c]
+    np.testing.assert_array_equal(image, want)  # outside the slice, and where nothing was sampled: untouched
+    under, over = rng.integers(0, 256, (2, 7, 8, 4), dtype=np.uint8)
+    over[..., 3][rng.random((7, 8)) < 0.5] = 0
+    out = render.composite(under, over)
+    for i in range(7):
+        for j in range(8):
+            np.testing.assert_array_equal(out[i, j], over[i, j] if over[i, j, 3] > 0 else under[i, j])
+    out[0, 0] = 1  # a new image: writable, and neither input changes
+    assert out.shape == under.shape and not np.shares_memory(out, under) and not np.shares_memory(out, over)
