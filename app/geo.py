@@ -35,7 +35,7 @@ def lonlat_to_utm(lon, lat, zone: int, south: bool):
 
     The map projects every screen pixel of a zoomed-in redraw, so the series' double angles come from tan xi' =
     t / cos(dl) and tanh eta' = sin(dl) / sqrt(1 + t^2) by algebra, and its higher terms by the multiple-angle
-    identities: 7 transcendental functions per point instead of 21, and 2 on the map's grids, whose longitudes
+    identities: 9 transcendental functions per point instead of 21, and 2 on the map's grids, whose longitudes
     and latitudes are broadcast lines (_line). Same results to a few nanometres."""
     shape = np.broadcast_shapes(np.shape(lon), np.shape(lat))
     lon = _line(np.asarray(lon, dtype=np.float64))
