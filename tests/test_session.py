@@ -196,3 +196,48 @@ def test_a_zoomed_in_redraw_projects_the_views_pixels_only_into_the_zones_it_sho
         most[name] = max(most.get(name, 0), n)
     assert 0 < most.pop("utm30") <= w * h  # at most the screen: the part its window covers
     assert set(most) == {"utm31", "utm34"} and max(most.values()) <= 2 * (w + h), most
+
+
+class GatedSource(ZarrSource):
+    """zarr-python reads that, while `gate` is closed, wait for it once started; the paths of those started."""
+
+    def __init__(self, url: str, gate, started: list):
+        super().__init__(url)
+        self.gate, self.started = gate, started
+
+    async def read(self, path, box, hint="pixel"):
+        self.started.append(path)
+        await self.gate.wait()
+        return await super().read(path, box, hint)
+
+
+def test_a_zoomed_in_redraw_reads_the_level_chunks_and_the_zones_previews_at_once(store):
+    """A pan zoomed in needs global_rgb chunks and the zones' previews it has not read yet: both are asked for
+    together (one round trip on a slow link), not the previews once the chunks have come."""
+    import asyncio
+    catalog = [{"year": 2024, "url": str(store), "label": "2024"}]
+
+    async def run():
+        gate, started = asyncio.Event(), []
+        gate.set()
+        state = Explorer(catalog, UrlState(), source_factory=lambda u: GatedSource(u, gate, started))
+        await state.open_year(2024)
+        state.year = 2024
+        await state.settle()
+        r, c = valid_pixel(store, "utm30", 100)
+        lon, lat = state.model.zones["utm30"].centre_lonlat(r, c)
+        gate.clear()
+        started.clear()
+        state.centre_view(lon, lat, 7600)  # 10 m per screen pixel: nothing of it read yet
+        for _ in range(2000):  # up to 10 s, until the draw asks for a zone's preview while no byte has come back
+            await asyncio.sleep(0.005)
+            if any(p.endswith("/rgb") and not p.startswith("global_rgb") for p in started):
+                break
+        asked = list(started)
+        gate.set()
+        await state.settle()
+        return asked, state.base[1]
+    asked, image = run_async(run())
+    assert any(p.startswith("global_rgb/") for p in asked), asked
+    assert any(p == "utm30/rgb" for p in asked), asked  # asked while no level chunk had come
+    assert image[..., 3].any()
