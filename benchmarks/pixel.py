@@ -1,6 +1,6 @@
 """A pixel from a cold shard: the bridge's old read path and its new one, side by side in one run.
 
-    python benchmarks/pixel.py [--px 384] [--rtt 40]
+    python benchmarks/pixel.py [--px 384] [--rtt 40] [--rounds 2]
 
 Builds the site and the demo stores (2023, 2024 and the multi-year index), then opens the explorer three times
 in one headless Chromium: `baseline` with window.tesseraBridgeOptions = {sharedRanges: false} (plain
@@ -15,12 +15,16 @@ the time from tesseraApi.select to the first frame drawn with the pixel's vector
 the page thread's long tasks (50 ms or more: BokehJS applying the patches and painting) in that time,
 and the requests and bytes of its embeddings and scales reads (year store and multi-year index).  The
 first half of the shards is clicked on plain localhost, the second half with Chromium's network
-emulation (--rtt ms round trip, 50 Mbit/s).  Prints medians and the new/baseline and rested/baseline ratios.
+emulation (--rtt ms round trip, 50 Mbit/s).  Each round opens the three pages afresh, so every shard is cold
+again (single clicks vary by a frame or two: more rounds, steadier medians).  Prints medians and the new/baseline
+and rested/baseline ratios, and, on localhost, the new page's two chunk reads of each click made again at once
+with nothing else in flight: a scripted click must wait for them where the rested one found them read ahead.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import re
 import statistics
 import sys
@@ -59,6 +63,15 @@ CLICK = """async ([lon, lat, tag]) => {  // select, then wait for the frames tha
           all.length, busy];
 }"""
 
+# The two chunk reads of a click again, in the worker, at once and alone (no store code, no Python between them,
+# nothing else in flight; not from the HTTP cache): what the requests themselves take there.
+PAIR = """import js
+again = js.eval('''async (reads) => { const t0 = performance.now();
+  await Promise.all(reads.map(async ([url, range]) => {
+    const resp = await fetch(url, { headers: { Range: range }, cache: "no-store" }); await resp.arrayBuffer(); }));
+  return performance.now() - t0; }''')
+await again(js.JSON.parse(%s))"""
+
 
 def cold_pixels(data: Path) -> list[tuple[str, int, int, float, float]]:
     """One valid pixel (in both years) per shard of every zone: (zone, row, col, lon, lat)."""
@@ -91,6 +104,46 @@ next((str(o.status) for o in gc.get_objects() if isinstance(o, Explorer)), "(no 
     return f"status line {status!r}; last reads: {reads or 'none'}"
 
 
+def click_one(page, cdp, path, emulate, pixel, rtt, warm, rested, out, pairs, failed) -> None:
+    """Move `page` to the pixel at 10 m per screen pixel, let the view settle (and on the rested page the mouse rest
+    on it), click it and append the CLICK figures to `out` (or, when a plot never shows the pixel, what went wrong
+    to `failed`: the run goes on); `emulate`: turn on the emulated network first.  `pairs`
+    (a list, or None): after the click, the time its two year-store chunk reads take again, alone and at once,
+    with nothing else in flight (the requests' own share of a click)."""
+    zone, r, c, lon, lat = pixel
+    # What a user does: the view settles zoomed in at 10 m on the pixel (the new path warms the shard indexes in
+    # view then, app/js/prefetch.js), then the click.
+    page.evaluate("window.tesseraWorker.resetStats()")
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])
+    st = page.evaluate("window.tesseraWorker.stats()")
+    warm[path].append(sum(e["bytes"] for e in st["log"] if re.search(r"/(embeddings|scales)/", e["url"])))
+    if path == "rested":  # the mouse comes to rest on the pixel before the click, as a user's does
+        from app.geo import lonlat_to_merc
+        x, y = (float(v) for v in lonlat_to_merc(lon, lat))
+        page.mouse.move(2, 2)
+        page.evaluate("window.tesseraWorker.resetStats()")
+        rest_mouse(page, x, y, [lon, lat, 7600])
+        st = page.evaluate("window.tesseraWorker.stats()")
+        rested.append(sum(e["bytes"] for e in st["log"] if re.search(r"/(embeddings|scales)/", e["url"])))
+    if emulate:
+        cdp.send("Network.enable")
+        cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": rtt,
+                 "downloadThroughput": 50e6 / 8, "uploadThroughput": 50e6 / 8})
+    try:
+        out.append(page.evaluate(CLICK, [lon, lat, f"{zone} r{r} c{c}"]))
+    except Exception as e:  # a plot that never showed the pixel: said, with the explorer's status line and reads
+        failed.append(f"{path} page, {zone} r{r} c{c}: {str(e).splitlines()[0]}; {explorer_says(page)}")
+        print(failed[-1], file=sys.stderr)
+        return
+    if pairs is not None:
+        reads = [[e["url"], e["range"]] for e in page.evaluate("window.tesseraWorker.stats()")["log"]
+                 if "/2024.zarr/" in e["url"] and re.search(r"/(embeddings|scales)/", e["url"])]
+        if len(reads) == 2:  # once the explorer has settled (the click's later drawing done: the worker is idle)
+            page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])
+            code = PAIR % json.dumps(json.dumps(reads))
+            pairs.append(float(page.evaluate("async (c) => String(await window.tesseraWorker.python(c))", code)))
+
+
 # baseline: the old read path (plain zarrita); new: the bridge's read path, the click on a pixel the mouse did not
 # rest on first (a script's select); rested: the same, the click after the mouse rested on the pixel (as a user's
 # does), which reads it ahead (Explorer.hover).
@@ -101,6 +154,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--px", type=int, default=384)
     ap.add_argument("--rtt", type=float, default=40.0)
+    ap.add_argument("--rounds", type=int, default=2, help="each on fresh pages: every shard cold again")
     a = ap.parse_args()
     from playwright.sync_api import sync_playwright
     with tempfile.TemporaryDirectory() as d:
@@ -109,55 +163,45 @@ def main() -> None:
         pixels = cold_pixels(site / "data")
         half = len(pixels) // 2
         warm = {path: [] for path in PATHS}
+        failed = []  # clicks whose plots never showed their pixel (left out of the medians)
+        pairs = []  # the new page's two chunk reads of each localhost click again, alone (ms)
         rested = []  # the bytes the rested page read ahead while the mouse rested on each pixel
         results = {(path, net): [] for path in PATHS for net in ("localhost", "emulated")}
         with static_server(site) as base, sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            pages = {}
-            for path in PATHS:
-                ctx = browser.new_context()
-                if path == "baseline":
-                    ctx.add_init_script("window.tesseraBridgeOptions = { sharedRanges: false };")
-                page = ctx.new_page()
-                page.goto(base + "index.html")
-                assert wait_state(page) == "ready", path
-                page.evaluate("async () => await window.tesseraApi.redraw()")
-                pages[path] = (page, ctx.new_cdp_session(page))
-            for i, (zone, r, c, lon, lat) in enumerate(pixels):
-                net = "localhost" if i < half else "emulated"
-                for path, (page, cdp) in pages.items():
-                    # What a user does: the view settles zoomed in at 10 m on the pixel (the new path warms the
-                    # shard indexes in view then, app/js/prefetch.js), then the click.
-                    page.evaluate("window.tesseraWorker.resetStats()")
-                    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])
-                    st = page.evaluate("window.tesseraWorker.stats()")
-                    warm[path].append(sum(e["bytes"] for e in st["log"] if re.search(r"/(embeddings|scales)/", e["url"])))
-                    if path == "rested":  # the mouse comes to rest on the pixel before the click, as a user's does
-                        from app.geo import lonlat_to_merc
-                        x, y = (float(v) for v in lonlat_to_merc(lon, lat))
-                        page.mouse.move(2, 2)
-                        page.evaluate("window.tesseraWorker.resetStats()")
-                        rest_mouse(page, x, y, [lon, lat, 7600])
-                        st = page.evaluate("window.tesseraWorker.stats()")
-                        rested.append(sum(e["bytes"] for e in st["log"] if re.search(r"/(embeddings|scales)/", e["url"])))
-                    if i == half:
-                        cdp.send("Network.enable")
-                        cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": a.rtt,
-                                 "downloadThroughput": 50e6 / 8, "uploadThroughput": 50e6 / 8})
-                    try:
-                        results[(path, net)].append(page.evaluate(CLICK, [lon, lat, f"{zone} r{r} c{c}"]))
-                    except Exception:  # a plot that never showed the pixel: what the explorer said, and its reads
-                        print(f"{path} page, {zone} r{r} c{c}: {explorer_says(page)}", file=sys.stderr)
-                        raise
+            for rnd in range(a.rounds):  # each round on fresh pages: every shard cold again
+                pages = {}
+                for path in PATHS:
+                    ctx = browser.new_context()
+                    if path == "baseline":
+                        ctx.add_init_script("window.tesseraBridgeOptions = { sharedRanges: false };")
+                    page = ctx.new_page()
+                    page.goto(base + "index.html")
+                    assert wait_state(page) == "ready", path
+                    page.evaluate("async () => await window.tesseraApi.redraw()")
+                    pages[path] = (page, ctx.new_cdp_session(page))
+                for i, (zone, r, c, lon, lat) in enumerate(pixels):
+                    net = "localhost" if i < half else "emulated"
+                    # The pages take turns in a different order from round to round (none always first after a view).
+                    for path, (page, cdp) in (list(pages.items()) if rnd % 2 == 0 else list(pages.items())[::-1]):
+                        click_one(page, cdp, path, i == half, (zone, r, c, lon, lat), a.rtt, warm, rested,
+                                  results[(path, net)], pairs if path == "new" and net == "localhost" else None,
+                                  failed)
+                for page, _ in pages.values():
+                    page.context.close()
             browser.close()
-    print(f"a pixel from a cold shard ({half} + {len(pixels) - half} shards, demo --px {a.px}; medians; "
+    print(f"a pixel from a cold shard ({half} + {len(pixels) - half} shards x {a.rounds} rounds, demo --px {a.px}; medians; "
           "requests and bytes of the embeddings and scales reads, year store + multi-year index):")
+    if failed:
+        print(f"  {len(failed)} clicks left out, a plot never showed their pixel:")
+        for line in failed:
+            print(f"    {line}")
     for path in PATHS:
         print(f"  view settled at 10 m per screen pixel (760 px, 7.6 km), embeddings and scales bytes read then: "
               f"{path} median {statistics.median(warm[path]) / 1e3:.0f} kB, max {max(warm[path]) / 1e3:.0f} kB")
     print(f"  the mouse at rest on the pixel (rested), embeddings and scales bytes read ahead then: median "
           f"{statistics.median(rested) / 1e3:.1f} kB, max {max(rested) / 1e3:.1f} kB")
-    for net in ("localhost", f"emulated"):
+    for net in ("localhost", "emulated"):
         label = net if net == "localhost" else f"{a.rtt:.0f} ms RTT, 50 Mbit/s"
         med = {path: [statistics.median(x[k] for x in results[(path, net)]) for k in range(11)] for path in PATHS}
         for path in PATHS:
@@ -172,6 +216,12 @@ def main() -> None:
             mn, nn, bn, _, yn = med[path][:5]
             print(f"  {label:>24} {path:>8} / baseline: latency {mn / mb:.2f}x (years plot {yn / yb:.2f}x), requests "
                   f"{nn / nb:.2f}x, bytes {bn / bb:.2f}x")
+        if net == "localhost" and pairs:
+            # A scripted click must make the two reads the rested one found read ahead: its latency is at least the
+            # rested click's plus theirs, when nothing else delays them.
+            pm, rm = statistics.median(pairs), med["rested"][0]
+            print(f"  {label:>24} the new page's two chunk reads again, at once and alone in the worker: {pm:.1f} ms "
+                  f"median; rested + that: {rm + pm:.0f} ms, {(rm + pm) / mb:.2f}x of the baseline")
 
 
 if __name__ == "__main__":
