@@ -2,23 +2,27 @@
 
     python benchmarks/pixel.py [--px 384] [--rtt 40] [--rounds 2]
 
-Builds the site and the demo stores (2023, 2024 and the multi-year index), then opens the explorer three times
-in one headless Chromium: `baseline` with window.tesseraBridgeOptions = {sharedRanges: false} (plain
-zarrita reads: every source reads its own shard indexes, the reference index sends a HEAD before each),
-`new` (app/js/ranges.js: one range cache for every source, suffix reads turned into plain ranges), and
-`rested`, the new path where the mouse comes to rest on the pixel before the click, as a user's does (the
-explorer reads the pixel under a resting mouse ahead, Explorer.hover; those bytes are printed).
-Each pixel lies in a shard no page has read a pixel from; for each, the pages in turn move the map to
-it at 10 m per screen pixel (tesseraApi.view, which waits until the view settled: the new path's prefetch of the
-shard indexes in view, app/js/prefetch.js, included; its bytes are printed) and then click it.  For each click:
-the time from tesseraApi.select to the first frame drawn with the pixel's vector in the spectrum plot,
-the page thread's long tasks (50 ms or more: BokehJS applying the patches and painting) in that time,
-and the requests and bytes of its embeddings and scales reads (year store and multi-year index).  The
-first half of the shards is clicked on plain localhost, the second half with Chromium's network
-emulation (--rtt ms round trip, 50 Mbit/s).  Each round opens the three pages afresh, so every shard is cold
-again (single clicks vary by a frame or two: more rounds, steadier medians).  Prints medians and the new/baseline
-and rested/baseline ratios, and, on localhost, the new page's two chunk reads of each click made again at once
-with nothing else in flight: a scripted click must wait for them where the rested one found them read ahead.
+Builds the site and the demo stores (2023, 2024 and the multi-year index), then opens the explorer five times in
+one headless Chromium: `baseline` with window.tesseraBridgeOptions = {sharedRanges: false} (plain zarrita reads:
+every source reads its own shard indexes, the reference index sends a HEAD before each), `new` (app/js/ranges.js:
+one range cache for every source, suffix reads turned into plain ranges), `rested`, the new path where the mouse
+comes to rest on the pixel before the click, as a user's does (the explorer reads the pixel under a resting mouse
+ahead, Explorer.hover; those bytes are printed), then a script's select; `clicked`, the same rest, then a
+click of the mouse's button (BokehJS's tap, the explorer's own click path; timed from the moment the button goes
+up), and `touched`, on a touch screen: a finger taps the pixel (100 ms on the map, as a person's tap; it reads the
+pixel ahead as it touches, app/web/press.js), timed from the moment it lifts, through Bokeh's tap.
+Each pixel lies in a shard no page has read a pixel from; for each, the pages in turn move the map to it at 10 m
+per screen pixel (tesseraApi.view, which waits until the view settled: the new path's prefetch of the shard indexes
+in view, app/js/prefetch.js, included; its bytes are printed) and then click it. For each click: the time from
+tesseraApi.select (clicked, touched: from the button going up, the finger lifting) to the first frame drawn with
+the pixel's vector in the spectrum plot, the page thread's long tasks (50 ms or more: BokehJS applying the patches
+and painting) in that time, and the requests and bytes of its embeddings and scales reads (year store and
+multi-year index). The first half of the shards is clicked on plain localhost, the second half with Chromium's
+network emulation (--rtt ms round trip, 50 Mbit/s). Each round opens the five pages afresh, so every shard is cold
+again (single clicks vary by a frame or two: more rounds, steadier medians). Prints medians and the new/baseline,
+rested/baseline, clicked/baseline and touched/baseline ratios, and, on localhost, the new page's two chunk reads of
+each click made again at once with nothing else in flight: a scripted click must wait for them where the rested one
+found them read ahead.
 """
 from __future__ import annotations
 
@@ -35,9 +39,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
-from browser_util import CHROMIUM, CHROMIUM_ARGS, build_test_site, rest_mouse, static_server, wait_state  # noqa: E402
+from browser_util import (CHROMIUM, CHROMIUM_ARGS, build_test_site, map_click_point, rest_mouse,  # noqa: E402
+                          static_server, wait_state)
 
-CLICK = """async ([lon, lat, tag]) => {  // select, then wait for the frames that show the pixel's vectors
+# tap false: select, then wait for the frames that show the pixel's vectors; its figures. tap true: the same from
+# the moment a finger lifts off the map (pointerup), armed now and awaited as window.__click once it has lifted.
+CLICK = """async ([lon, lat, tag, tap]) => {
   const shown = (name) => { const d = Bokeh.documents[0].get_model_by_name(name).data;
                             const l = d instanceof Map ? d.get('label') : d.label; return l.some((x) => x.includes(tag)); };
   const frame = (name, t0) => new Promise((resolve, reject) => { const tick = () => shown(name)
@@ -47,20 +54,28 @@ CLICK = """async ([lon, lat, tag]) => {  // select, then wait for the frames tha
   await window.tesseraWorker.resetStats();  // Python's reads happen in its worker (app/web/worker.js)
   const long = [], watch = new PerformanceObserver((l) => long.push(...l.getEntries()));
   watch.observe({ type: 'longtask' });  // the page thread's tasks of 50 ms or more (BokehJS applying and painting)
-  const t0 = performance.now(), abs0 = performance.timeOrigin + t0;
-  const done = window.tesseraApi.select(lon, lat);
-  const [ms, years] = await Promise.all([frame('spectrum-source', t0), frame('years-source', t0)]);
-  await done;
-  long.push(...watch.takeRecords());
-  watch.disconnect();
-  const busy = long.filter((e) => e.startTime >= t0 && e.startTime < t0 + ms).reduce((s, e) => s + e.duration, 0);
-  const all = (await window.tesseraWorker.stats()).log;
-  const log = all.filter((e) => /\\/(embeddings|scales)\\//.test(e.url));
-  const idx = log.filter((e) => e.bytes > 16384), chk = log.filter((e) => e.bytes <= 16384);
-  const span = (l, k, f) => (l.length ? f(...l.map((e) => e[k])) - abs0 : NaN);
-  return [ms, log.length, log.reduce((s, e) => s + e.bytes, 0), log.filter((e) => e.method === 'HEAD').length, years,
-          span(log, 'start', Math.min), span(idx, 'end', Math.max), span(chk, 'start', Math.min), span(log, 'end', Math.max),
-          all.length, busy];
+  const began = tap ? new Promise((ok) => document.addEventListener('pointerup', (e) => ok(e.timeStamp),
+                                                                    { once: true, capture: true }))
+                    : Promise.resolve(performance.now());
+  const run = (async () => {
+    const t0 = await began, abs0 = performance.timeOrigin + t0;
+    const done = tap ? null : window.tesseraApi.select(lon, lat);
+    const [ms, years] = await Promise.all([frame('spectrum-source', t0), frame('years-source', t0)]);
+    await done;
+    long.push(...watch.takeRecords());
+    watch.disconnect();
+    const busy = long.filter((e) => e.startTime >= t0 && e.startTime < t0 + ms).reduce((s, e) => s + e.duration, 0);
+    const all = (await window.tesseraWorker.stats()).log;
+    const log = all.filter((e) => /\\/(embeddings|scales)\\//.test(e.url));
+    const idx = log.filter((e) => e.bytes > 16384), chk = log.filter((e) => e.bytes <= 16384);
+    const span = (l, k, f) => (l.length ? f(...l.map((e) => e[k])) - abs0 : NaN);
+    return [ms, log.length, log.reduce((s, e) => s + e.bytes, 0), log.filter((e) => e.method === 'HEAD').length, years,
+            span(log, 'start', Math.min), span(idx, 'end', Math.max), span(chk, 'start', Math.min), span(log, 'end', Math.max),
+            all.length, busy];
+  })();
+  if (!tap) return await run;
+  window.__click = run;
+  return null;
 }"""
 
 # The two chunk reads of a click again, in the worker, at once and alone (no store code, no Python between them,
@@ -106,7 +121,7 @@ next((str(o.status) for o in gc.get_objects() if isinstance(o, Explorer)), "(no 
 
 def click_one(page, cdp, path, emulate, pixel, rtt, warm, rested, out, pairs, failed) -> None:
     """Move `page` to the pixel at 10 m per screen pixel, let the view settle (and on the rested page the mouse rest
-    on it), click it and append the CLICK figures to `out` (or, when a plot never shows the pixel, what went wrong
+    on it), click it (touched: tap it) and append the CLICK figures to `out` (or, when a plot never shows the pixel, what went wrong
     to `failed`: the run goes on); `emulate`: turn on the emulated network first.  `pairs`
     (a list, or None): after the click, the time its two year-store chunk reads take again, alone and at once,
     with nothing else in flight (the requests' own share of a click)."""
@@ -117,20 +132,35 @@ def click_one(page, cdp, path, emulate, pixel, rtt, warm, rested, out, pairs, fa
     page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])
     st = page.evaluate("window.tesseraWorker.stats()")
     warm[path].append(sum(e["bytes"] for e in st["log"] if re.search(r"/(embeddings|scales)/", e["url"])))
-    if path == "rested":  # the mouse comes to rest on the pixel before the click, as a user's does
+    if path in ("rested", "clicked"):  # the mouse comes to rest on the pixel before the click, as a user's does
         from app.geo import lonlat_to_merc
         x, y = (float(v) for v in lonlat_to_merc(lon, lat))
         page.mouse.move(2, 2)
         page.evaluate("window.tesseraWorker.resetStats()")
         rest_mouse(page, x, y, [lon, lat, 7600])
         st = page.evaluate("window.tesseraWorker.stats()")
-        rested.append(sum(e["bytes"] for e in st["log"] if re.search(r"/(embeddings|scales)/", e["url"])))
+        if path == "rested":
+            rested.append(sum(e["bytes"] for e in st["log"] if re.search(r"/(embeddings|scales)/", e["url"])))
     if emulate:
         cdp.send("Network.enable")
         cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": rtt,
                  "downloadThroughput": 50e6 / 8, "uploadThroughput": 50e6 / 8})
     try:
-        out.append(page.evaluate(CLICK, [lon, lat, f"{zone} r{r} c{c}"]))
+        if path == "touched":  # a tap: the finger down for TAP_MS, timed from the moment it lifts (Bokeh's tap)
+            from app.geo import lonlat_to_merc
+            x, y = map_click_point(page, *(float(v) for v in lonlat_to_merc(lon, lat)))
+            page.evaluate(CLICK, [lon, lat, f"{zone} r{r} c{c}", True])  # armed: its requests count from here
+            cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x, "y": y}]})
+            page.wait_for_timeout(TAP_MS)  # a person's finger on the glass, not a wait for the page
+            cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+            out.append(page.evaluate("window.__click"))
+        elif path == "clicked":  # the mouse button down and up where it rests, timed from the moment it goes up
+            page.evaluate(CLICK, [lon, lat, f"{zone} r{r} c{c}", True])
+            page.mouse.down()
+            page.mouse.up()
+            out.append(page.evaluate("window.__click"))
+        else:
+            out.append(page.evaluate(CLICK, [lon, lat, f"{zone} r{r} c{c}", False]))
     except Exception as e:  # a plot that never showed the pixel: said, with the explorer's status line and reads
         failed.append(f"{path} page, {zone} r{r} c{c}: {str(e).splitlines()[0]}; {explorer_says(page)}")
         print(failed[-1], file=sys.stderr)
@@ -144,10 +174,19 @@ def click_one(page, cdp, path, emulate, pixel, rtt, warm, rested, out, pairs, fa
             pairs.append(float(page.evaluate("async (c) => String(await window.tesseraWorker.python(c))", code)))
 
 
+# How long the touched page's finger stays on the map: a person's tap lasts about 100 ms (BokehJS makes a press of
+# one over 300 ms, not a tap). The finger's read-ahead starts as it touches (app/web/press.js), and may not be done
+# when it lifts: the tap then joins its reads.
+TAP_MS = 100
+
+
 # baseline: the old read path (plain zarrita); new: the bridge's read path, the click on a pixel the mouse did not
 # rest on first (a script's select); rested: the same, the click after the mouse rested on the pixel (as a user's
-# does), which reads it ahead (Explorer.hover).
-PATHS = ("baseline", "new", "rested")
+# does), which reads it ahead (Explorer.hover), and then a script's select; clicked: the same rest, then a click of
+# the mouse's button, the user's own (Bokeh's tap), timed from the moment the button goes up; touched: a tap on a
+# touch screen, the finger read the pixel ahead as it touched the map (app/web/press.js), timed from the moment it
+# lifts.
+PATHS = ("baseline", "new", "rested", "clicked", "touched")
 
 
 def main() -> None:
@@ -172,7 +211,7 @@ def main() -> None:
             for rnd in range(a.rounds):  # each round on fresh pages: every shard cold again
                 pages = {}
                 for path in PATHS:
-                    ctx = browser.new_context()
+                    ctx = browser.new_context(has_touch=path == "touched")
                     if path == "baseline":
                         ctx.add_init_script("window.tesseraBridgeOptions = { sharedRanges: false };")
                     page = ctx.new_page()
@@ -212,7 +251,7 @@ def main() -> None:
                   f"{chk_start:5.0f} ms, last byte {last:5.0f} ms, all requests {nall:.0f}; page long tasks before the "
                   f"plotted frame {busy:4.0f} ms")
         mb, nb, bb, _, yb = med["baseline"][:5]
-        for path in ("new", "rested"):
+        for path in PATHS[1:]:
             mn, nn, bn, _, yn = med[path][:5]
             print(f"  {label:>24} {path:>8} / baseline: latency {mn / mb:.2f}x (years plot {yn / yb:.2f}x), requests "
                   f"{nn / nb:.2f}x, bytes {bn / bb:.2f}x")

@@ -141,11 +141,26 @@ def rest_mouse(page, x: float, y: float, view: list[float]) -> None:
     """Move the mouse onto the map's point (x, y) and wait until Python has the resting place, then until the
     explorer settled (tesseraApi.view of the view shown, [lon, lat, span]: it awaits every action set off).
     Python's resting place is emptied first, so that an earlier rest near (x, y) is not taken for this one."""
+    _place_in_python(page, x, view, lambda: page.mouse.move(*map_click_point(page, x, y)))
+
+
+def touch_down(page, cdp, x: float, y: float, view: list[float]) -> None:
+    """Put a finger on the map's point (x, y) (CDP touchStart; `cdp`: the page's CDP session) and wait, the finger
+    still down, until Python has the pressed place, then until the explorer settled, as rest_mouse does."""
+    def down():
+        px, py = map_click_point(page, x, y)
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": px, "y": py}]})
+    _place_in_python(page, x, view, down)
+
+
+def _place_in_python(page, x: float, view: list[float], act) -> None:
+    """Empty Python's place of the map's mouse or press (the hover source), `act()`, wait until that place is x (within
+    two screen pixels: events sit on whole pixels), then until the explorer settled (`view`, as rest_mouse)."""
     page.evaluate("Bokeh.documents[0].get_model_by_name('hover-source').data = {x: [], y: []}")
     wait_async(page, """async () => JSON.parse(await window.tesseraWorker.python(`%s`))
         .some((xs) => xs.length === 0)""" % HOVER_IN_PYTHON, None, 30_000)
-    page.mouse.move(*map_click_point(page, x, y))
-    wait_async(page, """async (x) => {  // within two screen pixels: the mouse sits on whole pixels
+    act()
+    wait_async(page, """async (x) => {
         const m = Bokeh.documents[0].get_model_by_name('map'), f = Bokeh.index.find_one(m).frame.bbox;
         const tol = 2 * (m.x_range.end - m.x_range.start) / f.width;
         return JSON.parse(await window.tesseraWorker.python(`%s`))

@@ -136,8 +136,19 @@ def chromium():
 @pytest.fixture()
 def page(chromium):
     """A fresh page that records every request and fails the test on Python errors or off-machine requests."""
-    ctx = chromium.new_context(viewport={"width": 1300, "height": 950}, accept_downloads=True)
+    yield from _checked_page(chromium)
+
+
+@pytest.fixture()
+def touch_page(chromium):
+    """`page`, on a touch screen (its `cdp` attribute: the page's CDP session, for Input.dispatchTouchEvent)."""
+    yield from _checked_page(chromium, has_touch=True)
+
+
+def _checked_page(chromium, **options):
+    ctx = chromium.new_context(viewport={"width": 1300, "height": 950}, accept_downloads=True, **options)
     pg = ctx.new_page()
+    pg.cdp = ctx.new_cdp_session(pg) if options.get("has_touch") else None
     pg.requests_seen = []
     pg.python_errors = []
     pg.on("request", lambda r: pg.requests_seen.append(r.url))

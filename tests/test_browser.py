@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import zarr
 
-from browser_util import (REPO, all_text, map_click_point, model_data, rest_mouse, static_server, wait_async, wait_state,
-                          wait_text)
+from browser_util import (REPO, all_text, map_click_point, model_data, rest_mouse, static_server, touch_down,
+                          wait_async, wait_state, wait_text)
 from tools_util import pixel_lonlat  # re-exported: test_browser_exports and test_browser_hostile import it from here
 from tools_util import read_array
 
@@ -42,6 +42,11 @@ def open_app(page, url: str) -> str:
     return wait_state(page)
 
 
+# How many embeddings and scales reads the page's worker has made since its stats were reset.
+PIXEL_READS = """() => window.tesseraWorker.stats().then((s) => s.log
+    .filter((e) => /\\/(embeddings|scales)\\//.test(e.url)).length)"""
+
+
 def wait_spectrum(page, n_lines: int, label_part: str | None = None) -> dict:
     page.wait_for_function("""([n, part]) => {
         const d = Bokeh.documents[0].get_model_by_name('spectrum-source').data;
@@ -61,23 +66,49 @@ def test_a_click_where_the_mouse_rested_finds_its_bytes_read_already(page, serve
     lon, lat = pixel_lonlat(store, "utm30", row, col)
     from app.geo import lonlat_to_merc
     x, y = (float(v) for v in lonlat_to_merc(lon, lat))
-    pixel_reads = """() => window.tesseraWorker.stats().then((s) => s.log
-        .filter((e) => /\\/(embeddings|scales)\\//.test(e.url)).length)"""
     assert open_app(page, server + "index.html") == "ready"
     page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 200000)", [lon, lat])
     page.evaluate("window.tesseraWorker.resetStats()")
     rest_mouse(page, x, y, [lon, lat, 200000])
-    assert page.evaluate(pixel_reads) == 0  # 200 km across: no pixel read ahead
+    assert page.evaluate(PIXEL_READS) == 0  # 200 km across: no pixel read ahead
     page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])  # 10 m per pixel
     page.mouse.move(5, 5)
     page.evaluate("window.tesseraWorker.resetStats()")
     rest_mouse(page, x, y, [lon, lat, 7600])
-    assert page.evaluate(pixel_reads) >= 2  # the pixel's embeddings and scales at least
+    assert page.evaluate(PIXEL_READS) >= 2  # the pixel's embeddings and scales at least
     page.evaluate("window.tesseraWorker.resetStats()")
     page.mouse.click(*map_click_point(page, x, y))
     data = wait_spectrum(page, 1, f"utm30 r{row} c{col}")
     np.testing.assert_allclose(np.array(data["ys"][0], dtype=np.float64), truth(store, "utm30", row, col), rtol=1e-6)
-    assert page.evaluate(pixel_reads) == 0
+    assert page.evaluate(PIXEL_READS) == 0
+
+
+def test_a_finger_on_the_map_reads_its_pixel_ahead_and_a_tap_there_requests_nothing(touch_page, server, site):
+    """Zoomed in as far as a click reads pixels, a finger touching the map (pointerdown, app/web/press.js) reads the
+    pixel under it and its years ahead while it is still down; a tap there then requests nothing and plots the exact
+    vector. Before, a finger never rested over the map, so a tap's reads began when it lifted. (The finger held
+    while the reads are awaited is then taken off with a touchcancel: held over 300 ms, BokehJS makes a press of it,
+    not a tap, and under 300 ms it may or may not be; the tap that selects is a quick one.)"""
+    page = touch_page
+    store = site / "data" / "2024.zarr"
+    row, col = interior_valid(store, "utm30", 3)
+    lon, lat = pixel_lonlat(store, "utm30", row, col)
+    from app.geo import lonlat_to_merc
+    x, y = (float(v) for v in lonlat_to_merc(lon, lat))
+    assert open_app(page, server + "index.html") == "ready"
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])  # 10 m per pixel
+    page.evaluate("window.tesseraWorker.resetStats()")
+    touch_down(page, page.cdp, x, y, [lon, lat, 7600])
+    assert page.evaluate(PIXEL_READS) >= 2  # the pixel's embeddings and scales at least, the finger still down
+    page.cdp.send("Input.dispatchTouchEvent", {"type": "touchCancel", "touchPoints": []})
+    assert model_data(page, "spectrum-source")["label"] == []  # no tap yet: nothing selected
+    page.evaluate("window.tesseraWorker.resetStats()")
+    px, py = map_click_point(page, x, y)
+    page.cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": px, "y": py}]})
+    page.cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    data = wait_spectrum(page, 1, f"utm30 r{row} c{col}")
+    np.testing.assert_allclose(np.array(data["ys"][0], dtype=np.float64), truth(store, "utm30", row, col), rtol=1e-6)
+    assert page.evaluate(PIXEL_READS) == 0
 
 
 def test_click_a_pixel_plots_exactly_the_cpython_dequantised_vector(page, server, site):

@@ -209,8 +209,9 @@ async function main() {
   };
   const params = new URLSearchParams(location.search);
   if (params.get("embed") === "1") document.body.classList.add("embed");
-  const [tessera, { startPreview }, boot] = await Promise.all([
-    import("./vendor/tessera.mjs"), import("./preview.js"), fetch("boot.json").then((r) => r.json())]);
+  const [tessera, { startPreview }, { readAheadOnPress }, boot] = await Promise.all([
+    import("./vendor/tessera.mjs"), import("./preview.js"), import("./press.js"),
+    fetch("boot.json").then((r) => r.json())]);
   window.tesseraJS = tessera; // this thread's data path: the preview's reads
   tessera.loadCodecs();
   window.tesseraBoot = boot; // lazy_wheels: loaded on first use
@@ -267,6 +268,7 @@ async function main() {
       const views = await embed({ docs_json, render_items, root_ids }, target);
       doc.js = [...views.roots.values()][0].model.document;
       doc.js.on_change((e) => sendChange(worker, e), false);
+      readAheadOnPress(doc.js); // a press on the map reads its pixel ahead of the tap (app/web/press.js)
       await firstLayout();
       return null;
     },
