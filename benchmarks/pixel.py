@@ -7,10 +7,11 @@ one headless Chromium: `baseline` with window.tesseraBridgeOptions = {sharedRang
 every source reads its own shard indexes, the reference index sends a HEAD before each), `new` (app/js/ranges.js:
 one range cache for every source, suffix reads turned into plain ranges), `rested`, the new path where the mouse
 comes to rest on the pixel before the click, as a user's does (the explorer reads the pixel under a resting mouse
-ahead, Explorer.hover; those bytes are printed), then a script's select; `clicked`, the same rest, then a
-click of the mouse's button (BokehJS's tap, the explorer's own click path; timed from the moment the button goes
-up), and `touched`, on a touch screen: a finger taps the pixel (100 ms on the map, as a person's tap; it reads the
-pixel ahead as it touches, app/web/press.js), timed from the moment it lifts, through Bokeh's tap.
+ahead, Explorer.hover; those bytes are printed), then a script's select; `clicked`, the same rest, then a click of
+the mouse's button (down for 100 ms, as a person's; BokehJS's tap, the explorer's own click path; timed from the
+moment the button goes up), and `touched`, on a touch screen: a finger taps the pixel (100 ms on the map, as a
+person's tap; it reads the pixel ahead as it touches, app/web/press.js), timed from the moment it lifts, through
+Bokeh's tap.
 Each pixel lies in a shard no page has read a pixel from; for each, the pages in turn move the map to it at 10 m
 per screen pixel (tesseraApi.view, which waits until the view settled: the new path's prefetch of the shard indexes
 in view, app/js/prefetch.js, included; its bytes are printed) and then click it. For each click: the time from
@@ -154,9 +155,10 @@ def click_one(page, cdp, path, emulate, pixel, rtt, warm, rested, out, pairs, fa
             page.wait_for_timeout(TAP_MS)  # a person's finger on the glass, not a wait for the page
             cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
             out.append(page.evaluate("window.__click"))
-        elif path == "clicked":  # the mouse button down and up where it rests, timed from the moment it goes up
+        elif path == "clicked":  # the button down for TAP_MS where the mouse rests, timed from the moment it goes up
             page.evaluate(CLICK, [lon, lat, f"{zone} r{r} c{c}", True])
             page.mouse.down()
+            page.wait_for_timeout(TAP_MS)  # a person's finger on the button, not a wait for the page
             page.mouse.up()
             out.append(page.evaluate("window.__click"))
         else:
@@ -174,9 +176,9 @@ def click_one(page, cdp, path, emulate, pixel, rtt, warm, rested, out, pairs, fa
             pairs.append(float(page.evaluate("async (c) => String(await window.tesseraWorker.python(c))", code)))
 
 
-# How long the touched page's finger stays on the map: a person's tap lasts about 100 ms (BokehJS makes a press of
-# one over 300 ms, not a tap). The finger's read-ahead starts as it touches (app/web/press.js), and may not be done
-# when it lifts: the tap then joins its reads.
+# How long the clicked page's button stays down, and the touched page's finger on the map: a person's click or tap
+# lasts about 100 ms (BokehJS makes a press of one over 300 ms, not a tap). The finger's read-ahead starts as it
+# touches (app/web/press.js), and may not be done when it lifts: the tap then joins its reads.
 TAP_MS = 100
 
 
