@@ -120,51 +120,54 @@ next((str(o.status) for o in gc.get_objects() if isinstance(o, Explorer)), "(no 
     return f"status line {status!r}; last reads: {reads or 'none'}"
 
 
+def store_bytes(log) -> int:
+    """Bytes of the embeddings and scales reads in a request log (the worker's stats)."""
+    return sum(e["bytes"] for e in log if re.search(r"/(embeddings|scales)/", e["url"]))
+
+
 def click_one(page, cdp, path, emulate, pixel, rtt, warm, rested, out, pairs, failed) -> None:
-    """Move `page` to the pixel at 10 m per screen pixel, let the view settle (and on the rested page the mouse rest
-    on it), click it (touched: tap it) and append the CLICK figures to `out` (or, when a plot never shows the pixel, what went wrong
-    to `failed`: the run goes on); `emulate`: turn on the emulated network first.  `pairs`
-    (a list, or None): after the click, the time its two year-store chunk reads take again, alone and at once,
-    with nothing else in flight (the requests' own share of a click)."""
+    """Move `page` to the pixel at 10 m per screen pixel, let the view settle (and on the rested and clicked pages the
+    mouse rest on it), click it (clicked: the mouse's button, touched: a finger's tap) and append the CLICK figures to
+    `out` (or, when a plot never shows the pixel, what went wrong to `failed`: the run goes on); `emulate`: turn on
+    the emulated network first.  `pairs` (a list, or None): after the click, the time its two year-store chunk reads
+    take again, alone and at once, with nothing else in flight (the requests' own share of a click)."""
+    from app.geo import lonlat_to_merc
     zone, r, c, lon, lat = pixel
+    tag = f"{zone} r{r} c{c}"
+    x, y = (float(v) for v in lonlat_to_merc(lon, lat))
     # What a user does: the view settles zoomed in at 10 m on the pixel (the new path warms the shard indexes in
     # view then, app/js/prefetch.js), then the click.
     page.evaluate("window.tesseraWorker.resetStats()")
     page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])
-    st = page.evaluate("window.tesseraWorker.stats()")
-    warm[path].append(sum(e["bytes"] for e in st["log"] if re.search(r"/(embeddings|scales)/", e["url"])))
+    warm[path].append(store_bytes(page.evaluate("window.tesseraWorker.stats()")["log"]))
     if path in ("rested", "clicked"):  # the mouse comes to rest on the pixel before the click, as a user's does
-        from app.geo import lonlat_to_merc
-        x, y = (float(v) for v in lonlat_to_merc(lon, lat))
         page.mouse.move(2, 2)
         page.evaluate("window.tesseraWorker.resetStats()")
         rest_mouse(page, x, y, [lon, lat, 7600])
-        st = page.evaluate("window.tesseraWorker.stats()")
         if path == "rested":
-            rested.append(sum(e["bytes"] for e in st["log"] if re.search(r"/(embeddings|scales)/", e["url"])))
+            rested.append(store_bytes(page.evaluate("window.tesseraWorker.stats()")["log"]))
     if emulate:
         cdp.send("Network.enable")
         cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": rtt,
                  "downloadThroughput": 50e6 / 8, "uploadThroughput": 50e6 / 8})
+    if path == "touched":
+        px, py = map_click_point(page, x, y)
+        press = lambda: cdp.send("Input.dispatchTouchEvent",
+                                 {"type": "touchStart", "touchPoints": [{"x": px, "y": py}]})
+        release = lambda: cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+    else:  # clicked: the mouse's button where the mouse rests
+        press, release = page.mouse.down, page.mouse.up
     try:
-        if path == "touched":  # a tap: the finger down for TAP_MS, timed from the moment it lifts (Bokeh's tap)
-            from app.geo import lonlat_to_merc
-            x, y = map_click_point(page, *(float(v) for v in lonlat_to_merc(lon, lat)))
-            page.evaluate(CLICK, [lon, lat, f"{zone} r{r} c{c}", True])  # armed: its requests count from here
-            cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x, "y": y}]})
-            page.wait_for_timeout(TAP_MS)  # a person's finger on the glass, not a wait for the page
-            cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
-            out.append(page.evaluate("window.__click"))
-        elif path == "clicked":  # the button down for TAP_MS where the mouse rests, timed from the moment it goes up
-            page.evaluate(CLICK, [lon, lat, f"{zone} r{r} c{c}", True])
-            page.mouse.down()
-            page.wait_for_timeout(TAP_MS)  # a person's finger on the button, not a wait for the page
-            page.mouse.up()
+        if path in ("clicked", "touched"):  # down for TAP_MS, timed from the moment it goes up (Bokeh's tap)
+            page.evaluate(CLICK, [lon, lat, tag, True])  # armed: its requests count from here
+            press()
+            page.wait_for_timeout(TAP_MS)  # a person's finger on the button or the glass, not a wait for the page
+            release()
             out.append(page.evaluate("window.__click"))
         else:
-            out.append(page.evaluate(CLICK, [lon, lat, f"{zone} r{r} c{c}", False]))
+            out.append(page.evaluate(CLICK, [lon, lat, tag, False]))
     except Exception as e:  # a plot that never showed the pixel: said, with the explorer's status line and reads
-        failed.append(f"{path} page, {zone} r{r} c{c}: {str(e).splitlines()[0]}; {explorer_says(page)}")
+        failed.append(f"{path} page, {tag}: {str(e).splitlines()[0]}; {explorer_says(page)}")
         print(failed[-1], file=sys.stderr)
         return
     if pairs is not None:
