@@ -20,7 +20,7 @@ from builder.quant import cosine_map, cosine_pairs, cosine_table
 
 __all__ = ["StoreModel", "Zone", "Level", "Pixel", "cosine_map", "cosine_pairs", "cosine_table", "levels"]
 
-COLUMNS = 256  # geoemb: pixels kept at every year (StoreModel._column)
+COLUMNS = 256  # pixels kept, each at every year a store holds (StoreModel._column)
 MAX_REGION = 768  # pixels per side of a tool region (app/tools/region.py): 3 shard widths, so an unaligned window touches 4x4 shards
 OVERVIEWS = True  # tool regions read tessera-ovr: levels when a zone has them (False: the capped 10 m path)
 MAX_CODE_SIDE = 4096  # pixels per side of a region read as an overview level's compact code (a link's window)
@@ -133,27 +133,49 @@ class StoreModel:
         return self.layout.to_yxb(e), s
 
     async def _column(self, zone: Zone, row: int, col: int) -> tuple[np.ndarray, np.ndarray]:
-        """geoemb: a pixel at every time index of its zone: (int8 (T, B), float32 (T,)), one inner chunk per time
-        index and array.  Kept (the last COLUMNS pixels, shared by every year of the store), so the years plot,
-        a year switch and pins re-read nothing."""
+        """A pixel's raw vectors and scales at every time index the store holds for it: (int8 (T, B), float32 (T,)),
+        T = 1 for a year store, its years for a multi-year index, its zone's time axis for geoemb: (one inner chunk
+        per time index and array).  Kept, the last COLUMNS pixels (shared by every year of a geoemb: store): a
+        click on a pixel read ahead (a resting mouse, a finger going down: Explorer.hover), the years plot, a year
+        switch and pins read and decode nothing again.  A read in flight is joined, not repeated; a waiter given up
+        (cancelled) leaves it to the others; a failed one is not kept (the next asks again)."""
         key = (zone.name, row, col)
-        if key not in self._columns:
-            e, s = await self._box(zone, (row, row + 1), (col, col + 1), (0, len(zone.times)))
-            while len(self._columns) >= COLUMNS:
+        kept = self._columns.get(key)
+        if kept is None:
+            kept = self._columns[key] = asyncio.ensure_future(self._read_column(zone, row, col))
+
+            def done(f) -> None:
+                if self._columns.get(key) is not f:  # let go meanwhile (the oldest): waiters have it still
+                    return
+                if f.cancelled() or f.exception() is not None:
+                    del self._columns[key]
+                else:
+                    self._columns[key] = f.result()  # the value itself: no future outlives its loop here
+            kept.add_done_callback(done)
+            while len(self._columns) > COLUMNS:
                 self._columns.pop(next(iter(self._columns)))
-            self._columns[key] = (e.reshape(len(zone.times), -1).astype(np.int8), s.reshape(len(zone.times)))
-        return self._columns[key]
+        return await asyncio.shield(kept) if isinstance(kept, asyncio.Future) else kept
+
+    async def _read_column(self, zone: Zone, row: int, col: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.years is not None and not self.layout.time_axis:  # a multi-year index: (year, H, W, B)
+            n = len(self.years)
+            e, s = await asyncio.gather(
+                self.source.read(f"{zone.name}/embeddings", (slice(0, n), slice(row, row + 1), slice(col, col + 1),
+                                                             slice(None)), PIXEL),
+                self.source.read(f"{zone.name}/scales", (slice(0, n), slice(row, row + 1), slice(col, col + 1)), PIXEL))
+        else:
+            e, s = await self._box(zone, (row, row + 1), (col, col + 1),
+                                   (0, len(zone.times)) if self.layout.time_axis else None)
+        n = s.size
+        return e.reshape(n, -1).astype(np.int8), s.reshape(n)
 
     async def pixel(self, zone: Zone, row: int, col: int) -> Pixel:
-        if self.layout.time_axis:
-            e, s = await self._column(zone, row, col)
-            t = lay.time_index(zone.times, self.year)
-            e, s = e[t], s[t]
-        else:
-            e, s = await self._box(zone, (row, row + 1), (col, col + 1), None)
-        scale = float(s.reshape(-1)[0])
+        e, s = await self._column(zone, row, col)
+        t = lay.time_index(zone.times, self.year) if self.layout.time_axis else 0
+        e, s = e[t], s[t]
+        scale = float(s)
         status = str(self.layout.classify(np.array([scale], np.float32))[0])
-        vec = None if status != lay.VALID else conv.dequantise(e.reshape(-1).astype(np.int8), np.float32(scale))
+        vec = None if status != lay.VALID else conv.dequantise(e.astype(np.int8), np.float32(scale))
         lon, lat = zone.centre_lonlat(row, col)
         east, north = zone.utm(row, col)
         return Pixel(zone.name, row, col, lon, lat, east, north, scale, vec, status)
@@ -184,18 +206,8 @@ class StoreModel:
         if hit is None or self.years is None:
             return None
         zone, row, col = hit
-        if self.layout.time_axis:
-            e, s = await self._column(zone, row, col)
-            at = {y: i for i, y in enumerate(zone.times)}
-        else:  # a multi-year index: (year, H, W, B)
-            n = len(self.years)
-            e, s = await asyncio.gather(
-                self.source.read(f"{zone.name}/embeddings", (slice(0, n), slice(row, row + 1), slice(col, col + 1),
-                                                             slice(None)), PIXEL),
-                self.source.read(f"{zone.name}/scales", (slice(0, n), slice(row, row + 1), slice(col, col + 1)), PIXEL))
-            at = {y: i for i, y in enumerate(self.years)}
-        e = e.reshape(len(at), -1).astype(np.int8)
-        s = s.reshape(len(at))
+        e, s = await self._column(zone, row, col)
+        at = {y: i for i, y in enumerate(zone.times if self.layout.time_axis else self.years)}
         ok = self.layout.valid(s)
         vecs = [conv.dequantise(e[at[y]], s[at[y]]) if y in at and ok[at[y]] else None for y in self.years]
         return zone, row, col, vecs

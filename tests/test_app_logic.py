@@ -108,6 +108,80 @@ def test_model_reads_the_same_pixels_as_zarr(store):
     assert abs(e - px.easting) < 1e-3 and abs(n - px.northing) < 1e-3
 
 
+class GatedSource(ZarrSource):
+    """zarr-python reads, counted; each waits for `gate` (set: reads go through) and fails while `fail` is set."""
+
+    def __init__(self, url: str):
+        super().__init__(url)
+        self.reads, self.fail, self.gate = [], False, None
+
+    async def read(self, path, box, hint="pixel"):
+        import asyncio
+        self.reads.append(path)
+        self.gate = self.gate or asyncio.Event()
+        await self.gate.wait()
+        if self.fail:
+            raise SourceError("network", f"{path}: refused (test)")
+        return await super().read(path, box, hint)
+
+
+def test_a_pixel_read_in_flight_or_done_is_not_read_or_decoded_again(store):
+    """A click joins the read-ahead of its pixel (a resting mouse, a finger going down) rather than reading and
+    decoding it again; a waiter given up (cancelled) leaves the read to the others; a failed read is not kept."""
+    import asyncio
+    src = GatedSource(str(store))
+    m = StoreModel(src)
+    run(_open_ungated(m, src))
+    z = zarr.open_group(store / "utm30", mode="r")
+    s = z["scales"][:]
+    (r, c), (r2, c2) = (map(int, rc) for rc in np.argwhere(~np.isnan(s))[[5, 500]])
+    lon, lat = m.zones["utm30"].centre_lonlat(r, c)
+    want = z["embeddings"][r, c].astype(np.float32) * s[r, c]
+
+    async def ahead_then_clicks():
+        src.gate, src.reads = asyncio.Event(), []
+        ahead = asyncio.ensure_future(m.pixel_at(lon, lat))  # the read-ahead, in flight
+        await asyncio.sleep(0)
+        given_up = asyncio.ensure_future(m.pixel_at(lon, lat))  # a waiter that is cancelled
+        click = asyncio.ensure_future(m.pixel_at(lon, lat))
+        await asyncio.sleep(0)
+        given_up.cancel()
+        src.gate.set()
+        px, px2 = await ahead, await click
+        return px, px2, given_up.cancelled(), list(src.reads)
+
+    px, px2, cancelled, reads = run(ahead_then_clicks())
+    assert cancelled and sorted(reads) == ["utm30/embeddings", "utm30/scales"]  # one read of each array, not three
+    np.testing.assert_array_equal(px.vector, want)
+    np.testing.assert_array_equal(px2.vector, want)
+    again = run(_reads_of(src, m.pixel_at(lon, lat)))  # done: kept, read from nowhere
+    assert again[1] == [] and np.array_equal(again[0].vector, want)
+
+    lon2, lat2 = m.zones["utm30"].centre_lonlat(r2, c2)
+    src.fail = True
+    with pytest.raises(SourceError, match="refused"):
+        run(_reads_of(src, m.pixel_at(lon2, lat2)))
+    src.fail = False  # a failure is not kept: the next click reads again, and gets the pixel
+    px3, reads3 = run(_reads_of(src, m.pixel_at(lon2, lat2)))
+    assert sorted(reads3) == ["utm30/embeddings", "utm30/scales"]
+    np.testing.assert_array_equal(px3.vector, z["embeddings"][r2, c2].astype(np.float32) * s[r2, c2])
+
+
+async def _open_ungated(m, src):
+    import asyncio
+    src.gate = asyncio.Event()
+    src.gate.set()
+    await m.open()
+
+
+async def _reads_of(src, coro):
+    """(what `coro` returns, the paths it read), reads let through at once."""
+    import asyncio
+    src.gate, src.reads = asyncio.Event(), []
+    src.gate.set()
+    return await coro, list(src.reads)
+
+
 def test_similarity_equals_a_direct_numpy_cosine(store):
     m = run(StoreModel(ZarrSource(str(store))).open())
     zone = m.zones["utm30"]
