@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 
 import numpy as np
 
@@ -26,6 +27,16 @@ from app.state import UrlState
 from app.tools import share, similarity
 from app.tools.labels import BrowserStorage
 from app.tools.ui import ToolsUI
+
+
+# A tap on the map: the page shows the spectrum sent ahead for the pixel there, when there is one (app/web/press.js
+# answers the event), and Python gets the tap, with the id of what the page shows (ExplorerUI._on_tap).
+TAP_JS = """
+const tap = {x: cb_obj.x, y: cb_obj.y, ahead: null};
+document.dispatchEvent(new CustomEvent("tessera-tap", {detail: tap}));
+src.data = tap.ahead === null ? {x: [tap.x], y: [tap.y]} : {x: [tap.x], y: [tap.y], ahead: [tap.ahead]};
+"""
+AHEADS_KEPT = 16  # spectra sent ahead that a tap may still name (the page holds the last one)
 
 
 class ExplorerUI(pn.viewable.Viewer):
@@ -83,6 +94,10 @@ class ExplorerUI(pn.viewable.Viewer):
         state.param.watch(self._draw_overlay, ["sim", "threshold", "similarity_on", "base"])
         state.param.watch(self._draw_pixels, ["selected", "pins", "outside"])
         state.param.watch(self._draw_years, ["years_pixel"])
+        self._aheads = {}  # the spectra last sent ahead to the page, by their ids (_send_ahead)
+        self._ahead_ids = itertools.count()
+        state.param.watch(self._send_ahead, ["ahead", "pins"])
+        state.tools.labels.param.watch(self._send_ahead, ["mode"])
         state.param.watch(self._show_view, ["view"])
         state.param.watch(self._draw_layers, ["show_coast", "show_borders", "geo_opacity", "show_tiles",
                                               "tiles_opacity", "embedding_opacity"])
@@ -126,7 +141,7 @@ class ExplorerUI(pn.viewable.Viewer):
         # forwarded to Python in Pyodide's standalone documents; model changes are).
         tap = self.sources["tap-source"]
         tap.tags = [page.EVERY_CHANGE]
-        fig.js_on_event(Tap, CustomJS(args=dict(src=tap), code="src.data = {x: [cb_obj.x], y: [cb_obj.y]};"))
+        fig.js_on_event(Tap, CustomJS(args=dict(src=tap), code=TAP_JS))
         tap.on_change("data", self._on_tap)
         self.x_range.on_change("end", self._on_range)
         self.y_range.on_change("end", self._on_range)
@@ -158,8 +173,16 @@ class ExplorerUI(pn.viewable.Viewer):
     # ------------------------------------------------------------ browser -> state --
     def _on_tap(self, attr, old, new) -> None:
         if new.get("x"):
+            # The page shows the spectrum sent ahead for this pixel already: Python's copy of the source says so too
+            # (set as the page's own change: not sent back). The selection's spectrum then differs from it only if
+            # the state changed meanwhile, and is sent as any change is.
+            shown = self._aheads.get(new["ahead"][0]) if new.get("ahead") else None
+            if shown is not None:
+                self.sources["spectrum-source"].set_from_json("data", shown, setter="js")
             lon, lat = geo.merc_to_lonlat(new["x"][0], new["y"][0])
             self.state.click(float(lon), float(lat))  # selects, or labels in label mode
+            if shown is not None and self.state.tools.labels.mode:  # a label selects nothing: the selection's again
+                self._draw_pixels(None)
 
     def _on_hover(self, attr, old, new) -> None:
         if new.get("x"):
@@ -227,8 +250,29 @@ class ExplorerUI(pn.viewable.Viewer):
         gave 0.86x-0.91x of the old order's median (the old order against itself 1.03x); benchmarks/pixel.py, a
         click where the mouse rested 48 -> 43 ms, a scripted one 75 -> 75 ms (README, "Data path")."""
         s = self.state
-        self.sources["spectrum-source"].data = views.spectrum_data(s.selected, s.pins)
+        spectrum, data = self.sources["spectrum-source"], views.spectrum_data(s.selected, s.pins)
+        if data != dict(spectrum.data):  # equal after a tap that showed it ahead (_on_tap): sent again, it is painted again
+            spectrum.data = data
         self._after_paint(self._draw_pixel_marks)
+
+    def _send_ahead(self, event) -> None:
+        """The spectrum a tap on the pixel read ahead would show (the state's `ahead`), sent to the page before the tap
+        with the pixel's footprint: a tap inside it shows that spectrum at once (app/web/press.js), in the frame after
+        the tap, rather than after Python has the tap, selects and sends it back (the page handles no message from
+        this worker before it has painted a frame after an input: Chromium defers them). None in label mode, whose
+        taps select nothing."""
+        s = self.state
+        px = s.ahead
+        if px is None or s.model is None or s.tools.labels.mode or px.zone not in s.model.zones:
+            page.post({"type": "ahead", "id": None})
+            return
+        data = views.spectrum_data(px, s.pins)
+        ahead = next(self._ahead_ids)
+        self._aheads[ahead] = data
+        while len(self._aheads) > AHEADS_KEPT:
+            self._aheads.pop(min(self._aheads))
+        page.post({"type": "ahead", "id": ahead, "quad": views.pixel_quad(s.model.zones[px.zone], px.row, px.col),
+                   "data": data})
 
     def _draw_pixel_marks(self) -> None:
         s = self.state

@@ -26,6 +26,8 @@ class Explorer(param.Parameterized):
     year = param.Selector(objects=[], label="Year", doc="year store shown")
     view = param.NumericTuple(WORLD, length=4, doc="the map's Web Mercator box (x0, x1, y0, y1)")
     selected = param.ClassSelector(class_=Pixel, allow_None=True, doc="the pixel last clicked")
+    ahead = param.ClassSelector(class_=Pixel, allow_None=True,
+                                doc="the pixel last read ahead (a resting mouse, a press: hover), of the year shown")
     outside = param.Parameter(None, doc="lon/lat of a click outside every zone")
     pins = param.List([], item_type=Pixel, doc="pinned pixels (valid ones only)")
     similarity_on = param.Boolean(False, label="Similarity search")
@@ -148,12 +150,16 @@ class Explorer(param.Parameterized):
         import asyncio
         while self._hover_at is not None:
             (lon, lat), self._hover_at = self._hover_at, None
-            reads = [self.model.pixel_at(lon, lat)]
+            model = self.model
+            reads = [model.pixel_at(lon, lat)]
             if self.years_model is not None and not self.tools.labels.mode:  # a label's click reads no years
                 reads.append(self.years_model.pixel_years(lon, lat))
-            for r in await asyncio.gather(*reads, return_exceptions=True):  # a bug still surfaces (spawn prints it)
+            got = await asyncio.gather(*reads, return_exceptions=True)
+            for r in got:  # a bug still surfaces (spawn prints it)
                 if isinstance(r, BaseException) and not isinstance(r, SourceError):
                     raise r
+            if self.model is model and isinstance(got[0], Pixel):  # not when the year changed meanwhile
+                self.ahead = got[0]
 
     async def warm_view(self):
         """Once the view has settled zoomed in (10 m previews: few shards in view), warm the shard indexes of the
@@ -183,6 +189,7 @@ class Explorer(param.Parameterized):
         A geoemb: store lists its own years: they replace its one catalog entry (the year selector), and it
         is also the store the "selected pixel across years" plot reads."""
         m = self.model
+        self.ahead = None  # a pixel of the year shown before
         if m is not None and m.layout.time_axis and year in m.years and \
                 any(c["url"] == m.source.url and c["year"] == year for c in self.catalog):
             self.model = m.at_year(year)

@@ -60,6 +60,14 @@ def spectrum_data(selected: Pixel | None, pins: list[Pixel]) -> dict:
                 color=[c for _, c, _ in lines], label=[lab for _, _, lab in lines])
 
 
+def pixel_quad(zone, row: int, col: int) -> list[float]:
+    """The pixel's footprint on the map: its four corners in Web Mercator, x0, y0, ..., x3, y3, in turn round it
+    (a tap inside it on the page shows the spectrum read ahead there: app/web/press.js)."""
+    rows, cols = np.array([row, row, row + 1, row + 1]), np.array([col, col + 1, col + 1, col])
+    x, y = geo.lonlat_to_merc(*geo.utm_to_lonlat(*zone.grid.corner(rows, cols), zone.zone, zone.south))
+    return [float(v) for xy in zip(x, y) for v in xy]
+
+
 def pins_data(pins: list[Pixel]) -> dict:
     xs, ys = geo.lonlat_to_merc([p.lon for p in pins], [p.lat for p in pins])
     return dict(x=list(np.atleast_1d(xs)), y=list(np.atleast_1d(ys)),

@@ -11,7 +11,8 @@ ahead, Explorer.hover; those bytes are printed), then a script's select; `clicke
 the mouse's button (down for 100 ms, as a person's; BokehJS's tap, the explorer's own click path; timed from the
 moment the button goes up), and `touched`, on a touch screen: a finger taps the pixel (100 ms on the map, as a
 person's tap; it reads the pixel ahead as it touches, app/web/press.js), timed from the moment it lifts, through
-Bokeh's tap.
+Bokeh's tap. On both, once the pixel is read ahead Python sends the page the spectrum a tap there shows, which the
+tap's own handler then shows (app/web/press.js); `rested` is a script's select, which shows it when Python answers.
 Each pixel lies in a shard no page has read a pixel from; for each, the pages in turn move the map to it at 10 m
 per screen pixel (tesseraApi.view, which waits until the view settled: the new path's prefetch of the shard indexes
 in view, app/js/prefetch.js, included; its bytes are printed) and then click it. For each click: the time from

@@ -111,6 +111,69 @@ def test_a_finger_on_the_map_reads_its_pixel_ahead_and_a_tap_there_requests_noth
     assert page.evaluate(PIXEL_READS) == 0
 
 
+# Python held busy in its worker for `s` seconds (a blocking sleep there), from the moment it says so on the console.
+HOLD_PYTHON = """(s) => { window.__pythonHeld = true;
+    window.tesseraWorker.python(`print("tessera-test: python held"); import time; time.sleep(${s})`)
+        .finally(() => { window.__pythonHeld = false; }); }"""
+SPECTRUM_IN_PYTHON = """import gc, json
+from bokeh.models import ColumnDataSource
+json.dumps(next(list(o.data["label"]) for o in gc.get_objects()
+                if isinstance(o, ColumnDataSource) and o.name == "spectrum-source"))"""
+SPECTRUM_LABELS = """() => { const d = Bokeh.documents[0].get_model_by_name('spectrum-source').data;
+    return d instanceof Map ? d.get('label') : d.label; }"""
+
+
+def test_a_tap_on_a_pixel_read_ahead_plots_its_vector_before_python_has_the_tap(touch_page, server, site):
+    """A tap on a pixel that was read ahead (here by the finger's press, app/web/press.js) plots its exact vector from
+    the tap's own handler, with Python busy meanwhile: the spectrum Python sent ahead of the tap, with the pixel's
+    footprint on the map (ExplorerUI._send_ahead). Before, the vector came in Python's answer to the tap, which
+    Chromium holds back after an input until the page has painted a frame. Once Python has the tap it selects that
+    pixel (the side bar says so) and sends the spectrum no second time. A tap elsewhere, while the page holds a
+    pixel's spectrum, shows nothing of it: its own vector comes from Python once Python is free."""
+    page = touch_page
+    store = site / "data" / "2024.zarr"
+    from app.geo import lonlat_to_merc
+    (row, col), (row2, col2) = interior_valid(store, "utm30", 4), interior_valid(store, "utm30", 5)
+    lon, lat = pixel_lonlat(store, "utm30", row, col)
+    (x, y), (x2, y2) = ((float(v) for v in lonlat_to_merc(*pixel_lonlat(store, "utm30", r, c)))
+                        for r, c in ((row, col), (row2, col2)))
+    assert open_app(page, server + "index.html") == "ready"
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])  # 10 m per pixel
+
+    def press(px, py):  # a finger held on the pixel until Python has read it ahead and settled, then taken off
+        touch_down(page, page.cdp, px, py, [lon, lat, 7600])
+        page.cdp.send("Input.dispatchTouchEvent", {"type": "touchCancel", "touchPoints": []})
+
+    def tap_held(tx, ty, seconds):  # a quick tap there while Python is held busy
+        with page.expect_console_message(lambda m: m.text == "tessera-test: python held"):
+            page.evaluate(HOLD_PYTHON, seconds)
+        px, py = map_click_point(page, tx, ty)
+        page.cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": px, "y": py}]})
+        page.cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+        page.wait_for_function("""(x) => { const d = Bokeh.documents[0].get_model_by_name('tap-source').data;
+            const xs = d instanceof Map ? d.get('x') : d.x; return xs.length === 1 && Math.abs(xs[0] - x) < 20; }""",
+                               arg=tx, timeout=10_000)  # the tap's handler has run
+
+    press(x, y)
+    tap_held(x2, y2, 3)  # another pixel, not the one read ahead
+    assert page.evaluate(SPECTRUM_LABELS) == [] and page.evaluate("window.__pythonHeld")
+    page.wait_for_function("() => !window.__pythonHeld", timeout=30_000)
+    data = wait_spectrum(page, 1, f"utm30 r{row2} c{col2}")  # from Python
+    np.testing.assert_array_equal(np.array(data["ys"][0], dtype=np.float64), truth(store, "utm30", row2, col2))
+
+    press(x, y)
+    tap_held(x, y, 8)
+    data = wait_spectrum(page, 1, f"utm30 r{row} c{col}")
+    assert page.evaluate("window.__pythonHeld")  # shown while Python could answer nothing
+    np.testing.assert_array_equal(np.array(data["ys"][0], dtype=np.float64), truth(store, "utm30", row, col))
+    page.evaluate("window.__shownData = Bokeh.documents[0].get_model_by_name('spectrum-source').data")
+    page.wait_for_function("() => !window.__pythonHeld", timeout=30_000)
+    wait_text(page, f"row {row}, col {col}")  # Python selected the pixel (the side bar follows the spectrum's frame)
+    assert page.evaluate("Bokeh.documents[0].get_model_by_name('spectrum-source').data === window.__shownData")
+    assert json.loads(page.evaluate("async () => await window.tesseraWorker.python(`%s`)" % SPECTRUM_IN_PYTHON)) == \
+        page.evaluate(SPECTRUM_LABELS)  # Python's copy of the spectrum is what the page shows
+
+
 def test_click_a_pixel_plots_exactly_the_cpython_dequantised_vector(page, server, site):
     store = site / "data" / "2024.zarr"
     row, col = interior_valid(store, "utm30")

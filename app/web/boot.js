@@ -62,6 +62,16 @@ function save(data, name, mime) {
 const doc = { js: null, patching: 0, busy: false, queue: [] };
 const EVERY_CHANGE = "every-change";
 
+// `change()` applied to the document as Python's own patches are: not sent to Python (its copy has them already).
+function quietly(change) {
+  doc.patching += 1;
+  try {
+    change();
+  } finally {
+    doc.patching -= 1;
+  }
+}
+
 function sendChange(worker, event) {
   if (doc.patching > 0) return; // the echo of a patch from Python
   if (doc.busy) {
@@ -209,7 +219,7 @@ async function main() {
   };
   const params = new URLSearchParams(location.search);
   if (params.get("embed") === "1") document.body.classList.add("embed");
-  const [tessera, { startPreview }, { readAheadOnPress }, boot] = await Promise.all([
+  const [tessera, { startPreview }, { readAheadOnPress, setAhead }, boot] = await Promise.all([
     import("./vendor/tessera.mjs"), import("./preview.js"), import("./press.js"),
     fetch("boot.json").then((r) => r.json())]);
   window.tesseraJS = tessera; // this thread's data path: the preview's reads
@@ -268,7 +278,8 @@ async function main() {
       const views = await embed({ docs_json, render_items, root_ids }, target);
       doc.js = [...views.roots.values()][0].model.document;
       doc.js.on_change((e) => sendChange(worker, e), false);
-      readAheadOnPress(doc.js); // a press on the map reads its pixel ahead of the tap (app/web/press.js)
+      // A press on the map reads its pixel ahead of the tap, and a tap shows the spectrum sent ahead (app/web/press.js).
+      readAheadOnPress(doc.js, quietly);
       await firstLayout();
       return null;
     },
@@ -303,14 +314,8 @@ async function main() {
         worker.postMessage({ type: "reply", id: m.id, ok: false, error: String(err && err.message ? err.message : err) });
       }
     },
-    patch(m) {
-      doc.patching += 1;
-      try {
-        doc.js.apply_json_patch(m.patch, m.buffers);
-      } finally {
-        doc.patching -= 1;
-      }
-    },
+    patch: (m) => quietly(() => doc.js.apply_json_patch(m.patch, m.buffers)),
+    ahead: (m) => setAhead(m), // the spectrum a tap on the pixel read ahead shows (app/web/press.js)
     idle() {
       const events = doc.queue;
       doc.queue = [];

@@ -7,7 +7,17 @@
 //
 // BokehJS has no event for a pointer going down (its Tap comes when it goes up), so this listens on the page, in
 // the capture phase, for presses inside the map's frame: the map's view may be built again, the page stays.
+//
+// Once Python has read a pixel ahead (a press's, or a resting mouse's), it sends the spectrum a tap there would show,
+// with the pixel's footprint on the map (ExplorerUI._send_ahead in app/main.py). A tap inside that footprint shows it
+// at once, from the tap's own handler (the map's Tap callback, TAP_JS in app/main.py, asks through a "tessera-tap"
+// event), and tells Python which spectrum it showed; Python then selects the pixel, which sends nothing more to the
+// spectrum when the state has not changed meanwhile. Without this the spectrum came in Python's answer to the tap,
+// which Chromium holds back until the page has painted a frame after an input (messages from a worker are
+// deferred then), and then painted a frame later still.
 let shown = null; // the document whose map presses read ahead (the one the page renders last)
+let quietly = (change) => change(); // applies a change without sending it to Python (boot.js)
+let ahead = null; // {id, quad: [x0, y0, ..., x3, y3] (Web Mercator), data: the spectrum source's columns}
 
 function onPress(e) {
   if (!e.isPrimary || (e.pointerType === "mouse" && e.button !== 0)) return;
@@ -28,7 +38,36 @@ function onPress(e) {
   src.data = { x: [x], y: [y] };
 }
 
-export function readAheadOnPress(doc) {
-  if (shown === null) document.addEventListener("pointerdown", onPress, { capture: true, passive: true });
+// Whether (x, y) lies in the convex quadrilateral q (its corners in turn round it; on an edge counts as inside).
+function inside(q, x, y) {
+  let side = 0;
+  for (let i = 0; i < 8; i += 2) {
+    const ax = q[i], ay = q[i + 1], bx = q[(i + 2) % 8], by = q[(i + 3) % 8];
+    const s = Math.sign((bx - ax) * (y - ay) - (by - ay) * (x - ax));
+    if (s !== 0 && side !== 0 && s !== side) return false;
+    if (s !== 0) side = s;
+  }
+  return true;
+}
+
+function onTap(e) {
+  const tap = e.detail;
+  const src = shown && shown.get_model_by_name("spectrum-source");
+  if (ahead === null || src == null || !inside(ahead.quad, tap.x, tap.y)) return;
+  quietly(() => { src.data = { ...ahead.data }; });
+  tap.ahead = ahead.id;
+}
+
+// Python's message: the spectrum sent ahead, or none (id null: label mode, another year).
+export function setAhead(msg) {
+  ahead = msg.id == null ? null : { id: msg.id, quad: msg.quad, data: msg.data };
+}
+
+export function readAheadOnPress(doc, quiet) {
+  if (shown === null) {
+    document.addEventListener("pointerdown", onPress, { capture: true, passive: true });
+    document.addEventListener("tessera-tap", onTap);
+  }
   shown = doc;
+  quietly = quiet;
 }
