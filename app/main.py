@@ -94,7 +94,8 @@ class ExplorerUI(pn.viewable.Viewer):
         state.param.watch(self._draw_overlay, ["sim", "threshold", "similarity_on", "base"])
         state.param.watch(self._draw_pixels, ["selected", "pins", "outside"])
         state.param.watch(self._draw_years, ["years_pixel"])
-        self._aheads = {}  # the spectra last sent ahead to the page, by their ids (_send_ahead)
+        self._aheads = {}  # the spectra last sent ahead to the page, by their ids: (data, spectra sent before it)
+        self._spectra_sent = 0  # the spectrum source's changes sent to the page (_draw_pixels)
         self._ahead_ids = itertools.count()
         state.param.watch(self._send_ahead, ["ahead", "pins"])
         state.tools.labels.param.watch(self._send_ahead, ["mode"])
@@ -176,7 +177,9 @@ class ExplorerUI(pn.viewable.Viewer):
             # The page shows the spectrum sent ahead for this pixel already: Python's copy of the source says so too
             # (set as the page's own change: not sent back). The selection's spectrum then differs from it only if
             # the state changed meanwhile, and is sent as any change is.
-            shown = self._aheads.get(new["ahead"][0]) if new.get("ahead") else None
+            # Not when a spectrum went to the page after the one sent ahead: it may have come after the tap there.
+            ahead = self._aheads.get(new["ahead"][0]) if new.get("ahead") else None
+            shown = ahead[0] if ahead is not None and ahead[1] == self._spectra_sent else None
             if shown is not None:
                 self.sources["spectrum-source"].set_from_json("data", shown, setter="js")
             lon, lat = geo.merc_to_lonlat(new["x"][0], new["y"][0])
@@ -253,6 +256,7 @@ class ExplorerUI(pn.viewable.Viewer):
         spectrum, data = self.sources["spectrum-source"], views.spectrum_data(s.selected, s.pins)
         if data != dict(spectrum.data):  # equal after a tap that showed it ahead (_on_tap): sent again, it is painted again
             spectrum.data = data
+            self._spectra_sent += 1
         self._after_paint(self._draw_pixel_marks)
 
     def _send_ahead(self, event) -> None:
@@ -268,7 +272,7 @@ class ExplorerUI(pn.viewable.Viewer):
             return
         data = views.spectrum_data(px, s.pins)
         ahead = next(self._ahead_ids)
-        self._aheads[ahead] = data
+        self._aheads[ahead] = (data, self._spectra_sent)
         while len(self._aheads) > AHEADS_KEPT:
             self._aheads.pop(min(self._aheads))
         page.post({"type": "ahead", "id": ahead, "quad": views.pixel_quad(s.model.zones[px.zone], px.row, px.col),

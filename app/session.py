@@ -189,10 +189,10 @@ class Explorer(param.Parameterized):
         A geoemb: store lists its own years: they replace its one catalog entry (the year selector), and it
         is also the store the "selected pixel across years" plot reads."""
         m = self.model
-        self.ahead = None  # a pixel of the year shown before
         if m is not None and m.layout.time_axis and year in m.years and \
                 any(c["url"] == m.source.url and c["year"] == year for c in self.catalog):
             self.model = m.at_year(year)
+            self.ahead = None  # a pixel of the year shown before
             return
         entry = next(c for c in self.catalog if c["year"] == year)
         model = StoreModel(self.source_factory(entry["url"]))
@@ -205,6 +205,7 @@ class Explorer(param.Parameterized):
             self.years_model = model
             self.status = views.store_message(model)
         self.model = model
+        self.ahead = None  # a pixel of the year shown before (read ahead while this one opened, too)
 
     async def switch_year(self, year) -> None:
         """Open `year`'s store and re-read the selection and pins at the same lon/lat there."""
@@ -293,8 +294,8 @@ class Explorer(param.Parameterized):
             self.status = views.html("<b>Read failed:</b> {}", e)
             years.cancel()
             return None
+        self.selected = px  # first: the spectrum a tap showed ahead is the selection's, not drawn without it
         self.outside = None if px is not None else (lon, lat)
-        self.selected = px
         yp = await years
         if self.years_model is not None:
             self.years_pixel = yp if px is not None else None

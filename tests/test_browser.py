@@ -174,6 +174,68 @@ def test_a_tap_on_a_pixel_read_ahead_plots_its_vector_before_python_has_the_tap(
         page.evaluate(SPECTRUM_LABELS)  # Python's copy of the spectrum is what the page shows
 
 
+# The tap of the map's Tap callback, made in Python (ExplorerUI._on_tap) as if the page had shown the last spectrum
+# sent ahead: what Python does when the page's tap says so; then the explorer settles (tesseraApi.view).
+TAP_AHEAD_IN_PYTHON = """import gc
+from app.main import ExplorerUI
+ui = next(o for o in gc.get_objects() if isinstance(o, ExplorerUI))
+ui._on_tap("data", {}, {"x": [%r], "y": [%r], "ahead": [max(ui._aheads)]})"""
+
+
+def test_a_spectrum_python_sent_after_the_one_sent_ahead_is_not_taken_for_what_the_page_shows(page, server, site):
+    """A tap that shows the spectrum sent ahead may be followed on the page by a spectrum Python had sent after that
+    one (an earlier select's, under way as the tap came): the page then shows that later spectrum, not the tapped
+    pixel's. Python, told of the tap, must not take the page for showing the pixel's spectrum then, and sends it.
+    Here the page is in the state such a race leaves: the pixel read ahead, a select of another pixel after it, and
+    the tap's message saying the page showed the spectrum sent ahead. Before, Python took that as the page's state,
+    selected the pixel, sent nothing, and the page went on showing the other pixel."""
+    from app.geo import lonlat_to_merc
+    store = site / "data" / "2024.zarr"
+    (row, col), (row2, col2) = interior_valid(store, "utm30", 6), interior_valid(store, "utm30", 7)
+    lon, lat = pixel_lonlat(store, "utm30", row, col)
+    lon2, lat2 = pixel_lonlat(store, "utm30", row2, col2)
+    x, y = (float(v) for v in lonlat_to_merc(lon, lat))
+    assert open_app(page, server + "index.html") == "ready"
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])  # 10 m per pixel
+    rest_mouse(page, x, y, [lon, lat, 7600])  # read ahead: its spectrum is on the page, sent ahead
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", [lon2, lat2])
+    wait_spectrum(page, 1, f"utm30 r{row2} c{col2}")
+    page.evaluate("async (c) => await window.tesseraWorker.python(c)", TAP_AHEAD_IN_PYTHON % (x, y))
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])  # settled
+    data = wait_spectrum(page, 1, f"utm30 r{row} c{col}")
+    np.testing.assert_array_equal(np.array(data["ys"][0], dtype=np.float64), truth(store, "utm30", row, col))
+    assert json.loads(page.evaluate("async () => await window.tesseraWorker.python(`%s`)" % SPECTRUM_IN_PYTHON)) == \
+        page.evaluate(SPECTRUM_LABELS)
+
+
+SPECTRA_SENT = """import gc
+from app.main import ExplorerUI
+next(o for o in gc.get_objects() if isinstance(o, ExplorerUI))._spectra_sent"""
+
+
+def test_a_tap_shown_ahead_after_a_tap_outside_every_zone_sends_no_spectrum(page, server, site):
+    """After a tap outside every zone, a tap that showed a pixel's spectrum ahead costs no spectrum from Python: its
+    select sets the selection before clearing the place outside, so the spectrum drawn in between is not the
+    pins' alone. Before, Python sent the pins' spectrum (none here: the page's plot emptied for a frame) and then
+    the pixel's again."""
+    from app.geo import lonlat_to_merc
+    store = site / "data" / "2024.zarr"
+    row, col = interior_valid(store, "utm30", 8)
+    lon, lat = pixel_lonlat(store, "utm30", row, col)
+    x, y = (float(v) for v in lonlat_to_merc(lon, lat))
+    assert open_app(page, server + "index.html") == "ready"
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])  # 10 m per pixel
+    page.evaluate("async () => await window.tesseraApi.select(-30.0, 0.0)")  # the Atlantic: outside every zone
+    rest_mouse(page, x, y, [lon, lat, 7600])  # read ahead: its spectrum is on the page, sent ahead
+    python = "async (c) => await window.tesseraWorker.python(c)"
+    sent = page.evaluate(python, SPECTRA_SENT)
+    page.evaluate(python, TAP_AHEAD_IN_PYTHON % (x, y))
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])  # settled
+    wait_text(page, f"row {row}, col {col}")  # selected
+    assert page.evaluate(python, SPECTRA_SENT) == sent
+    assert json.loads(page.evaluate(python, SPECTRUM_IN_PYTHON)) == [f"selected: utm30 r{row} c{col}"]
+
+
 def test_click_a_pixel_plots_exactly_the_cpython_dequantised_vector(page, server, site):
     store = site / "data" / "2024.zarr"
     row, col = interior_valid(store, "utm30")

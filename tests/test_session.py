@@ -241,3 +241,51 @@ def test_a_zoomed_in_redraw_reads_the_level_chunks_and_the_zones_previews_at_onc
     assert any(p.startswith("global_rgb/") for p in asked), asked
     assert any(p == "utm30/rgb" for p in asked), asked  # asked while no level chunk had come
     assert image[..., 3].any()
+
+
+class GatedOpen(ZarrSource):
+    """zarr-python, whose root document waits for `gate` (a store slow to open)."""
+
+    def __init__(self, url: str, gate):
+        super().__init__(url)
+        self.gate = gate
+
+    async def meta(self):
+        await self.gate.wait()
+        return await super().meta()
+
+
+def test_a_pixel_read_ahead_while_another_year_opens_is_not_offered_for_that_year(store, tmp_path):
+    """A pixel read ahead (a resting mouse) is the year's shown, for the page to show at a tap there
+    (Explorer.ahead, app/web/press.js). One read ahead while another year's store opens is of the year being left:
+    once the new year shows, no pixel is offered until one is read ahead there. Before, the left year's pixel stayed
+    offered, and a tap there showed that year's vector."""
+    import asyncio
+    s23 = year_copy(store, tmp_path / "2023.zarr", 2023)
+    catalog = [{"year": 2023, "url": str(s23), "label": "2023"}, {"year": 2024, "url": str(store), "label": "2024"}]
+
+    async def run():
+        gate = asyncio.Event()
+        gate.set()
+        state = Explorer(catalog, UrlState(), source_factory=lambda u: GatedOpen(u, gate))
+        await state.open_year(2024)
+        state.year = 2024
+        await state.settle()
+        lon, lat = state.model.zones["utm30"].centre_lonlat(*valid_pixel(store, "utm30", 50))
+        state.centre_view(lon, lat, 7600)  # zoomed in as far as a rest reads its pixel ahead
+        await state.settle()
+        gate.clear()
+        state.year = 2023  # its store opens slowly
+        await asyncio.sleep(0.05)
+        state.hover(lon, lat)
+        for _ in range(2000):  # up to 10 s, until the rest's pixel is read, 2023 still opening
+            await asyncio.sleep(0.005)
+            if state.ahead is not None:
+                break
+        read_ahead = state.ahead
+        gate.set()
+        await state.settle()
+        return read_ahead, state.model.year, state.ahead
+    read_ahead, year, ahead = run_async(run())
+    assert read_ahead is not None and year == 2023
+    assert ahead is None
