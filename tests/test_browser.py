@@ -42,6 +42,21 @@ def open_app(page, url: str) -> str:
     return wait_state(page)
 
 
+def demo_pixel(site: Path, k: int) -> tuple[int, int, float, float, float, float]:
+    """utm30's interior valid pixel k in the demo's 2024 store: row, col, lon, lat and its map point x, y."""
+    from app.geo import lonlat_to_merc
+    row, col = interior_valid(site / "data" / "2024.zarr", "utm30", k)
+    lon, lat = pixel_lonlat(site / "data" / "2024.zarr", "utm30", row, col)
+    x, y = (float(v) for v in lonlat_to_merc(lon, lat))
+    return row, col, lon, lat, x, y
+
+
+def open_zoomed_in(page, server: str, lon: float, lat: float) -> None:
+    """The explorer open and settled at 10 m per screen pixel (7.6 km across) on lon/lat: a click reads pixels there."""
+    assert open_app(page, server + "index.html") == "ready"
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])
+
+
 # How many embeddings and scales reads the page's worker has made since its stats were reset.
 PIXEL_READS = """() => window.tesseraWorker.stats().then((s) => s.log
     .filter((e) => /\\/(embeddings|scales)\\//.test(e.url)).length)"""
@@ -91,12 +106,8 @@ def test_a_finger_on_the_map_reads_its_pixel_ahead_and_a_tap_there_requests_noth
     not a tap, and under 300 ms it may or may not be; the tap that selects is a quick one.)"""
     page = touch_page
     store = site / "data" / "2024.zarr"
-    row, col = interior_valid(store, "utm30", 3)
-    lon, lat = pixel_lonlat(store, "utm30", row, col)
-    from app.geo import lonlat_to_merc
-    x, y = (float(v) for v in lonlat_to_merc(lon, lat))
-    assert open_app(page, server + "index.html") == "ready"
-    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])  # 10 m per pixel
+    row, col, lon, lat, x, y = demo_pixel(site, 3)
+    open_zoomed_in(page, server, lon, lat)
     page.evaluate("window.tesseraWorker.resetStats()")
     touch_down(page, page.cdp, x, y, [lon, lat, 7600])
     assert page.evaluate(PIXEL_READS) >= 2  # the pixel's embeddings and scales at least, the finger still down
@@ -132,13 +143,8 @@ def test_a_tap_on_a_pixel_read_ahead_plots_its_vector_before_python_has_the_tap(
     pixel's spectrum, shows nothing of it: its own vector comes from Python once Python is free."""
     page = touch_page
     store = site / "data" / "2024.zarr"
-    from app.geo import lonlat_to_merc
-    (row, col), (row2, col2) = interior_valid(store, "utm30", 4), interior_valid(store, "utm30", 5)
-    lon, lat = pixel_lonlat(store, "utm30", row, col)
-    (x, y), (x2, y2) = ((float(v) for v in lonlat_to_merc(*pixel_lonlat(store, "utm30", r, c)))
-                        for r, c in ((row, col), (row2, col2)))
-    assert open_app(page, server + "index.html") == "ready"
-    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])  # 10 m per pixel
+    (row, col, lon, lat, x, y), (row2, col2, _, _, x2, y2) = demo_pixel(site, 4), demo_pixel(site, 5)
+    open_zoomed_in(page, server, lon, lat)
 
     def press(px, py):  # a finger held on the pixel until Python has read it ahead and settled, then taken off
         touch_down(page, page.cdp, px, py, [lon, lat, 7600])
@@ -189,14 +195,9 @@ def test_a_spectrum_python_sent_after_the_one_sent_ahead_is_not_taken_for_what_t
     Here the page is in the state such a race leaves: the pixel read ahead, a select of another pixel after it, and
     the tap's message saying the page showed the spectrum sent ahead. Before, Python took that as the page's state,
     selected the pixel, sent nothing, and the page went on showing the other pixel."""
-    from app.geo import lonlat_to_merc
     store = site / "data" / "2024.zarr"
-    (row, col), (row2, col2) = interior_valid(store, "utm30", 6), interior_valid(store, "utm30", 7)
-    lon, lat = pixel_lonlat(store, "utm30", row, col)
-    lon2, lat2 = pixel_lonlat(store, "utm30", row2, col2)
-    x, y = (float(v) for v in lonlat_to_merc(lon, lat))
-    assert open_app(page, server + "index.html") == "ready"
-    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])  # 10 m per pixel
+    (row, col, lon, lat, x, y), (row2, col2, lon2, lat2, _, _) = demo_pixel(site, 6), demo_pixel(site, 7)
+    open_zoomed_in(page, server, lon, lat)
     rest_mouse(page, x, y, [lon, lat, 7600])  # read ahead: its spectrum is on the page, sent ahead
     page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", [lon2, lat2])
     wait_spectrum(page, 1, f"utm30 r{row2} c{col2}")
@@ -218,13 +219,8 @@ def test_a_tap_shown_ahead_after_a_tap_outside_every_zone_sends_no_spectrum(page
     select sets the selection before clearing the place outside, so the spectrum drawn in between is not the
     pins' alone. Before, Python sent the pins' spectrum (none here: the page's plot emptied for a frame) and then
     the pixel's again."""
-    from app.geo import lonlat_to_merc
-    store = site / "data" / "2024.zarr"
-    row, col = interior_valid(store, "utm30", 8)
-    lon, lat = pixel_lonlat(store, "utm30", row, col)
-    x, y = (float(v) for v in lonlat_to_merc(lon, lat))
-    assert open_app(page, server + "index.html") == "ready"
-    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])  # 10 m per pixel
+    row, col, lon, lat, x, y = demo_pixel(site, 8)
+    open_zoomed_in(page, server, lon, lat)
     page.evaluate("async () => await window.tesseraApi.select(-30.0, 0.0)")  # the Atlantic: outside every zone
     rest_mouse(page, x, y, [lon, lat, 7600])  # read ahead: its spectrum is on the page, sent ahead
     python = "async (c) => await window.tesseraWorker.python(c)"
