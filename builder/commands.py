@@ -39,7 +39,7 @@ def _validate_or_fail(store: Path) -> None:
 
 
 def cmd_build(a) -> int:
-    from builder.build import BuildConfig, build
+    from builder.build import BuildConfig, build, lock
     from builder.parallel import Runner
     years = a.year
     if len(set(years)) != len(years):
@@ -61,8 +61,9 @@ def cmd_build(a) -> int:
                               overlap=a.overlap, layout=layout, global_res=a.global_res, quiet=a.quiet,
                               global_rgb=not a.no_global, overviews=not a.no_overviews,
                               code_dims=a.code_dims)
-            _report(build(cfg, runner), t0)
-            _validate_or_fail(store)
+            with lock(cfg):  # validated under the build's own lock: no other build changes it meanwhile
+                _report(build(cfg, runner), t0)
+                _validate_or_fail(store)
             print(f"{store}: valid tessera:{conv.DATASET_VERSION} store")
     if a.out:
         write_catalog(Path(a.out))
@@ -71,7 +72,7 @@ def cmd_build(a) -> int:
 
 def cmd_demo(a) -> int:
     from builder import demo
-    from builder.build import BuildConfig, build
+    from builder.build import BuildConfig, build, lock
     from builder.parallel import Runner
     tiles = Path(a.tiles)
     out = Path(a.out)
@@ -87,8 +88,9 @@ def cmd_demo(a) -> int:
                               build_version=f"{__import__('builder').BUILD_VERSION} (synthetic demo tiles)",
                               record=Path(a.record) / str(y), layout=layout, global_res=a.global_res,
                               quiet=a.quiet)
-            _report(build(cfg, runner), t0)
-            _validate_or_fail(store)
+            with lock(cfg):
+                _report(build(cfg, runner), t0)
+                _validate_or_fail(store)
     if len(a.years) > 1:
         print(f"multi-year index: {write_years_index(out, [out / f'{y}.zarr' for y in a.years])}")
     print(f"catalog: {write_catalog(out)}")

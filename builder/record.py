@@ -3,15 +3,13 @@
 The record (`<store>.build/record.json` by default) keeps tile fingerprints per zone, the RGB and code
 models, the layout and the shards whose pyramid and overviews are pending; `<zone>.done` journals the
 shards a run finished, `<zone>.regrid.json` a grid move (builder/regrid.py).  Every file is written
-whole or not at all.  TESSERA_TEST_KILL_AT=<phase> makes the process SIGKILL itself at that phase
-(`kill_point`; tests/test_kills.py).
+whole or not at all.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
-import signal
 from pathlib import Path
 
 from builder import convention as conv
@@ -20,20 +18,6 @@ from builder.atomic import write_bytes
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
 from builder.plan import zone_key
-
-KILL_ENV = "TESSERA_TEST_KILL_AT"
-INTERRUPT_ENV = "TESSERA_TEST_INTERRUPT"  # "1": kill_point sends a Ctrl-C to the process group instead
-
-
-def kill_point(phase: str) -> None:
-    """Test hook: SIGKILL this process at `phase` when TESSERA_TEST_KILL_AT names it; with TESSERA_TEST_INTERRUPT=1,
-    SIGINT to this process's group instead, as a terminal's Ctrl-C (the build's own session in the tests)."""
-    if os.environ.get(KILL_ENV) == phase:
-        if os.environ.get(INTERRUPT_ENV) == "1":
-            os.killpg(os.getpgrp(), signal.SIGINT)
-        else:
-            os.kill(os.getpid(), signal.SIGKILL)
-
 
 def load_record(cfg) -> dict:
     p = cfg.record_dir / "record.json"

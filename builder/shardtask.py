@@ -14,7 +14,7 @@ from builder import convention as conv
 from builder import overviews as ovr
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
-from builder.record import kill_point
+from builder.hooks import kill_point
 from builder.rgb import RGBModel
 from builder.arrayfiles import ShardedArrayFiles, ShardSpec
 from builder.tiles import Tile
