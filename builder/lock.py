@@ -45,9 +45,9 @@ class FileLock:
     Directories missing on the way to `path` are made, and removed again on release when they are left empty
     (a refused first build leaves no record directory behind)."""
 
-    def __init__(self, path: Path, target: str, what: str = "in use by another command"):
+    def __init__(self, path: Path, target: str, what: str = "in use by another command", cannot: str = "its lock"):
         self.path = Path(path).absolute()
-        self.target, self.what = target, what
+        self.target, self.what, self.cannot = target, what, cannot
         self._made: list[Path] = []
 
     def __enter__(self) -> "FileLock":
@@ -60,9 +60,13 @@ class FileLock:
         while not parent.exists():
             self._made.append(parent)
             parent = parent.parent
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as e:  # a file where a directory must be, no permission, a read-only file system
+                self._tidy()
+                raise BuildError(f"cannot create {self.cannot} ({e.filename}: {e.strerror})", self.target) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as e:
@@ -112,7 +116,8 @@ class FileLock:
 
 def store_lock(record_dir: Path, store: Path) -> FileLock:
     """The lock of a year store's builds, in its build record directory (`<store>.build/` by default)."""
-    return FileLock(Path(record_dir) / "build.lock", str(store), "another build is writing this store")
+    return FileLock(Path(record_dir) / "build.lock", str(store), "another build is writing this store",
+                    "the store's build record and lock")
 
 
 def output_lock(output: Path, what: str) -> FileLock:
