@@ -30,14 +30,22 @@ _held: dict[str, list] = {}  # lock path -> [descriptor, depth]: this process's 
 _guard = threading.Lock()
 
 
+HOLDER_WAIT_S = 2.0  # how long a refused command waits for the holder to say who it is
+
+
 def _holder(fd: int) -> str:
-    """Who holds the lock, from its file (best effort: the holder may be writing it)."""
-    try:
-        doc = json.loads(os.pread(fd, 4096, 0) or b"{}")
-        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(doc["since"])))
-        return f"pid {int(doc['pid'])} on {str(doc['host'])[:64]}, since {since}"
-    except (ValueError, KeyError, TypeError, OSError):
-        return "another process"
+    """Who holds the lock, from its file.  A holder writes it just after taking the lock, so a command refused in
+    that moment waits for it (a little), and says "another process" if it never comes."""
+    end = time.monotonic() + HOLDER_WAIT_S
+    while True:
+        try:
+            doc = json.loads(os.pread(fd, 4096, 0))
+            since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(doc["since"])))
+            return f"pid {int(doc['pid'])} on {str(doc['host'])[:64]}, since {since}"
+        except (ValueError, KeyError, TypeError, OSError):
+            if time.monotonic() > end:
+                return "another process"
+            time.sleep(0.005)
 
 
 class FileLock:
