@@ -124,6 +124,9 @@ def parser() -> argparse.ArgumentParser:
                                                        "status, scale, b0..b127")
     sm.add_argument("--year", type=int, help="year (required when the store holds several)")
     sm.add_argument("--option", action="append", default=[], help="fsspec storage option key=value")
+    sm.add_argument("--allow", action="append", default=[], metavar="PREFIX",
+                    help="a catalog may list stores below PREFIX (a URL or path) as well as on its own origin "
+                         "(repeatable)")
     sm.set_defaults(fn=cmd_sample)
 
     ix = sub.add_parser("index", help="write virtual Zarr (Kerchunk) indexes over tiles or year stores")

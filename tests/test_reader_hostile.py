@@ -1,9 +1,10 @@
-"""The Python reader and `python -m builder sample` against hostile stores.
+"""The Python reader and `python -m builder sample` against hostile stores and catalogs.
 
 Stores are hand-written metadata (tests/test_validate_hostile.py's writer) that claim 10^9 bands, a chunk
 edge of 0, a grid larger than their arrays, or whose root zarr.json is 50,000 levels deep or 300 MB.  The
 CLI runs as a real child process whose wall time and peak RSS are bounded (test_validate_hostile's
-run_bounded kills it the moment it exceeds either); every refusal is one line, exit 2.
+run_bounded kills it the moment it exceeds either); every refusal is one line, exit 2.  Catalogs are
+served over HTTP by the real dev server on 127.0.0.1.
 """
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ import pandas as pd
 import pytest
 from pyproj import Transformer
 
+from browser_util import free_port
 from builder.reader import open_store
+from conftest import PLACES, run_cli
+from test_serve import running_server, serve_cmd
 from test_validate_hostile import MAX_RSS, hostile_store, run_bounded
 
 # Two points of the hostile stores' zone utm30 (grid corner 500000 E, 5700000 N, 256 x 256 px): one on its
@@ -112,3 +116,55 @@ def test_sample_on_a_directory_of_hostile_stores_names_the_store(tmp_path):
                                           str(tmp_path / "out.parquet"), "--year", "2024", tmp=tmp_path)
     assert code == 2 and one_line(err).startswith(f"error: {stores / '2023.zarr' / 'zarr.json'}: more than"), err
     assert rss < MAX_RSS
+
+
+# ----------------------------------------------------------------- catalogs --
+@pytest.fixture(scope="module")
+def origins(tmp_path_factory, store):
+    """Two dev servers on 127.0.0.1: `site` serves the catalogs under test, `other` a copy of the session's store."""
+    site, other = tmp_path_factory.mktemp("cat-site"), tmp_path_factory.mktemp("cat-other")
+    for root in (site, other):
+        (root / "index.html").write_text("stores for tests/test_reader_hostile.py")
+    shutil.copytree(store, other / "2024.zarr")
+    p1, p2 = free_port(), free_port()
+    with running_server(serve_cmd(site, p1), f"http://127.0.0.1:{p1}/index.html"), \
+            running_server(serve_cmd(other, p2), f"http://127.0.0.1:{p2}/index.html"):
+        yield site, f"http://127.0.0.1:{p1}/", f"http://127.0.0.1:{p2}/"
+
+
+@pytest.mark.parametrize("entry", ["local path", "file URL", "another origin"])
+def test_a_remote_catalog_points_only_at_its_own_origin_unless_allowed(origins, store, tmp_path, entry):
+    site, base, other = origins
+    listed, allow = {"local path": (str(store), str(store.parent)),
+                     "file URL": (f"file://{store}", f"file://{store.parent}/"),
+                     "another origin": (f"{other}2024.zarr", other)}[entry]
+    name = entry.replace(" ", "-")
+    (site / name).mkdir(exist_ok=True)
+    (site / name / "catalog.json").write_text(json.dumps({"stores": [{"year": 2024, "url": listed}]}))
+    cat = f"{base}{name}/catalog.json"
+    pts = [PLACES[0], PLACES[1]]
+    pd.DataFrame({"lon": [x for x, _ in pts], "lat": [y for _, y in pts]}).to_csv(tmp_path / "p.csv", index=False)
+    out = tmp_path / "out.parquet"
+    p = run_cli("sample", cat, str(tmp_path / "p.csv"), "-o", str(out), check=False)
+    assert p.returncode == 2 and not out.exists(), p.stdout + p.stderr
+    line = one_line(p.stderr)
+    assert line.startswith(f"error: {cat}: store 2024 -> {listed} is outside {base}") and "--allow" in line, line
+    with pytest.raises(ValueError, match="is outside"):
+        open_store(cat)
+    # the caller's consent: the store is read, the same values as opening it directly
+    run_cli("sample", cat, str(tmp_path / "p.csv"), "-o", str(out), "--allow", allow)
+    want = open_store(str(store)).sample_points(pts, 2024)
+    pd.testing.assert_frame_equal(pd.read_parquet(out), want)
+    assert (want["status"] == "valid").any()
+    pd.testing.assert_frame_equal(open_store(cat, allow=[allow]).sample_points(pts, 2024), want)
+
+
+def test_a_catalog_entry_is_data_in_the_error_line(origins, tmp_path):
+    """A listed URL with a newline and 10 KB of text: still one line, cut short, the newline escaped."""
+    site, base, _ = origins
+    (site / "odd").mkdir(exist_ok=True)
+    (site / "odd" / "catalog.json").write_text(json.dumps({"stores": [{"year": 2024, "url": "/x\nerror: " + "y" * 10_000}]}))
+    pd.DataFrame({"lon": [0.0], "lat": [50.0]}).to_csv(tmp_path / "p.csv", index=False)
+    p = run_cli("sample", f"{base}odd/catalog.json", str(tmp_path / "p.csv"), "-o", str(tmp_path / "o.csv"), check=False)
+    line = one_line(p.stderr)
+    assert p.returncode == 2 and "\\n" in line and len(line) < 2000, line

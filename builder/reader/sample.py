@@ -9,7 +9,8 @@ from builder.reader.points import lonlat
 from builder.reader.store import open_store
 
 
-def sample_file(store_url: str, points_path: str, out_path: str, year=None, storage_options=None) -> pd.DataFrame:
+def sample_file(store_url: str, points_path: str, out_path: str, year=None, storage_options=None,
+                allow=None) -> pd.DataFrame:
     """The `sample` command: points from CSV or Parquet (lon, lat columns) to a Parquet (or .csv) table."""
     p = Path(points_path)
     if not p.is_file():
@@ -19,7 +20,7 @@ def sample_file(store_url: str, points_path: str, out_path: str, year=None, stor
     except (ValueError, OSError) as e:
         raise ValueError(f"{points_path}: cannot read points ({e})".replace("\n", " ")) from None
     lonlat(pts, points_path)  # column check before opening anything remote
-    df = open_store(store_url, **(storage_options or {})).sample_points(pts, year)
+    df = open_store(store_url, allow=allow, **(storage_options or {})).sample_points(pts, year)
     if out_path.endswith(".csv"):
         df.to_csv(out_path, index=False)
     else:

@@ -2,9 +2,10 @@
 year -> store) or a geoemb: multi-year store, local or at any fsspec URL (http(s)://, s3://, ...).
 
 A store's metadata and a catalog are data: JSON is read within builder/bounds.py's limits (cache.py
-for zarr.json, `_read_json` here for catalogs and a directory's stores), and zone shapes are checked
-before anything is allocated from them (layouts.Zone).  Each refusal is a ValueError of one line naming
-the store."""
+for zarr.json, `_read_json` here for catalogs and a directory's stores), zone shapes are checked before
+anything is allocated from them (layouts.Zone), and a catalog's stores must lie on the catalog's origin
+or below a prefix of `allow` (builder/virtual/contain.py).  Each refusal is a ValueError of one line
+naming the store."""
 from __future__ import annotations
 
 import os
@@ -23,6 +24,7 @@ from builder.reader.cache import byte_source, is_url, reader_store
 from builder.layout import TIME, time_index
 from builder.reader.base import EmbeddingStore
 from builder.reader.layouts import GEOEMB, V1, Layout, Zone, ZoneView, read_root
+from builder.virtual.contain import check_catalog
 
 
 def _open_root(url: str, so: dict) -> zarr.Group | None:
@@ -153,19 +155,26 @@ def _read_json(url: str, so: dict) -> dict | None:
         raise ValueError(f"{url}: cannot read ({type(e).__name__}: {e})") from None
 
 
-def _from_catalog(cat_url: str, doc: dict, so: dict) -> V1Stores:
+def _from_catalog(cat_url: str, doc: dict, so: dict, allow) -> V1Stores:
+    """The year stores a catalog lists: relative URLs below the catalog's directory, each store on the
+    catalog's origin or below a prefix of `allow` (builder/virtual/contain.py)."""
     base = cat_url.rsplit("/", 1)[0] if "/" in cat_url else "."
     try:
-        sources = {int(s["year"]): s["url"] if is_url(s["url"]) or s["url"].startswith("/") else f"{base}/{s['url']}"
-                   for s in doc["stores"]}
-    except (KeyError, TypeError, ValueError):
+        listed = [(int(s["year"]), s["url"]) for s in doc["stores"]]
+        if not all(isinstance(u, str) for _, u in listed):
+            raise TypeError
+    except (KeyError, TypeError, ValueError, OverflowError):
         raise ValueError(f"{cat_url}: not a catalog (expected {{\"stores\": [{{\"year\": ..., \"url\": ...}}]}})") from None
-    return V1Stores(cat_url, sources, so)
+    resolved = [(y, u, u if "://" in u or u.startswith("/") else f"{base}/{u}") for y, u in listed]
+    check_catalog(cat_url, resolved, allow)
+    return V1Stores(cat_url, {y: url for y, _, url in resolved}, so)
 
 
-def open_store(url, **storage_options) -> EmbeddingStore:
+def open_store(url, *, allow=None, **storage_options) -> EmbeddingStore:
     """Open a tessera: v1 year store, a directory or catalog.json of year stores, a mapping {year: store},
-    or a geoemb: store.  `storage_options` go to fsspec (e.g. endpoint_url, anon for s3://)."""
+    or a geoemb: store.  `storage_options` go to fsspec (e.g. endpoint_url, anon for s3://).  A catalog's
+    stores must lie on the catalog's own origin (its scheme://host/, or the local file system for a local
+    catalog) unless below a prefix of `allow` (a URL or path, or a list of them)."""
     so = storage_options
     if isinstance(url, Mapping):
         return V1Stores(f"{{{', '.join(f'{y}: {u}' for y, u in sorted(url.items()))}}}",
@@ -175,12 +184,12 @@ def open_store(url, **storage_options) -> EmbeddingStore:
         doc = _read_json(url, so)
         if doc is None:
             raise ValueError(f"{url}: no such file")
-        return _from_catalog(url, doc, so)
+        return _from_catalog(url, doc, so, allow)
     g = _open_root(url, so)
     if g is None:
         doc = _read_json(f"{url}/catalog.json", so)
         if doc is not None:
-            return _from_catalog(f"{url}/catalog.json", doc, so)
+            return _from_catalog(f"{url}/catalog.json", doc, so, allow)
         local = [] if is_url(url) else sorted(Path(url.removeprefix("file://")).glob("*/zarr.json"))
         years = {}
         for meta in local:
