@@ -1,4 +1,4 @@
-"""The Python reader and `python -m builder sample` against hostile stores and catalogs.
+"""The Python reader and `python -m builder sample` against hostile stores, catalogs and outputs.
 
 Stores are hand-written metadata (tests/test_validate_hostile.py's writer) that claim 10^9 bands, a chunk
 edge of 0, a grid larger than their arrays, or whose root zarr.json is 50,000 levels deep or 300 MB.  The
@@ -18,7 +18,7 @@ from pyproj import Transformer
 
 from browser_util import free_port
 from builder.reader import open_store
-from conftest import PLACES, run_cli
+from conftest import PLACES, run_cli, tree_digest
 from test_serve import running_server, serve_cmd
 from test_validate_hostile import MAX_RSS, hostile_store, run_bounded
 
@@ -116,6 +116,18 @@ def test_sample_on_a_directory_of_hostile_stores_names_the_store(tmp_path):
                                           str(tmp_path / "out.parquet"), "--year", "2024", tmp=tmp_path)
     assert code == 2 and one_line(err).startswith(f"error: {stores / '2023.zarr' / 'zarr.json'}: more than"), err
     assert rss < MAX_RSS
+
+
+# ------------------------------------------------------------------ outputs --
+@pytest.mark.parametrize("out", ["out.xlsx", "table.parquet", "missing/out.parquet", "."])
+def test_sample_refuses_an_output_it_cannot_write_in_one_line(store, tmp_path, out):
+    (tmp_path / "table.parquet").mkdir()  # a directory with a table's name
+    (tmp_path / "table.parquet" / "part-0.parquet").write_bytes(b"PAR1 someone's table")
+    target, pts = tmp_path / out, points_csv(tmp_path)
+    before = tree_digest(tmp_path)
+    p = run_cli("sample", str(store), str(pts), "-o", str(target), check=False)
+    assert p.returncode == 2 and one_line(p.stderr).startswith(f"error: {target}"), p.stderr
+    assert tree_digest(tmp_path) == before and not (tmp_path / "missing").exists()
 
 
 # ----------------------------------------------------------------- catalogs --
