@@ -113,7 +113,7 @@ def cmd_validate(a) -> int:
 
 def cmd_publish(a) -> int:
     from builder.publish import parse_options, publish
-    n = publish(Path(a.src), a.dest, parse_options(a.option), a.quiet)
+    n = publish(Path(a.src), a.dest, parse_options(a.option), a.quiet, force=a.force)
     print(f"published {n} files from {a.src} to {a.dest}")
     return 0
 
