@@ -12,8 +12,10 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+import xarray as xr
 from pyproj import Transformer
 
 from browser_util import free_port
@@ -169,6 +171,10 @@ def test_a_remote_catalog_points_only_at_its_own_origin_unless_allowed(origins, 
     pd.testing.assert_frame_equal(pd.read_parquet(out), want)
     assert (want["status"] == "valid").any()
     pd.testing.assert_frame_equal(open_store(cat, allow=[allow]).sample_points(pts, 2024), want)
+    with pytest.raises(ValueError, match="is outside"):  # the xarray engine: the same rule, the same consent
+        xr.open_dataset(cat, engine="tessera", group="utm30")
+    np.testing.assert_array_equal(xr.open_dataset(cat, engine="tessera", group="utm30", allow=[allow]).scales.values,
+                                  xr.open_dataset(str(store), engine="tessera", group="utm30").scales.values)
 
 
 def test_a_catalog_entry_is_data_in_the_error_line(origins, tmp_path):
