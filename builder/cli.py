@@ -85,6 +85,9 @@ def parser() -> argparse.ArgumentParser:
     pb.add_argument("-o", "--option", action="append", default=[],
                     help="fsspec storage option key=value (endpoint_url=... for S3-compatible servers)")
     pb.add_argument("-q", "--quiet", action="store_true")
+    pb.add_argument("--force", action="store_true",
+                    help="publish into a destination that holds files but was not written by publish (no "
+                         ".tessera-publish.json): they are replaced or deleted")
     pb.set_defaults(fn=cmd_publish)
 
     c = sub.add_parser("catalog", help="write catalog.json listing the year stores of a directory")
@@ -124,6 +127,9 @@ def parser() -> argparse.ArgumentParser:
                                                        "status, scale, b0..b127")
     sm.add_argument("--year", type=int, help="year (required when the store holds several)")
     sm.add_argument("--option", action="append", default=[], help="fsspec storage option key=value")
+    sm.add_argument("--allow", action="append", default=[], metavar="PREFIX",
+                    help="a catalog may list stores below PREFIX (a URL or path) as well as on its own origin "
+                         "(repeatable)")
     sm.set_defaults(fn=cmd_sample)
 
     ix = sub.add_parser("index", help="write virtual Zarr (Kerchunk) indexes over tiles or year stores")

@@ -115,7 +115,7 @@ def cmd_validate(a) -> int:
 
 def cmd_publish(a) -> int:
     from builder.publish import parse_options, publish
-    n = publish(Path(a.src), a.dest, parse_options(a.option), a.quiet)
+    n = publish(Path(a.src), a.dest, parse_options(a.option), a.quiet, force=a.force)
     print(f"published {n} files from {a.src} to {a.dest}")
     return 0
 
@@ -157,7 +157,7 @@ def cmd_up(a) -> int:
 def cmd_sample(a) -> int:
     from builder.publish import parse_options
     from builder.reader.sample import sample_file
-    df = sample_file(a.store, a.points, a.out, a.year, parse_options(a.option))
+    df = sample_file(a.store, a.points, a.out, a.year, parse_options(a.option), allow=a.allow or None)
     counts = df["status"].value_counts()
     print(f"{a.out}: {len(df)} points ({', '.join(f'{n} {k}' for k, n in counts.items()) or 'none'})")
     return 0

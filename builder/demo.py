@@ -14,6 +14,7 @@ Between years a part of one class changes, for change plots.
 """
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from global_land_mask import globe
 from pyproj import Transformer
 
 from builder import convention as conv
+from builder.atomic import write_bytes
 from builder.geotiff import write_geotiff
 from builder.tiles import EMBEDDINGS_DIR, LANDMASKS_DIR, grid_name
 
@@ -114,13 +116,20 @@ def write_tile(root: Path, year: int, lon: float, lat: float, px: int | tuple[in
         scale[g0:g0 + 6, g0:g0 + 9] = np.nan
     d = root / EMBEDDINGS_DIR / str(year) / name
     d.mkdir(parents=True, exist_ok=True)
-    np.save(d / f"{name}.npy", q)
-    np.save(d / f"{name}_scales.npy", scale)
+    _save_npy(d / f"{name}.npy", q)
+    _save_npy(d / f"{name}_scales.npy", scale)
     (root / LANDMASKS_DIR).mkdir(parents=True, exist_ok=True)
     lm = root / LANDMASKS_DIR / f"{name}.tiff"
     if not lm.exists():
         write_geotiff(str(lm), land.astype(np.uint8), epsg, oe, on)
     return d
+
+
+def _save_npy(path: Path, a: np.ndarray) -> None:
+    """np.save, whole or not at all (builder/atomic.py): a killed demo never leaves a truncated tile."""
+    buf = io.BytesIO()
+    np.save(buf, a)
+    write_bytes(path, buf.getvalue())
 
 
 def write_demo_tiles(root: Path, years=YEARS, px: int = 384, places=PLACES) -> list[Path]:

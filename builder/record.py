@@ -101,9 +101,17 @@ def add_pending(record: dict, name: str, grid: ZoneGrid, shards: list[tuple[int,
 
 
 def read_done(done_file: Path, plan_id: str) -> set[tuple[int, int]]:
-    """Shards journalled as done by an interrupted run of the same plan; starts a new journal otherwise."""
-    lines = done_file.read_text().splitlines() if done_file.exists() else []
+    """Shards journalled as done by an interrupted run of the same plan; starts a new journal otherwise.
+    Only whole lines count: a line a full disk cut short ("12,3" of "12,34") has no newline."""
+    lines = done_file.read_text().split("\n")[:-1] if done_file.exists() else []
     if lines and lines[0] == plan_id:
         return {tuple(map(int, x.split(","))) for x in lines[1:] if re.fullmatch(r"\d+,\d+", x)}
     save_text(done_file, plan_id + "\n")
     return set()
+
+
+def journal_done(done_file: Path, shard: tuple[int, int]) -> None:
+    """Journal one finished shard: one short O_APPEND write, so lines of parallel tasks never mix; a write cut
+    short leaves a line without its newline, which read_done ignores."""
+    with open(done_file, "a") as f:
+        f.write(f"{shard[0]},{shard[1]}\n")
