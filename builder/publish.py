@@ -40,6 +40,8 @@ from fsspec.implementations.local import LocalFileSystem
 from builder.atomic import PARTIAL, write_bytes
 from builder.describe import claims_tessera_root
 from builder.errors import BuildError
+from builder.hooks import kill_point
+from builder.lock import destination_lock
 from builder.parallel import progress_bar
 from builder.validate import validate
 
@@ -232,35 +234,37 @@ def publish(src: Path, dest: str, storage_options: dict | None = None, quiet: bo
         fs.makedirs(root, exist_ok=True)
     except OSError as e:
         raise BuildError(f"destination is not writable ({e.strerror or e})", dest) from None
-    listing = _listing(fs, root)
-    _refuse_links(fs, listing, root)
-    _refuse_foreign(listing, dest, force)
-    if MARKER not in listing:
-        try:
-            _mark(fs, root)
-        except OSError as e:
-            raise BuildError(f"destination is not writable ({e.strerror or e})", dest) from None
-    uploads = plan_uploads(files, listing, fs, root)
-    stale = [r for r in sorted(listing) if r not in files and (not hidden(r) or r.endswith(TMP_SUFFIX))]
-    stop_after = int(os.environ.get(STOP_AFTER) or 0)
-    prog = progress_bar()
-    prog.disable = quiet
-    with prog:
-        task = prog.add_task(f"publishing to {dest}", total=len(uploads) + len(stale))
-        for n, (rel, action) in enumerate([(r, "upload") for r in uploads] + [(r, "delete") for r in stale], 1):
-            target = f"{root}/{rel}"
+    with destination_lock(fs, root, dest, "another publish is writing this destination"):
+        kill_point("publish-locked")
+        listing = _listing(fs, root)
+        _refuse_links(fs, listing, root)
+        _refuse_foreign(listing, dest, force)
+        if MARKER not in listing:
             try:
-                _put(fs, files[rel], target) if action == "upload" else fs.rm_file(target)
+                _mark(fs, root)
             except OSError as e:
-                raise BuildError(f"{action} failed ({e.strerror or e})", target) from None
-            prog.advance(task)
-            if n == stop_after:
-                os.kill(os.getpid(), signal.SIGSTOP)
-    if isinstance(fs, LocalFileSystem):
-        _prune_empty_dirs(root, stale)
-    if stale:
-        print(f"removed {len(stale)} files that {src} does not have from {dest}")
-    return len(uploads)
+                raise BuildError(f"destination is not writable ({e.strerror or e})", dest) from None
+        uploads = plan_uploads(files, listing, fs, root)
+        stale = [r for r in sorted(listing) if r not in files and (not hidden(r) or r.endswith(TMP_SUFFIX))]
+        stop_after = int(os.environ.get(STOP_AFTER) or 0)
+        prog = progress_bar()
+        prog.disable = quiet
+        with prog:
+            task = prog.add_task(f"publishing to {dest}", total=len(uploads) + len(stale))
+            for n, (rel, action) in enumerate([(r, "upload") for r in uploads] + [(r, "delete") for r in stale], 1):
+                target = f"{root}/{rel}"
+                try:
+                    _put(fs, files[rel], target) if action == "upload" else fs.rm_file(target)
+                except OSError as e:
+                    raise BuildError(f"{action} failed ({e.strerror or e})", target) from None
+                prog.advance(task)
+                if n == stop_after:
+                    os.kill(os.getpid(), signal.SIGSTOP)
+        if isinstance(fs, LocalFileSystem):
+            _prune_empty_dirs(root, stale)
+        if stale:
+            print(f"removed {len(stale)} files that {src} does not have from {dest}")
+        return len(uploads)
 
 
 def parse_options(pairs: list[str]) -> dict:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from conftest import REPO, run_cli, tree_digest
+from test_publish import S3_ENV, s3_server  # noqa: F401  (s3_server: the moto fixture)
 
 DEADLINE_S = 300.0  # a loaded 2-core machine; each wait ends as soon as its condition holds
 
@@ -37,7 +38,7 @@ def paused(gate: Path, p: subprocess.Popen) -> bool:
     return Path(f"{gate}.{p.pid}.waiting").exists()
 
 
-def refusal(p, target: Path, what: str) -> str:
+def refusal(p, target: Path | str, what: str) -> str:
     """The one line a refused command prints (exit 2)."""
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1, (p.returncode, p.stderr)
@@ -130,3 +131,64 @@ def test_a_second_index_of_the_same_output_is_refused_and_a_killed_ones_lock_blo
     assert killed.returncode == -9 and (tmp_path / ".years.json.lock").exists()
     run_cli(*args)
     assert out.read_bytes() == good and not (tmp_path / ".years.json.lock").exists()
+
+
+def test_a_second_publish_to_a_destination_being_written_is_refused_and_a_killed_ones_lock_blocks_nothing(
+        tmp_path, store):
+    """`publish` to a local directory: the same rule for one destination."""
+    dest = tmp_path / "dest"
+    args = ["publish", str(store), str(dest), "-q"]
+    gate = tmp_path / "gate"
+    first = start(*args, env={"TESSERA_TEST_PAUSE": f"publish-locked={gate}"})
+    wait_until(lambda: paused(gate, first), [first], "the first publish took its lock")
+    before = tree_digest(dest)
+    refusal(run_cli(*args, check=False), Path(str(dest)), "another publish is writing this destination")
+    assert tree_digest(dest) == before
+    gate.touch()
+    assert first.wait(DEADLINE_S) == 0, first.communicate()
+    killed = run_cli(*args, check=False, env={"TESSERA_TEST_KILL_AT": "publish-locked"})
+    assert killed.returncode == -9 and (dest / ".tessera.lock").exists()
+    run_cli(*args)
+    assert not (dest / ".tessera.lock").exists()
+    published = {k: v for k, v in tree_digest(dest).items() if not k.startswith(".")}
+    assert published == tree_digest(store)
+
+
+def test_publish_to_s3_takes_a_lock_object_and_takes_over_only_a_stale_one(tmp_path, store, s3_server):
+    """`publish` to s3:// (moto): the lock is an object made only if absent; a second publish is refused while the
+    first holds it; a killed publish's lock object (its holder a process of this machine that is gone) is taken
+    over at once; another machine's lock is honoured until its lease runs out, then taken over."""
+    import json as _json
+    import socket
+
+    import boto3
+    env = {**S3_ENV, "AWS_ENDPOINT_URL": s3_server}
+    s3 = boto3.client("s3", endpoint_url=s3_server, aws_access_key_id="testing", aws_secret_access_key="testing",
+                      region_name="us-east-1")
+    s3.create_bucket(Bucket="locks")
+    dest = "s3://locks/site/2024.zarr"
+    key = "site/2024.zarr/.tessera.lock"
+    args = ["publish", str(store), dest, "-q"]
+    gate = tmp_path / "gate"
+    first = start(*args, env={**env, "TESSERA_TEST_PAUSE": f"publish-locked={gate}"})
+    wait_until(lambda: paused(gate, first), [first], "the first publish took its lock")
+    held = _json.loads(s3.get_object(Bucket="locks", Key=key)["Body"].read())
+    assert held["pid"] == first.pid and held["expires"] > time.time()
+    second = run_cli(*args, check=False, env=env)
+    line = refusal(second, dest, "another publish is writing this destination")
+    assert f"(pid {first.pid} on " in line
+    gate.touch()
+    assert first.wait(DEADLINE_S) == 0, first.communicate()
+    keys = lambda: {o["Key"] for o in s3.list_objects_v2(Bucket="locks").get("Contents", [])}
+    assert key not in keys()  # released
+    killed = run_cli(*args, check=False, env={**env, "TESSERA_TEST_KILL_AT": "publish-locked"})
+    assert killed.returncode == -9 and key in keys()
+    run_cli(*args, env=env)  # the killed holder's lock is taken over at once
+    assert key not in keys()
+    elsewhere = {"pid": 1, "host": "another-machine-" + socket.gethostname(), "start": "1", "since": time.time(),
+                 "argv": [], "expires": time.time() + 3600}
+    s3.put_object(Bucket="locks", Key=key, Body=_json.dumps(elsewhere).encode())
+    refusal(run_cli(*args, check=False, env=env), dest, "another publish is writing this destination")
+    s3.put_object(Bucket="locks", Key=key, Body=_json.dumps({**elsewhere, "expires": time.time() - 1}).encode())
+    run_cli(*args, env=env)
+    assert key not in keys()
