@@ -36,6 +36,7 @@ def s3_server():
 
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 MARKER = ".tessera-publish.json"  # what publish writes at a destination it owns (README: publish's rules)
+LOCK = ".tessera.lock"  # publish's lock at a local destination (builder/lock.py), left by a killed publish
 
 
 def mirror_tree(tree: dict[str, str]) -> dict[str, str]:
@@ -218,6 +219,7 @@ def test_a_killed_publish_leaves_the_old_or_the_new_store(store, rebuilt, tmp_pa
         shutil.copytree(template, dest)
         stopped_publish(rebuilt, dest, after)
         now = mirror_tree(tree_digest(dest))
+        assert now.pop(LOCK, None) is not None, "the killed publish held no lock"  # held to the end: the kernel freed it
         assert not [k for k in now if Path(k).name.startswith(".")], "a temporary file outlived its rename"
         for k, h in now.items():  # every file is a whole old or new version
             assert h in (old.get(k), new.get(k)), (after, k)
@@ -230,7 +232,7 @@ def test_a_killed_publish_leaves_the_old_or_the_new_store(store, rebuilt, tmp_pa
             assert root == new["2024.zarr/zarr.json"] and all(now.get(k) == h for k, h in new.items()), after
             assert len(stale & set(now)) == len(stale) - (after - switch), after
         chunk_files_decode(dest)
-        run_cli("publish", str(rebuilt), str(dest), "-q")  # a re-run completes the mirror
+        run_cli("publish", str(rebuilt), str(dest), "-q")  # a re-run completes the mirror, and releases its lock
         assert mirror_tree(tree_digest(dest)) == new, after
     assert validate(str(dest / "2024.zarr")) == []
 
