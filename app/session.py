@@ -85,7 +85,8 @@ class Explorer(param.Parameterized):
 
     # ------------------------------------------------------------ tasks --
     def spawn(self, coro):
-        """Run an action in the background; its failure is printed (a traceback in the console), never lost."""
+        """Run an action in the background; its failure is never lost: a store that cannot be read (SourceError: a
+        corrupt chunk, a host gone) is one line in the status, anything else is printed (a traceback in the console)."""
         import asyncio
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
@@ -94,9 +95,13 @@ class Explorer(param.Parameterized):
 
     def _task_done(self, task) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            import traceback
-            traceback.print_exception(task.exception())
+        if task.cancelled() or task.exception() is None:
+            return
+        if isinstance(task.exception(), SourceError):
+            self.status = views.html("<b>Read failed:</b> {}", task.exception())
+            return
+        import traceback
+        traceback.print_exception(task.exception())
 
     async def settle(self) -> None:
         """Wait until every action this state set off has finished."""
