@@ -42,7 +42,7 @@ from builder.geotiff import read_band, read_geoinfo
 
 EMBEDDINGS_DIR = "global_0.1_degree_representation"
 LANDMASKS_DIR = "global_0.1_degree_tiff_all"
-_GRID_RE = re.compile(r"^grid_(-?\d+\.\d+)_(-?\d+\.\d+)$")
+_GRID_RE = re.compile(r"grid_(-?\d+\.\d+)_(-?\d+\.\d+)")  # a tile's whole name (fullmatch: no "\n" after it)
 TILE_DEG = 0.1  # tiles are 0.1 degree cells, named by their centre
 HASH_BLOCK = 4 << 20  # bytes read at a time while fingerprinting (bounded memory; ranged reads on URLs)
 
@@ -77,7 +77,7 @@ class TileRef:
 
     @property
     def lonlat(self) -> tuple[float, float]:
-        m = _GRID_RE.match(self.name)
+        m = _GRID_RE.fullmatch(self.name)
         return float(m.group(1)), float(m.group(2))
 
 
@@ -254,7 +254,7 @@ def discover(root: str, year: int) -> list[TileRef]:
     if not fs.exists(path):
         raise BuildError(f"no tiles for year {year} (expected directory {EMBEDDINGS_DIR}/{year}/)", root)
     names = sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False))
-    refs = [TileRef(root, year, n) for n in names if _GRID_RE.match(n)]
+    refs = [TileRef(root, year, n) for n in names if _GRID_RE.fullmatch(n)]
     if not refs:
         raise BuildError(f"no grid_<lon>_<lat> tile directories for year {year}", base)
     return refs

@@ -295,3 +295,22 @@ def test_catalog_of_a_missing_or_storeless_directory(tmp_path):
     p = run_cli("catalog", str(tmp_path / "empty"), check=False)
     assert "empty" in refused(p, "no tessera store")
     assert not (tmp_path / "empty" / "catalog.json").exists()
+
+
+# ------------------------------------------------ tile names --
+def test_a_tile_name_with_a_trailing_newline_is_ignored_like_any_other_junk_name(tmp_path, world):
+    """Only a directory named exactly grid_<lon>_<lat> is a tile.  `grid_-0.05_50.75\\n` (its files and landmask
+    named the same way) is junk, like `grid_-0.05_50.75.bak`, `grid_-0.05_50.75 ` or `notes`: the store equals
+    the one built without them."""
+    good = tmp_path / "good"
+    demo.write_tile(good, 2024, *GOOD, PX, world=world)
+    junk = tmp_path / "junk"
+    shutil.copytree(good, junk)
+    for name in ("grid_-0.05_50.75\n", "grid_-0.05_50.75.bak", "grid_-0.05_50.75 "):
+        demo.write_tile(junk, 2024, -0.05, 50.75, PX, world=world, name=name)
+    tile_dir(junk, "notes").mkdir()
+    assert "grid_-0.05_50.75\n" in {p.name for p in (junk / EMBEDDINGS_DIR / "2024").iterdir()}
+    for root in (good, junk):
+        run_cli("build", str(root), "--year", "2024", "--out", str(tmp_path / f"{root.name}-out"), "--scheduler", "sync",
+                "-q", "--no-global")
+    assert tree_digest(tmp_path / "junk-out" / "2024.zarr") == tree_digest(tmp_path / "good-out" / "2024.zarr")
