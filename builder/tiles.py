@@ -95,20 +95,33 @@ class NpyHeader:
         return int(np.prod(self.shape)) * self.dtype.itemsize
 
 
+class PickledNpy(ValueError):
+    """A .npy file of Python objects: its data is a pickle (which runs code when loaded), not array bytes."""
+
+
+def npy_header(f) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """(shape, fortran_order, dtype) of the .npy file `f` is open at the start of, leaving `f` at its data.
+    Raises ValueError or EOFError when it is not a .npy file, PickledNpy for an object array."""
+    version = npy_format.read_magic(f)
+    read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
+    shape, fortran, dtype = read(f)
+    if np.dtype(dtype).hasobject:
+        raise PickledNpy(f"pickled object arrays are refused (dtype {np.dtype(dtype)})")
+    return shape, fortran, np.dtype(dtype)
+
+
 def read_npy_header(url: str) -> NpyHeader:
     """Parse a .npy header with one small range read and check the file is complete."""
     fs, path = fsspec.core.url_to_fs(url)
     try:
         size = fs.size(path)
         with fs.open(path, "rb", block_size=4096) as f:
-            version = npy_format.read_magic(f)
-            if version == (1, 0):
-                shape, fortran, dtype = npy_format.read_array_header_1_0(f)
-            else:
-                shape, fortran, dtype = npy_format.read_array_header_2_0(f)
+            shape, fortran, dtype = npy_header(f)
             offset = f.tell()
     except FileNotFoundError:
         raise BuildError("file not found", url) from None
+    except PickledNpy as e:
+        raise BuildError(str(e), url) from None
     except (ValueError, EOFError) as e:
         raise BuildError(f"not a valid .npy file ({e})", url) from None
     h = NpyHeader(url, tuple(int(s) for s in shape), np.dtype(dtype), bool(fortran), offset, int(size))

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from numpy.lib import format as npy_format
 
 from builder.errors import BuildError
+from builder.tiles import PickledNpy, npy_header
 
 MANIFEST = "manifest.parquet"
 REGISTRY = "registry.parquet"
@@ -113,9 +113,9 @@ def _check_file(path: Path, r: Remote) -> str | None:
     with open(path, "rb") as f:
         if r.kind == "npy":
             try:
-                version = npy_format.read_magic(f)
-                read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
-                shape, _, dtype = read(f)
+                shape, _, dtype = npy_header(f)
+            except PickledNpy as e:
+                return str(e)
             except (ValueError, EOFError) as e:
                 return f"not a valid .npy file ({e})"
             want = f.tell() + int(np.prod(shape)) * np.dtype(dtype).itemsize
