@@ -233,7 +233,9 @@ def content_digest(urls: tuple[str, ...]) -> str:
     h = hashlib.blake2b(digest_size=16)
     for url in urls:
         n = 0
-        with fsspec.open(url, "rb", block_size=HASH_BLOCK) as f:
+        fs, path = fsspec.core.url_to_fs(url)
+        with fs.open(path, "rb", block_size=HASH_BLOCK) as f:  # not fsspec.open(url, block_size=...): that makes it a
+            # storage option, which s3fs passes on to its aiobotocore session (a TypeError)
             while block := f.read(HASH_BLOCK):
                 h.update(block)
                 n += len(block)
