@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import warnings
 
 from builder import convention as conv
 from builder.commands import (DEFAULT_CACHE, DEFAULT_STATIC, cmd_build, cmd_catalog, cmd_demo, cmd_index, cmd_publish,
@@ -143,10 +145,29 @@ def _join_bbox(argv: list[str]) -> list[str]:
     return out
 
 
+@contextlib.contextmanager
+def _no_library_warnings():
+    """Libraries' warnings (zarr-python's ZarrUserWarning about consolidated metadata, say) speak to developers,
+    not to the user of the command: none is shown, from this process or its worker processes (which start with
+    this interpreter's -W options).  The builder's own problems are errors, never warnings.  Warnings the user
+    asked for (python -W, PYTHONWARNINGS) and TESSERA_DEBUG=1 leave them on."""
+    if sys.warnoptions or os.environ.get("TESSERA_DEBUG"):
+        yield
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sys.warnoptions.append("ignore")
+        try:
+            yield
+        finally:
+            sys.warnoptions.remove("ignore")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(_join_bbox(sys.argv[1:] if argv is None else argv))
     try:
-        return args.fn(args)
+        with _no_library_warnings():
+            return args.fn(args)
     except BuildError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
