@@ -117,12 +117,12 @@ class Mirror:
 
 
 @contextmanager
-def serve(root: Path, plan=None):
+def serve(root: Path, plan=None, probe: str = "/v1/manifest.parquet"):
     m = Mirror(root, plan)
     t = threading.Thread(target=m.httpd.serve_forever, daemon=True)
     t.start()
     try:
-        wait_http(m.base + "/manifest.parquet", deadline_s=30)
+        wait_http(f"http://127.0.0.1:{m.httpd.server_address[1]}{probe}", deadline_s=30)
         m.reset(plan)
         yield m
     finally:
@@ -450,3 +450,28 @@ def test_a_file_that_differs_from_the_registry_hash_is_refused(registry_root, tm
     assert f"{IN_BBOX[1]}.npy" in lines[0] and "sha256" in lines[0], lines[0]
     assert not (out / f"{YEAR}.zarr").exists()
     assert not list((tmp_path / "cache").rglob("*.partial-*"))
+
+
+# ------------------------------------------------------------ the cache folder --
+@pytest.mark.parametrize("path", ["/..", "/.", "/../..", "/./", "/%2e%2e", "/a/..", "/..%2f..", "/" + "x" * 5000],
+                         ids=lambda p: p if len(p) < 20 else f"{len(p)} characters")
+def test_the_cache_folder_of_any_mirror_url_is_one_folder_inside_the_cache(tmp_path, path):
+    from builder.mirror import cache_dir_for
+    d = cache_dir_for(tmp_path / "cache", f"http://127.0.0.1:8000{path}")
+    assert d.parent == tmp_path / "cache" and d.name not in (".", "..") and len(d.name) <= 255
+
+
+def test_a_mirror_at_dotdot_keeps_its_files_inside_the_cache(mirror_root, reference, tmp_path_factory):
+    """`--from http://host/..` (a server that answers for /..) made the cache folder `..`: the tiles went to the
+    cache's parent."""
+    srv = tmp_path_factory.mktemp("mirror-dotdot")
+    shutil.copytree(mirror_root / "v1", srv, dirs_exist_ok=True)
+    write_manifest(srv)
+    (srv / "x").mkdir()  # the server's root: /.. is srv
+    work = tmp_path_factory.mktemp("work")
+    with serve(srv / "x", probe="/../manifest.parquet") as w:
+        base = f"http://127.0.0.1:{w.httpd.server_address[1]}/.."
+        build_from(base, work / "out", work / "cache")
+        assert set(w.tile_requests()) == {"/.." + p[len("/v1"):] for p in tile_files(IN_BBOX)}
+    assert sorted(p.name for p in work.iterdir()) == ["cache", "out"]
+    assert_same_values(work / "out" / f"{YEAR}.zarr", reference)

@@ -46,13 +46,16 @@ from builder.mirror.manifest import parse_bbox, plan
 from builder.tiles import EMBEDDINGS_DIR, LANDMASKS_DIR
 
 
+SLUG_MAX = 120  # characters of a cache folder's name (NAME_MAX is 255 bytes)
+
+
 # ------------------------------------------------------------------ view --
 def cache_dir_for(cache: Path, base: str) -> Path:
     """One cache subdirectory per mirror root path (e.g. `v1`), whatever the host and port: a mirror that
     moved, or another mirror of the same version, reuses it.  A cached file is reused only when it matches
     the manifest (size, .npy header, sha256 when listed; fetch.fetch_file), otherwise fetched again."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", urllib.parse.urlsplit(base).path).strip("_") or "mirror"
-    return cache / slug
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", urllib.parse.urlsplit(base).path)[:SLUG_MAX].strip("_.") or "mirror"
+    return cache / slug  # never "." nor "..": no dot at either end
 
 
 def make_view(cache: Path, bbox, tiles: list[tuple[int, str]]) -> Path:
