@@ -11,6 +11,7 @@ from builder import convention as conv
 from builder.commands import (DEFAULT_CACHE, DEFAULT_STATIC, cmd_build, cmd_catalog, cmd_demo, cmd_index, cmd_publish,
                                cmd_sample, cmd_serve, cmd_site, cmd_up, cmd_validate)
 from builder.errors import BuildError
+from builder.mirror import limits as mirror_limits
 
 
 def _sched(p: argparse.ArgumentParser) -> None:
@@ -45,6 +46,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--bbox", help="W,S,E,N in degrees (with --from)")
     b.add_argument("--cache", help="tile cache for --from (default .cache/mirror); never inside a store")
     b.add_argument("--jobs", type=int, default=8, help="parallel downloads with --from (default 8)")
+    mirror_limits.add_arguments(b)
     g = b.add_mutually_exclusive_group(required=True)
     g.add_argument("--out", help="directory receiving one {year}.zarr per year (and catalog.json)")
     g.add_argument("--store", help="path of the single year store to build or extend")
