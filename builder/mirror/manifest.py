@@ -87,7 +87,8 @@ def _select(pf, url: str, columns: list[str], wanted) -> list[dict]:
 
 def _cell(lon, lat):
     """A tile's cell as one number (its centre in hundredths of a degree), comparable across arrays."""
-    return np.rint(np.asarray(lon, dtype=np.float64) * 100) * 100_000 + np.rint(np.asarray(lat, dtype=np.float64) * 100)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf (no cell) stay so, quietly
+        return np.rint(np.asarray(lon, dtype=np.float64) * 100) * 100_000 + np.rint(np.asarray(lat, dtype=np.float64) * 100)
 
 
 def _require(names: set[str], cols: set[str], url: str) -> None:
@@ -99,12 +100,12 @@ def _require(names: set[str], cols: set[str], url: str) -> None:
 def _rel(path: str, base: str, url: str, column: str) -> str:
     """A manifest path as a path relative to the mirror root."""
     p, q = str(path), None
+    if len(p) > MAX_PATH:
+        raise BuildError(f"{column} {p[:100]!r}... is longer than {MAX_PATH} characters", url)
     while q != p:  # every layer of percent-encoding: "%2e%2e" is ".." to a server
         q, p = p, urllib.parse.unquote(p)
     if ".." in p:
         raise BuildError(f"{column} {str(path)[:300]!r} contains '..'", url)
-    if len(str(path)) > MAX_PATH:
-        raise BuildError(f"{column} {str(path)[:100]!r}... is longer than {MAX_PATH} characters", url)
     p = str(path)
     if p.startswith(base + "/"):
         return p[len(base) + 1:]
