@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import warnings
 
 from builder import convention as conv
 from builder.commands import (DEFAULT_CACHE, DEFAULT_STATIC, cmd_build, cmd_catalog, cmd_demo, cmd_index, cmd_publish,
                                cmd_sample, cmd_serve, cmd_site, cmd_up, cmd_validate)
 from builder.errors import BuildError
+from builder.mirror import limits as mirror_limits
 
 
 def _sched(p: argparse.ArgumentParser) -> None:
@@ -43,6 +46,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--bbox", help="W,S,E,N in degrees (with --from)")
     b.add_argument("--cache", help="tile cache for --from (default .cache/mirror); never inside a store")
     b.add_argument("--jobs", type=int, default=8, help="parallel downloads with --from (default 8)")
+    mirror_limits.add_arguments(b)
     g = b.add_mutually_exclusive_group(required=True)
     g.add_argument("--out", help="directory receiving one {year}.zarr per year (and catalog.json)")
     g.add_argument("--store", help="path of the single year store to build or extend")
@@ -149,10 +153,29 @@ def _join_bbox(argv: list[str]) -> list[str]:
     return out
 
 
+@contextlib.contextmanager
+def _no_library_warnings():
+    """Libraries' warnings (zarr-python's ZarrUserWarning about consolidated metadata, say) speak to developers,
+    not to the user of the command: none is shown, from this process or its worker processes (which start with
+    this interpreter's -W options).  The builder's own problems are errors, never warnings.  Warnings the user
+    asked for (python -W, PYTHONWARNINGS) and TESSERA_DEBUG=1 leave them on."""
+    if sys.warnoptions or os.environ.get("TESSERA_DEBUG"):
+        yield
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sys.warnoptions.append("ignore")
+        try:
+            yield
+        finally:
+            sys.warnoptions.remove("ignore")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(_join_bbox(sys.argv[1:] if argv is None else argv))
     try:
-        return args.fn(args)
+        with _no_library_warnings():
+            return args.fn(args)
     except BuildError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
