@@ -39,6 +39,7 @@ import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from builder.atomic import write_dir
 from builder.errors import BuildError
 from builder.mirror.limits import FLAGS, Limits  # the rest when used: `python -m builder` imports this package
 
@@ -60,20 +61,16 @@ def make_view(cache: Path, bbox, tiles: list[tuple[int, str]]) -> Path:
     from builder.tiles import EMBEDDINGS_DIR, LANDMASKS_DIR
     key = "_".join(f"{v:g}" for v in bbox) + "-" + hashlib.sha256(repr(sorted(tiles)).encode()).hexdigest()[:12]
     view = cache / "views" / key
-    tmp = cache / "views" / f".{key}.partial-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    for year, name in tiles:
-        for rel in (f"{EMBEDDINGS_DIR}/{year}/{name}/{name}.npy", f"{EMBEDDINGS_DIR}/{year}/{name}/{name}_scales.npy",
-                    f"{LANDMASKS_DIR}/{name}.tiff"):
-            link = tmp / rel
-            link.parent.mkdir(parents=True, exist_ok=True)
-            if not link.exists():
-                link.symlink_to((cache / rel).resolve())
-    old = cache / "views" / f".{key}.old-{os.getpid()}"
-    if view.exists():
-        os.replace(view, old)
-    os.replace(tmp, view)
-    shutil.rmtree(old, ignore_errors=True)
+
+    def fill(tmp: Path) -> None:
+        for year, name in tiles:
+            for rel in (f"{EMBEDDINGS_DIR}/{year}/{name}/{name}.npy",
+                        f"{EMBEDDINGS_DIR}/{year}/{name}/{name}_scales.npy", f"{LANDMASKS_DIR}/{name}.tiff"):
+                link = tmp / rel
+                link.parent.mkdir(parents=True, exist_ok=True)
+                if not link.exists():
+                    link.symlink_to((cache / rel).resolve())
+    write_dir(view, fill)  # whole or not at all: a build never reads a half-made view
     return view
 
 
