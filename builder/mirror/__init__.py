@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import shutil
 import sys
 import time
 import urllib.parse
