@@ -32,6 +32,13 @@ def _layout(p: argparse.ArgumentParser) -> None:
                    help="global_rgb level-0 resolution in degrees (default 0.0001)")
 
 
+def _demo_data(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-dense", action="store_true",
+                   help="leave out the dense site (three whole 0.1 degree tiles; the small tiles only)")
+    p.add_argument("--easy", action="store_true",
+                   help="the earlier, nearly low-rank generator with cleanly separable classes (not like real data)")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m builder",
                                 description="Build, validate and publish TESSERA (tessera: v1) Zarr stores and the explorer site.")
@@ -71,6 +78,7 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--record", default=str(DEFAULT_CACHE / "demo-build"), help="build records directory")
     d.add_argument("--px", type=int, default=384, help="tile edge in pixels (default 384)")
     d.add_argument("--years", type=int, nargs="+", default=[2023, 2024])
+    _demo_data(d)
     _layout(d)
     _sched(d)
     d.set_defaults(fn=cmd_demo)
@@ -119,6 +127,7 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--px", type=int, default=384)
     u.add_argument("--years", type=int, nargs="+", default=[2023, 2024])
     u.add_argument("--rebuild", action="store_true", help="rebuild the demo stores even if present")
+    _demo_data(u)
     _layout(u)
     _sched(u)
     u.set_defaults(fn=cmd_up)
