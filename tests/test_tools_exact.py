@@ -9,7 +9,7 @@ import pytest
 
 from app import model as app_model
 from conftest import run_async
-from tools_util import centre_of_data, cosines, opened, pixel_lonlat, training_pixels, zone_vectors
+from tools_util import centre_of_data, cosines, level_full, opened, pixel_lonlat, training_pixels, zone_vectors
 
 
 async def labelled_view(store, world, span):
@@ -20,15 +20,6 @@ async def labelled_view(store, world, span):
     for r, c, k in train:
         await state.tools.labels.add(*pixel_lonlat(store, "utm30", r, c), cls=f"class {k}")
     return state, train
-
-
-def level_full(store, k, zone="utm30"):
-    """Level k's full vectors of a zone (zarr-python + numpy; level 0: the zone's own arrays)."""
-    import zarr
-    if k == 0:
-        return zone_vectors(store, zone)
-    g = zarr.open_group(store / zone / "overviews" / str(k), mode="r")
-    return g["embeddings"][...].astype(np.float32) * g["scales"][...][..., None]
 
 
 @pytest.mark.parametrize("span,level", [(2500, 0), (20_000, 2)])
@@ -50,7 +41,7 @@ def test_the_exact_result_agrees_with_scikit_learn_on_the_full_vectors(store, wo
         X = np.stack([v[r, c] for r, c, _ in train])
         names = state.tools.labels.names()
         y = np.array([names.index(f"class {k}") for _, _, k in train])
-        full = level_full(store, level)
+        full = level_full(store, "utm30", level)[0]
         for method, est in (("k-NN", KNeighborsClassifier(5)), ("logistic regression",
                                                                  LogisticRegression(max_iter=1000, random_state=3)),
                             ("random forest", RandomForestClassifier(100, random_state=3))):
@@ -67,7 +58,7 @@ def test_the_exact_result_agrees_with_scikit_learn_on_the_full_vectors(store, wo
         parts = []  # every zone the view shows, as the tool clusters them together (a wide view crosses 0 deg)
         for part in km.all:
             r0, r1, c0, c1 = part.window
-            sub = level_full(store, level, part.zone.name)[r0:r1, c0:c1]
+            sub = level_full(store, part.zone.name, level)[0][r0:r1, c0:c1]
             parts.append(sub[np.isfinite(sub[..., 0])])
         ref = KMeans(4, random_state=5, n_init=3).fit(np.concatenate(parts))
         assert abs(state.tools.cluster.inertia - ref.inertia_) <= 0.01 * ref.inertia_
@@ -111,6 +102,7 @@ def test_a_zoomed_out_view_whose_level_vectors_fit_the_budget_is_exact_at_once(s
         assert "overview level 2 (40 m pixels), full 128-d vectors" in state.status, state.status
         assert state.cost.startswith("Tools read full 128-d vectors (40 m), exact")
         r0, r1, c0, c1 = state.sim.window
-        want = cosines(level_full(store, 2)[r0:r1, c0:c1].astype(np.float64), state.selected.vector.astype(np.float64))
+        full = level_full(store, "utm30", 2)[0][r0:r1, c0:c1]
+        want = cosines(full.astype(np.float64), state.selected.vector.astype(np.float64))
         np.testing.assert_allclose(state.sim.values, want, rtol=0, atol=1e-5, equal_nan=True)
     run_async(run())
