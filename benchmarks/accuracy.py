@@ -12,7 +12,8 @@ fills:
     two zones     1600 x 1000 at 10 m, centred on the Greenwich meridian (utm30 and utm31, level 0)
     40 m          400 x 250 at 40 m (level 2)
     160 m         100 x 62 at 160 m (level 4)
-For each view, the quick and the exact representation:
+For each view, the quick (the level's compact code, whatever the read budget) and the exact representation (the
+level's full vectors):
     similarity   recall of the 1 % most similar pixels (numpy cosine on the full vectors of the view's level) among
                  the tool's 1 %, for --queries pixels of the view
     classify     k-NN (5), logistic regression, random forest (100 trees, seed 0), trained on N labels of each class
@@ -86,14 +87,21 @@ async def view(state, w, h, metres, lonlat):
 
 
 async def regions(state):
-    """The view's quick and exact regions, read once: later tool runs on this view get them from memory."""
+    """The view's compact-code and full-vector regions, each read once (later tool runs on this view get them from
+    memory), and what the explorer reads there by default (the code, or the full vectors when they fit its read
+    budget)."""
     from app.tools import region as reg
-    out = {}
-    for exact in (False, True):
-        state.exact = exact
-        out[exact] = await _read_tool(state)
+    default = "full vectors" if all(p[3] == "vectors" for p in reg.tool_plans(state)) else "the compact code"
+    budget, app_model.REGION_BYTES = app_model.REGION_BYTES, 0  # the code, whatever the budget says
+    try:
+        state.exact = False
+        out = {False: await _read_tool(state)}
+    finally:
+        app_model.REGION_BYTES = budget
+    state.exact = True
+    out[True] = await _read_tool(state)
     reg.read_tool = lambda app: _remembered(out[bool(app.exact)])
-    return out
+    return out, default
 
 
 async def _remembered(region):
@@ -109,13 +117,12 @@ def agreement(a, b) -> float:
 async def measure(state, world, name, w, h, metres, lonlat, n_labels, queries):
     from sklearn.cluster import KMeans
     await view(state, w, h, metres, lonlat)
-    reg = await regions(state)
+    reg, default = await regions(state)
     quick, exact = reg[False], reg[True]
     level = exact.primary.zone.level
     full = exact.pixels().astype(np.float64)
-    rep = f"{quick.primary.coords.shape[-1]}-d code" if quick.primary.coded else "full vectors (fit the budget)"
     print(f"\n{name}: {w} x {h} at {metres} m, level {level}, {len(exact.parts)} zone(s), {len(full):,} valid pixels; "
-          f"quick answer: {rep}")
+          f"quick: the {quick.primary.coords.shape[-1]}-d code; the explorer reads {default} here by default")
     rng = np.random.default_rng(0)
     # similarity: the tool's own cosines (Region.cosines), quick against exact, to full 10 m targets
     recalls = []
