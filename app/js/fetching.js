@@ -1,9 +1,10 @@
 // Every byte the browser reads comes through here: `tracedFetch` counts requests
-// and bytes (the request log the tests and benchmarks read), turns a host that
-// ignores Range (200 instead of 206) into an error rather than silently wrong
-// data, and remembers each file's size from Content-Range (app/js/ranges.js
-// turns later suffix reads of that file into plain ranges with it).  Documents
-// from elsewhere (catalogs, indexes, metadata) are size- and depth-capped.
+// and bytes (the request log the tests and benchmarks read), retries what a busy
+// host or a dropped connection failed (RETRY), turns a host that ignores Range
+// (200 instead of 206) into an error rather than silently wrong data, and
+// remembers each file's size from Content-Range (app/js/ranges.js turns later
+// suffix reads of that file into plain ranges with it).  Documents from
+// elsewhere (catalogs, indexes, metadata) are size- and depth-capped.
 import KINDS from "./errors.json";
 
 export const ERROR_KINDS = KINDS; // the one list, shared with Python (app/errors.py reads the same file)
@@ -33,12 +34,54 @@ export const LIMITS = { metadataBytes: 16 * 2 ** 20, indexBytes: 64 * 2 ** 20, d
 // File sizes learnt from Content-Range ("bytes a-b/size"), by URL.
 export const fileSizes = new Map();
 
+// Retries of one request: a host under load answers 429 or 5xx (a CDN's 520-527
+// too), or drops the connection; the same request usually succeeds a moment
+// later.  At most `attempts` tries in all, `baseMs` doubling between them (with
+// jitter, so that many readers do not return at once), or the host's Retry-After
+// when it sends one, never more than `maxDelayMs`: about 3 s of waiting before a
+// request is given up.  Every try is in the request log.
+export const RETRY = { attempts: 5, baseMs: 200, maxDelayMs: 10_000,
+                       statuses: new Set([408, 425, 429, 500, 502, 503, 504, 520, 521, 522, 523, 524, 525, 526, 527]) };
+
+function retryDelay(attempt, resp) {
+  const after = resp?.headers.get("Retry-After");
+  const seconds = after === null || after === undefined ? NaN : Number(after);
+  const ms = Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : RETRY.baseMs * 2 ** attempt * (0.75 + Math.random() / 2);
+  return Math.min(ms, RETRY.maxDelayMs);
+}
+
 export async function tracedFetch(request, source = null) {
+  for (let attempt = 0; ; attempt++) {
+    const last = attempt + 1 >= RETRY.attempts;
+    let resp;
+    try {
+      resp = await fetchOnce(request.clone(), source);
+    } catch (err) {
+      if (last || !(err instanceof TesseraError) || err.kind !== "network") throw err;
+      await new Promise((ok) => setTimeout(ok, retryDelay(attempt, null)));
+      continue;
+    }
+    if (last || !RETRY.statuses.has(resp.status)) {
+      if (RETRY.statuses.has(resp.status)) {
+        resp.body?.cancel();
+        throw new TesseraError("http", `HTTP ${resp.status} for ${request.url} after ${RETRY.attempts} attempts`);
+      }
+      return resp;
+    }
+    resp.body?.cancel();
+    await new Promise((ok) => setTimeout(ok, retryDelay(attempt, resp)));
+  }
+}
+
+async function fetchOnce(request, source) {
   const start = performance.timeOrigin + performance.now();  // absolute ms: comparable across the page and the worker
   let resp;
   try {
     resp = await fetch(request);
   } catch (err) {
+    if (err.name === "AbortError") throw err;
+    stats.log.push({ url: request.url, source, method: request.method, range: request.headers.get("Range"),
+                     status: 0, bytes: 0, start, end: performance.timeOrigin + performance.now() });
     throw new TesseraError("network", `could not fetch ${request.url}: the server is unreachable or refused CORS (${err.message})`);
   }
   const head = request.method === "HEAD";
