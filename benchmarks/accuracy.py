@@ -91,6 +91,7 @@ async def regions(state):
     memory), and what the explorer reads there by default (the code, or the full vectors when they fit its read
     budget)."""
     from app.tools import region as reg
+    state.exact = False  # as a user finds the view (the last view's exact read left it on)
     default = "full vectors" if all(p[3] == "vectors" for p in reg.tool_plans(state)) else "the compact code"
     budget, app_model.REGION_BYTES = app_model.REGION_BYTES, 0  # the code, whatever the budget says
     try:
@@ -196,7 +197,7 @@ async def measure(state, world, name, w, h, metres, lonlat, n_labels, queries):
             sizes = np.diff(np.append(starts, len(order)))
             frac = dict(zip(np.unique(parcels).tolist(), (hits / sizes).tolist()))
             return float(np.mean([frac[p] >= 0.5 for p in ids.tolist()])) if len(ids) else float("nan")
-        for t in sorted({ch.threshold, 0.05, 0.075, 0.15}):
+        for t in sorted({ch.threshold, 0.05, 0.075, 0.1, 0.15}):
             print(f"  change at threshold {t:g}{' (the default)' if t == ch.threshold else ''}: of {len(truly)} "
                   f"parcels that changed class, found quick {share(values[False], truly, t):.3f} exact "
                   f"{share(values[True], truly, t):.3f}; of {len(steady)} unchanged, flagged quick "

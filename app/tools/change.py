@@ -64,7 +64,9 @@ async def read_year(model: StoreModel, zone, window, full, use: str, overview: b
 class Change(param.Parameterized):
     y0 = param.Selector(objects=[], label="From year")
     y1 = param.Selector(objects=[], label="To year")
-    threshold = param.Number(0.1, bounds=(0.0, 2.0), step=0.01, label="Change threshold (1 - cosine)")
+    # 0.05: on the realistic demo it finds 96 % of the parcels that changed class with full vectors, flagging 0.5 %
+    # of unchanged ones; 0.1 found 56 % (benchmarks/accuracy.py)
+    threshold = param.Number(0.05, bounds=(0.0, 2.0), step=0.01, label="Change threshold (1 - cosine)")
     result = param.Parameter(None, doc="region.Layer of 1 - cosine, or None")
     hist = param.Dict(dict(left=[], right=[], count=[]))
     run = param.Action(lambda self: self.app.spawn(self.compute()), label="Change between the years")

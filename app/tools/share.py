@@ -2,7 +2,7 @@
 
     #...&tool=cluster,k:5,seed:0,win:120_888_40_808,zone:utm31,lvl:2
     tool=class,method:k-NN,k:5,seed:0,threshold:0.5,win:...   (trained on the labels, which the URL also holds)
-    tool=change,y0:2023,y1:2024,threshold:0.1,win:...
+    tool=change,y0:2023,y1:2024,threshold:0.05,win:...
     tool=scatter,max_points:20000,seed:0,sel:3-7;10;12,win:...  (the brushed points, as index ranges)
 
 `win`, `zone` and `lvl` are the zone window (r0_r1_c0_c1, on the grid of overview level `lvl`, 0 when left
