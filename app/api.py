@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from app import layers, messages, raster, region
+from app.commands import CommandQueue
 from app.model import cosine_map
 from app.session import Explorer
 from app.tools import api as tools_api
@@ -103,9 +104,10 @@ def commands(state: Explorer, tools_ui=None) -> dict:
 
 def expose(state: Explorer, origins: list[str], tools_ui=None) -> None:
     """Serve window.tesseraApi (the page defines each command as a Promise of the answer, app/web/boot.js)
-    and a host page's messages from `origins`."""
+    and a host page's messages from `origins`: both run in one queue (app/commands.py), one command at a time."""
     from app import page
     cmds = commands(state, tools_ui)
+    queue = CommandQueue()
 
     async def run(msg) -> None:  # run as a host page's message is (one rule), answered to the page
         reply = await messages.answer(cmds, {"tessera": messages.PROTOCOL, "cmd": str(msg.name),
@@ -115,6 +117,6 @@ def expose(state: Explorer, origins: list[str], tools_ui=None) -> None:
                          lambda e: {"type": "api-reply", "id": msg.id, "ok": False, "value": None,
                                     "error": f"{msg.name}: its result cannot be sent to the page ({messages.one_line(e)})"})
 
-    page.on("api", lambda msg: state.spawn(run(msg)))
+    page.on("api", lambda msg: queue.submit(run(msg)))
     page.post({"type": "api", "names": list(cmds)})
-    messages.install(state, cmds, origins)
+    messages.install(state, cmds, origins, queue)

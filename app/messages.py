@@ -13,6 +13,7 @@ its origin. Errors are one line; the page's status line shows them escaped.
 """
 from __future__ import annotations
 
+import asyncio
 import inspect
 from urllib.parse import urlsplit
 
@@ -88,13 +89,13 @@ async def answer(commands: dict, data: dict) -> dict:
         if inspect.isawaitable(result):
             result = await result
         return {**reply, "ok": True, "result": result}
-    except Exception as e:
+    except (Exception, asyncio.CancelledError) as e:  # a command given up is answered too
         return {**reply, "ok": False, "error": one_line(e)}
 
 
-def install(state, commands: dict, origins: list[str]) -> None:
-    """Obey messages from `origins` (the page forwards each with its origin, app/web/boot.js); tell the host
-    page (if one of them) that the explorer is ready."""
+def install(state, commands: dict, origins: list[str], queue) -> None:
+    """Obey messages from `origins` (the page forwards each with its origin, app/web/boot.js), each command in its
+    turn in `queue` (app/commands.py); tell the host page (if one of them) that the explorer is ready."""
     from app import page, views
     allowed = set(origins)
 
@@ -115,7 +116,7 @@ def install(state, commands: dict, origins: list[str]) -> None:
             data = None  # not plain data: not ours
         origin = str(msg.origin)
         if is_ours(data) and origin in allowed:
-            state.spawn(handle(msg.id, origin, data))
+            queue.submit(handle(msg.id, origin, data))
             return
         if is_ours(data):
             page.post({"type": "console", "level": "warn",
