@@ -100,3 +100,18 @@ def test_overlapping_commands_from_scripts_and_host_pages_all_settle_and_the_las
         clon, clat = view_centre_lonlat(state["view"])
         assert math.hypot((clon - lon) * 70_000, (clat - lat) * 111_000) < 1.0  # metres: the last view's centre
         assert state["similarity"] is sim
+
+
+def test_the_embed_pages_helper_rejects_a_command_left_unanswered(page, server):
+    """embed.html's tessera() waited for ever on a command the explorer never answered (one not loaded, or from an
+    origin it does not obey). It rejects after tessera.timeout ms, with a line naming the command."""
+    page.goto(server + "embed.html?explorer=no-explorer-here.html")  # the frame holds no explorer: nothing answers
+    got = page.evaluate("""async () => {
+        window.tessera.timeout = 1500;
+        const t0 = performance.now();
+        const answer = window.tessera("select", 0.05, 50.85).then(() => "resolved", (e) => e.message);
+        const late = new Promise((ok) => setTimeout(() => ok("no answer in 20 s"), 20000));
+        return [await Promise.race([answer, late]), performance.now() - t0, window.tesseraPending.size]; }""")
+    message, ms, pending = got
+    assert message == "select: no answer from the explorer within 1.5 s", message
+    assert 1500 <= ms < 10_000 and pending == 0
