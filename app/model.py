@@ -27,6 +27,7 @@ MAX_CODE_SIDE = 4096  # pixels per side of a region read as an overview level's 
 REGION_BYTES = 20 * 1600 * 1000  # a tool region's read budget with overviews: 20 B per pixel of a 1600 x 1000 screen
 MANY_BATCH = 256  # pixels read at once, one by one, by vectors_at (a label import)
 MANY_DENSE = 64  # a shard with at least this many of those pixels is read as one window of it instead
+EXACT_PIXELS = MAX_REGION * MAX_REGION  # the most pixels per zone an exact (full-vector) result reads: ~300 MB float32
 
 
 class StoreModel:

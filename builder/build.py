@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import shutil
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import zarr
 from threadpoolctl import threadpool_limits
@@ -52,9 +53,10 @@ from builder import overviews as ovr
 from builder import record as rec
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
+from builder.lock import store_lock
 from builder.parallel import Runner
 from builder.plan import check_overlaps, plan_zone, tile_box, zone_key
-from builder.record import kill_point
+from builder.hooks import kill_point
 from builder.regrid import grow_zone
 from builder.rgb import RGBModel
 from builder.shardtask import ShardTask, write_shard
@@ -140,16 +142,27 @@ def _overviews_of(cfg: BuildConfig, record: dict, n_bands: int) -> Callable[[zar
     return ensure
 
 
+@contextmanager
+def lock(cfg: BuildConfig) -> Iterator[None]:
+    """The store's build lock (builder/lock.py): one build of a store at a time, held for the whole build
+    (re-entrant: `cmd_build` validates the store under the same lock).  Test phases `lock` and `locked`."""
+    kill_point("lock")
+    with store_lock(cfg.record_dir, cfg.store):
+        kill_point("locked")
+        yield
+
+
 def build(cfg: BuildConfig, runner: Runner | None = None) -> BuildReport:
-    own = runner is None
-    runner = runner or Runner(cfg.scheduler, cfg.workers, cfg.quiet)
-    if own:
-        runner.__enter__()
-    try:
-        return _build(cfg, runner)
-    finally:
+    with lock(cfg):  # before the record is read: a build never acts on a record another build is changing
+        own = runner is None
+        runner = runner or Runner(cfg.scheduler, cfg.workers, cfg.quiet)
         if own:
-            runner.__exit__(None, None, None)
+            runner.__enter__()
+        try:
+            return _build(cfg, runner)
+        finally:
+            if own:
+                runner.__exit__(None, None, None)
 
 
 def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:

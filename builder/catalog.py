@@ -1,4 +1,5 @@
-"""The files that list stores for the explorer: catalog.json and the multi-year index years.json."""
+"""The files that list stores for the explorer: catalog.json and the multi-year index years.json, each written
+whole or not at all (builder/atomic.py)."""
 from __future__ import annotations
 
 import json
@@ -6,6 +7,7 @@ from pathlib import Path
 
 import jsonschema
 
+from builder.atomic import write_bytes
 from builder.describe import TESSERA, StoreError, describe
 from builder.errors import BuildError
 
@@ -32,7 +34,7 @@ def write_catalog(data_dir: Path) -> Path:
     if (data_dir / "years.json").exists():
         doc["multiyear"] = "years.json"
     out = data_dir / "catalog.json"
-    out.write_text(json.dumps(doc, indent=1))
+    write_bytes(out, json.dumps(doc, indent=1).encode())
     return out
 
 

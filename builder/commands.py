@@ -39,7 +39,7 @@ def _validate_or_fail(store: Path) -> None:
 
 
 def cmd_build(a) -> int:
-    from builder.build import BuildConfig, build
+    from builder.build import BuildConfig, build, lock
     from builder.parallel import Runner
     years = a.year
     if len(set(years)) != len(years):
@@ -61,8 +61,9 @@ def cmd_build(a) -> int:
                               overlap=a.overlap, layout=layout, global_res=a.global_res, quiet=a.quiet,
                               global_rgb=not a.no_global, overviews=not a.no_overviews,
                               code_dims=a.code_dims)
-            _report(build(cfg, runner), t0)
-            _validate_or_fail(store)
+            with lock(cfg):  # validated under the build's own lock: no other build changes it meanwhile
+                _report(build(cfg, runner), t0)
+                _validate_or_fail(store)
             print(f"{store}: valid tessera:{conv.DATASET_VERSION} store")
     if a.out:
         write_catalog(Path(a.out))
@@ -71,28 +72,57 @@ def cmd_build(a) -> int:
 
 def cmd_demo(a) -> int:
     from builder import demo
-    from builder.build import BuildConfig, build
+    from builder.build import BuildConfig, build, lock
     from builder.parallel import Runner
     tiles = Path(a.tiles)
     out = Path(a.out)
     t0 = time.time()
-    demo.write_demo_tiles(tiles, years=a.years, px=a.px)
-    print(f"wrote {len(a.years) * len(demo.PLACES)} synthetic tiles to {tiles} in {time.time() - t0:.1f}s")
+    from builder.parallel import cores
+    written = demo.write_demo_tiles(tiles, years=a.years, px=a.px, dense=not a.no_dense, easy=a.easy,
+                                    workers=a.workers or cores())
+    print(f"wrote {len(written)} synthetic tiles ({'easy' if a.easy else 'realistic'}) and their ground truth "
+          f"to {tiles} in {time.time() - t0:.1f}s")
     layout = _make_layout(a)
+    version = demo.EASY_MODEL_VERSION if a.easy else demo.MODEL_VERSION
+    for y in a.years:
+        _drop_other_demo(out / f"{y}.zarr", Path(a.record) / str(y), version)
     with Runner(a.scheduler, a.workers, a.quiet) as runner:
         for y in a.years:
             store = out / f"{y}.zarr"
             t0 = time.time()
-            cfg = BuildConfig(tiles=str(tiles), store=store, year=y, model_version=demo.MODEL_VERSION,
+            cfg = BuildConfig(tiles=str(tiles), store=store, year=y,
+                              model_version=version,
                               build_version=f"{__import__('builder').BUILD_VERSION} (synthetic demo tiles)",
                               record=Path(a.record) / str(y), layout=layout, global_res=a.global_res,
                               quiet=a.quiet)
-            _report(build(cfg, runner), t0)
-            _validate_or_fail(store)
+            with lock(cfg):
+                _report(build(cfg, runner), t0)
+                _validate_or_fail(store)
     if len(a.years) > 1:
         print(f"multi-year index: {write_years_index(out, [out / f'{y}.zarr' for y in a.years])}")
     print(f"catalog: {write_catalog(out)}")
     return 0
+
+
+def _demo_version(record: Path) -> str | None:
+    """The model_version of the demo store whose build record is in `record` (None: no record)."""
+    import json
+    try:
+        return json.loads((record / "record.json").read_text()).get("model_version")
+    except (OSError, ValueError):
+        return None
+
+
+def _drop_other_demo(store: Path, record: Path, version: str) -> None:
+    """A demo store built from another demo generator's tiles (an earlier version, or --easy against the realistic
+    world) cannot be extended with these tiles (its model_version differs): it is the demo's own output, so it
+    is removed, with its record, and built again."""
+    import shutil
+    have = _demo_version(record)
+    if have is not None and have != version and have.startswith("synthetic-demo"):
+        print(f"{store}: built from the {have} demo tiles; rebuilding it from {version}")
+        shutil.rmtree(store, ignore_errors=True)
+        shutil.rmtree(record, ignore_errors=True)
 
 
 def cmd_validate(a) -> int:
@@ -113,7 +143,7 @@ def cmd_validate(a) -> int:
 
 def cmd_publish(a) -> int:
     from builder.publish import parse_options, publish
-    n = publish(Path(a.src), a.dest, parse_options(a.option), a.quiet)
+    n = publish(Path(a.src), a.dest, parse_options(a.option), a.quiet, force=a.force)
     print(f"published {n} files from {a.src} to {a.dest}")
     return 0
 
@@ -143,7 +173,10 @@ def cmd_up(a) -> int:
     args = argparse.Namespace(**vars(a))
     args.tiles, args.out, args.record = str(DEFAULT_CACHE / "demo-tiles"), str(static / "data"), str(DEFAULT_CACHE / "demo-build")
     catalog = static / "data" / "catalog.json"
-    if a.rebuild or not catalog.exists():
+    from builder import demo
+    version = demo.EASY_MODEL_VERSION if a.easy else demo.MODEL_VERSION
+    stale = any(_demo_version(Path(args.record) / str(y)) != version for y in a.years)
+    if a.rebuild or stale or not catalog.exists():
         cmd_demo(args)
     from builder.site import build_site
     build_site(static, DEFAULT_CACHE, quiet=a.quiet)
@@ -155,7 +188,7 @@ def cmd_up(a) -> int:
 def cmd_sample(a) -> int:
     from builder.publish import parse_options
     from builder.reader.sample import sample_file
-    df = sample_file(a.store, a.points, a.out, a.year, parse_options(a.option))
+    df = sample_file(a.store, a.points, a.out, a.year, parse_options(a.option), allow=a.allow or None)
     counts = df["status"].value_counts()
     print(f"{a.out}: {len(df)} points ({', '.join(f'{n} {k}' for k, n in counts.items()) or 'none'})")
     return 0

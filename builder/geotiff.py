@@ -9,12 +9,15 @@ exports).  rasterio would do it too but brings all of GDAL.
 """
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 import tifffile
 
+from builder.atomic import write_bytes
 from builder.geotags import TAG_PIXEL_SCALE, TAG_TIEPOINT, extratags
 
 
@@ -51,6 +54,9 @@ def read_band(fh: BinaryIO | str) -> np.ndarray:
 
 def write_geotiff(path: str, data: np.ndarray, epsg: int, origin_x: float, origin_y: float,
                   pixel: float = 10.0, compression: str | None = "zlib") -> None:
-    """Write a single-band GeoTIFF in a projected CRS (PixelIsArea); compression=None for a fixed size."""
-    tifffile.imwrite(path, data, extratags=extratags(epsg, origin_x, origin_y, pixel, pixel),
+    """Write a single-band GeoTIFF in a projected CRS (PixelIsArea); compression=None for a fixed size.
+    Whole or not at all (builder/atomic.py)."""
+    buf = io.BytesIO()
+    tifffile.imwrite(buf, data, extratags=extratags(epsg, origin_x, origin_y, pixel, pixel),
                      compression=compression, tile=(256, 256))
+    write_bytes(Path(path), buf.getvalue())

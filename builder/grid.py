@@ -20,6 +20,16 @@ from builder import convention as conv
 EPS = 1e-6
 
 
+def finite_number(x) -> bool:
+    """A JSON number (not a bool) that is finite as a float: not NaN, not +-inf, not an integer beyond float."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # an integer of hundreds of digits
+        return False
+
+
 @dataclass(frozen=True)
 class ZoneGrid:
     zone: int
@@ -57,10 +67,20 @@ class ZoneGrid:
 
     @classmethod
     def from_attrs(cls, attrs: dict, shard: int) -> "ZoneGrid":
-        t = attrs["spatial:transform"]
-        h, w = attrs["spatial:shape"]
+        """The grid a zone group's proj:/spatial: attributes describe; ValueError when they describe none (a
+        transform of other than six finite numbers, a shape of other than two non-negative integers, a
+        shard edge below 1): metadata may be hostile."""
+        t, shape = attrs["spatial:transform"], attrs["spatial:shape"]
+        if not (isinstance(t, (list, tuple)) and len(t) == 6 and all(finite_number(x) for x in t)):
+            raise ValueError(f"spatial:transform {str(t)[:200]} is not six finite numbers")
+        if not (isinstance(shape, (list, tuple)) and len(shape) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in shape)):
+            raise ValueError(f"spatial:shape {str(shape)[:200]} is not two non-negative integers")
+        if isinstance(shard, bool) or not isinstance(shard, (int, np.integer)) or shard < 1:
+            raise ValueError(f"shard edge {shard!r} is not a positive integer")
         zone, south = conv.parse_proj_code(attrs["proj:code"])
-        return cls(zone, south, float(t[2]), float(t[5]), int(h), int(w), shard)
+        h, w = shape
+        return cls(zone, south, float(t[2]), float(t[5]), int(h), int(w), int(shard))
 
     def box(self) -> tuple[float, float, float, float]:
         p = self.pixel

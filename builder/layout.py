@@ -74,10 +74,11 @@ class Layout:
 
     def zone_grid(self, attrs: dict, shard_shape, where: str = "") -> ZoneGrid:
         """A zone group's grid from its proj:/spatial: attributes and the embeddings' shard shape."""
+        grid = ZoneGrid.from_attrs(attrs, int(shard_shape[self.yx[0]]))  # ValueError for attributes of no grid
         t = attrs["spatial:transform"]
         if (t[0], -t[4]) != (conv.PIXEL_SIZE, conv.PIXEL_SIZE):
             raise ValueError(f"{where}: pixel size {t[0]} x {-t[4]} m; only {conv.PIXEL_SIZE} m grids are read")
-        return ZoneGrid.from_attrs(attrs, int(shard_shape[self.yx[0]]))
+        return grid
 
     def pixel_sel(self, rows: tuple[int, int], cols: tuple[int, int], t: tuple[int, int] | None,
                   bands: tuple[int, int] | None = None) -> tuple[list, list]:

@@ -16,6 +16,12 @@ The destination becomes a mirror of the source.
   else there that the source does not publish is deleted, build records included.
 * A destination equal to, inside or containing the source is refused.
 * Every tessera store under the source is validated first; an invalid one is not published.
+* The destination is checked before anything is written there: a symbolic link (or device, pipe,
+  socket) anywhere in it outside dotfiles is refused, naming it, so publish never writes through a
+  link nor deletes one.  A destination that holds files (dotfiles aside) but no `.tessera-publish.json`
+  is refused unless `force`: that marker, written by publish before its first file (a local dotfile,
+  or an object for s3:// and other URLs), is what tells a published mirror from a directory of other
+  files that the mirror would delete.
 """
 from __future__ import annotations
 
@@ -31,13 +37,18 @@ from pathlib import Path, PurePosixPath
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from builder.atomic import PARTIAL
+from builder.atomic import PARTIAL, write_bytes
 from builder.describe import claims_tessera_root
 from builder.errors import BuildError
+from builder.hooks import kill_point
+from builder.lock import destination_lock
 from builder.parallel import progress_bar
 from builder.validate import validate
 
 TMP_SUFFIX = ".publishing"  # local temporary files: .{name}.{pid}.publishing, renamed into place
+MARKER = ".tessera-publish.json"  # at a destination publish has written to (a dotfile: never published, never deleted)
+MARKER_DOC = {"tessera-publish": 1, "note": "a mirror written by `python -m builder publish`, which may replace "
+                                            "or delete every file here that is not a dotfile"}
 STOP_AFTER = "TESSERA_PUBLISH_STOP_AFTER"  # tests only: SIGSTOP this process after that many destination changes
 
 
@@ -132,6 +143,40 @@ def _unchanged(fs, local: Path, target: str, info: dict) -> bool:
     return "-" not in etag and etag == hashlib.md5(local.read_bytes(), usedforsecurity=False).hexdigest()
 
 
+def _refuse_links(fs, listing: dict[str, dict], root: str) -> None:
+    """A link (or a device, pipe, socket) where publish may write or delete: refused, naming it.  Dotfiles are
+    left alone, links among them too.  fsspec's local listing reports a link itself and never descends it."""
+    if not isinstance(fs, LocalFileSystem):
+        return
+    for rel, info in sorted(listing.items()):
+        if hidden(rel):
+            continue
+        if info.get("islink"):
+            raise BuildError(f"is a symbolic link to {info.get('destination')}; publish never writes through a link "
+                             "in the destination (remove the link, or publish elsewhere)", f"{root}/{rel}")
+        if info.get("type") not in ("file", "directory"):
+            raise BuildError("is not a regular file (device, pipe or socket); refusing to publish over it",
+                             f"{root}/{rel}")
+
+
+def _refuse_foreign(listing: dict[str, dict], dest: str, force: bool) -> None:
+    """A destination holding files (dotfiles aside) that publish did not write (no MARKER): refused unless forced."""
+    theirs = [r for r in sorted(listing) if not hidden(r)]
+    if theirs and MARKER not in listing and not force:
+        raise BuildError(f"holds {len(theirs)} file{'s' * (len(theirs) != 1)} (e.g. {theirs[0]}) and no {MARKER}, "
+                         "so publish did not write it; a mirror would replace or delete them: pass --force to "
+                         "publish here anyway", dest)
+
+
+def _mark(fs, root: str) -> None:
+    """Write MARKER, whole: a local file through builder/atomic.py, an object in one PUT."""
+    data = (json.dumps(MARKER_DOC, indent=1) + "\n").encode()
+    if isinstance(fs, LocalFileSystem):
+        write_bytes(Path(root) / MARKER, data)
+    else:
+        fs.pipe_file(f"{root}/{MARKER}", data)
+
+
 def plan_uploads(files: dict[str, Path], listing: dict[str, dict], fs, root: str) -> list[str]:
     """Changed files in publishing order: new data keys, data replaced in place, metadata deepest first
     (each store's root zarr.json after its nodes, catalog.json last)."""
@@ -164,8 +209,10 @@ def _prune_empty_dirs(root: str, removed: list[str]) -> None:
             pass  # not empty
 
 
-def publish(src: Path, dest: str, storage_options: dict | None = None, quiet: bool = False) -> int:
-    """Mirror `src` to `dest`; returns the number of files written."""
+def publish(src: Path, dest: str, storage_options: dict | None = None, quiet: bool = False,
+            force: bool = False) -> int:
+    """Mirror `src` to `dest`; returns the number of files written.  `force`: publish into a destination that
+    holds files but no MARKER (they are replaced or deleted)."""
     src = Path(src)
     if not src.exists():
         raise BuildError("source does not exist", str(src))
@@ -187,28 +234,37 @@ def publish(src: Path, dest: str, storage_options: dict | None = None, quiet: bo
         fs.makedirs(root, exist_ok=True)
     except OSError as e:
         raise BuildError(f"destination is not writable ({e.strerror or e})", dest) from None
-    listing = _listing(fs, root)
-    uploads = plan_uploads(files, listing, fs, root)
-    stale = [r for r in sorted(listing) if r not in files and (not hidden(r) or r.endswith(TMP_SUFFIX))]
-    stop_after = int(os.environ.get(STOP_AFTER) or 0)
-    prog = progress_bar()
-    prog.disable = quiet
-    with prog:
-        task = prog.add_task(f"publishing to {dest}", total=len(uploads) + len(stale))
-        for n, (rel, action) in enumerate([(r, "upload") for r in uploads] + [(r, "delete") for r in stale], 1):
-            target = f"{root}/{rel}"
+    with destination_lock(fs, root, dest, "another publish is writing this destination"):
+        kill_point("publish-locked")
+        listing = _listing(fs, root)
+        _refuse_links(fs, listing, root)
+        _refuse_foreign(listing, dest, force)
+        if MARKER not in listing:
             try:
-                _put(fs, files[rel], target) if action == "upload" else fs.rm_file(target)
+                _mark(fs, root)
             except OSError as e:
-                raise BuildError(f"{action} failed ({e.strerror or e})", target) from None
-            prog.advance(task)
-            if n == stop_after:
-                os.kill(os.getpid(), signal.SIGSTOP)
-    if isinstance(fs, LocalFileSystem):
-        _prune_empty_dirs(root, stale)
-    if stale:
-        print(f"removed {len(stale)} files that {src} does not have from {dest}")
-    return len(uploads)
+                raise BuildError(f"destination is not writable ({e.strerror or e})", dest) from None
+        uploads = plan_uploads(files, listing, fs, root)
+        stale = [r for r in sorted(listing) if r not in files and (not hidden(r) or r.endswith(TMP_SUFFIX))]
+        stop_after = int(os.environ.get(STOP_AFTER) or 0)
+        prog = progress_bar()
+        prog.disable = quiet
+        with prog:
+            task = prog.add_task(f"publishing to {dest}", total=len(uploads) + len(stale))
+            for n, (rel, action) in enumerate([(r, "upload") for r in uploads] + [(r, "delete") for r in stale], 1):
+                target = f"{root}/{rel}"
+                try:
+                    _put(fs, files[rel], target) if action == "upload" else fs.rm_file(target)
+                except OSError as e:
+                    raise BuildError(f"{action} failed ({e.strerror or e})", target) from None
+                prog.advance(task)
+                if n == stop_after:
+                    os.kill(os.getpid(), signal.SIGSTOP)
+        if isinstance(fs, LocalFileSystem):
+            _prune_empty_dirs(root, stale)
+        if stale:
+            print(f"removed {len(stale)} files that {src} does not have from {dest}")
+        return len(uploads)
 
 
 def parse_options(pairs: list[str]) -> dict:

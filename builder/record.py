@@ -3,15 +3,13 @@
 The record (`<store>.build/record.json` by default) keeps tile fingerprints per zone, the RGB and code
 models, the layout and the shards whose pyramid and overviews are pending; `<zone>.done` journals the
 shards a run finished, `<zone>.regrid.json` a grid move (builder/regrid.py).  Every file is written
-whole or not at all.  TESSERA_TEST_KILL_AT=<phase> makes the process SIGKILL itself at that phase
-(`kill_point`; tests/test_kills.py).
+whole or not at all.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
-import signal
 from pathlib import Path
 
 from builder import convention as conv
@@ -20,20 +18,6 @@ from builder.atomic import write_bytes
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
 from builder.plan import zone_key
-
-KILL_ENV = "TESSERA_TEST_KILL_AT"
-INTERRUPT_ENV = "TESSERA_TEST_INTERRUPT"  # "1": kill_point sends a Ctrl-C to the process group instead
-
-
-def kill_point(phase: str) -> None:
-    """Test hook: SIGKILL this process at `phase` when TESSERA_TEST_KILL_AT names it; with TESSERA_TEST_INTERRUPT=1,
-    SIGINT to this process's group instead, as a terminal's Ctrl-C (the build's own session in the tests)."""
-    if os.environ.get(KILL_ENV) == phase:
-        if os.environ.get(INTERRUPT_ENV) == "1":
-            os.killpg(os.getpgrp(), signal.SIGINT)
-        else:
-            os.kill(os.getpid(), signal.SIGKILL)
-
 
 def load_record(cfg) -> dict:
     p = cfg.record_dir / "record.json"
@@ -117,9 +101,17 @@ def add_pending(record: dict, name: str, grid: ZoneGrid, shards: list[tuple[int,
 
 
 def read_done(done_file: Path, plan_id: str) -> set[tuple[int, int]]:
-    """Shards journalled as done by an interrupted run of the same plan; starts a new journal otherwise."""
-    lines = done_file.read_text().splitlines() if done_file.exists() else []
+    """Shards journalled as done by an interrupted run of the same plan; starts a new journal otherwise.
+    Only whole lines count: a line a full disk cut short ("12,3" of "12,34") has no newline."""
+    lines = done_file.read_text().split("\n")[:-1] if done_file.exists() else []
     if lines and lines[0] == plan_id:
         return {tuple(map(int, x.split(","))) for x in lines[1:] if re.fullmatch(r"\d+,\d+", x)}
     save_text(done_file, plan_id + "\n")
     return set()
+
+
+def journal_done(done_file: Path, shard: tuple[int, int]) -> None:
+    """Journal one finished shard: one short O_APPEND write, so lines of parallel tasks never mix; a write cut
+    short leaves a line without its newline, which read_done ignores."""
+    with open(done_file, "a") as f:
+        f.write(f"{shard[0]},{shard[1]}\n")

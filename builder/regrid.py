@@ -12,7 +12,8 @@ import zarr
 from builder import extensions as ext
 from builder import overviews as ovr
 from builder.grid import ZoneGrid
-from builder.record import kill_point, save_json, save_record
+from builder.hooks import kill_point
+from builder.record import save_json, save_record
 from builder.store import SHARDED, move_shards, resize_zone
 
 

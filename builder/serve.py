@@ -12,11 +12,20 @@ Hostile requests: only GET, HEAD and OPTIONS (405 otherwise); a path with NUL
 or control characters, invalid percent-encoding or invalid UTF-8 is 400; a
 dotfile (any segment starting with '.'), an overlong path or name, and anything
 outside the root (`..`, links) is 404; `Range: bytes=-0` is 416.
+
+Ranges beyond aiohttp's single range: a request for several ranges
+(`bytes=0-0,5-9`) gets 200 and the whole file (RFC 9110 lets a server ignore
+Range; aiohttp answers 416).  `If-Range` is honoured: the range is served (206)
+only when the validator matches the file now, a strong ETag exactly or the
+HTTP-date equal to its Last-Modified; otherwise 200 and the whole file (aiohttp
+compares dates only, so a stale ETag got 206).
 """
 from __future__ import annotations
 
+import math
 import mimetypes
 import re
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from urllib.parse import unquote_to_bytes
 
@@ -31,13 +40,15 @@ METHODS = "GET, HEAD, OPTIONS"
 CORS = {
     "Access-Control-Allow-Origin": "*",
     "Access-Control-Allow-Methods": METHODS,
-    "Access-Control-Allow-Headers": "Range, If-None-Match, If-Modified-Since",
+    "Access-Control-Allow-Headers": "Range, If-Range, If-None-Match, If-Modified-Since",
     "Access-Control-Expose-Headers": "Content-Range, Content-Length, Accept-Ranges, ETag",
 }
 MAX_PATH = 2048  # bytes of a request path; no file of the site has a longer one
 MAX_NAME = 255  # bytes of one path segment (NAME_MAX)
 BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 EMPTY_SUFFIX_RANGE = re.compile(r"\s*bytes\s*=\s*-0+\s*")
+_SPEC = r"\s*(?:\d+-\d*|-\d+)\s*"
+MULTI_RANGE = re.compile(rf"\s*bytes\s*={_SPEC}(?:,{_SPEC})+")  # two or more byte ranges
 
 
 class Refused(Exception):
@@ -94,10 +105,30 @@ def cache_control(segments: list[str]) -> str:
     return "no-cache"
 
 
+def etag_of(st) -> str:
+    return f"{st.st_mtime_ns:x}-{st.st_size:x}"  # as aiohttp's FileResponse makes them
+
+
+def if_range_holds(value: str, st) -> bool:
+    """Whether an If-Range validator matches the file now (RFC 9110 13.1.5): a strong entity tag equal to its
+    ETag, or an HTTP-date equal to its Last-Modified (aiohttp writes the mtime rounded up to the second)."""
+    value = value.strip()
+    if value.startswith("W/"):
+        return False  # a weak tag never matches
+    if value.startswith('"'):
+        return value == f'"{etag_of(st)}"'
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return False
+    return when.tzinfo is not None and when.timestamp() == math.ceil(st.st_mtime)
+
+
 def whole_file(request: web.Request, path: Path, headers: dict) -> web.Response:
-    """--no-range: the whole file whatever Range says, as a host that ignores Range sends it; ETags still work."""
+    """The whole file whatever Range says: --no-range (as a host that ignores Range sends it), several ranges, or a
+    Range whose If-Range does not hold.  ETags still work."""
     st = path.stat()
-    etag = f"{st.st_mtime_ns:x}-{st.st_size:x}"  # as aiohttp's FileResponse makes them
+    etag = etag_of(st)
     if any(t.value in (etag, "*") for t in request.if_none_match or ()):
         resp = web.Response(status=304, headers=headers)
     else:
@@ -124,9 +155,15 @@ def make_app(root: Path, ranges: bool = True, cors: bool = True) -> web.Applicat
         headers = {**cors_headers, "Cache-Control": cache_control(segments)}
         if not ranges:
             return whole_file(request, path, headers)
-        if EMPTY_SUFFIX_RANGE.fullmatch(request.headers.get("Range", "")):  # the last 0 bytes: unsatisfiable
+        headers["Accept-Ranges"] = "bytes"
+        rng, if_range = request.headers.get("Range"), request.headers.get("If-Range")
+        if rng is not None and if_range is not None and not if_range_holds(if_range, path.stat()):
+            return whole_file(request, path, headers)  # the client's copy is stale: all of the file as it is now
+        if rng is not None and MULTI_RANGE.fullmatch(rng):
+            return whole_file(request, path, headers)
+        if EMPTY_SUFFIX_RANGE.fullmatch(rng or ""):  # the last 0 bytes: unsatisfiable
             return web.Response(status=416, headers={**headers, "Content-Range": f"bytes */{path.stat().st_size}"})
-        return web.FileResponse(path, headers={**headers, "Accept-Ranges": "bytes"})
+        return web.FileResponse(path, headers=headers)
 
     app = web.Application()
     app.router.add_route("*", "/{path:.*}", handle)

@@ -14,7 +14,8 @@ from builder import convention as conv
 from builder import overviews as ovr
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
-from builder.record import kill_point
+from builder.hooks import kill_point
+from builder.record import journal_done
 from builder.rgb import RGBModel
 from builder.arrayfiles import ShardedArrayFiles, ShardSpec
 from builder.tiles import Tile
@@ -77,8 +78,7 @@ def write_shard(task: ShardTask) -> tuple[tuple[int, int], int]:
             ShardedArrayFiles(zone / path, task.specs[path]).write(sr, sc, data)
         ovr.save_quarter(quarter, emb, scl)
     kill_point("shard-written")
-    with open(task.journal, "a") as f:  # one short O_APPEND write: lines of parallel tasks never mix
-        f.write(f"{sr},{sc}\n")
+    journal_done(task.journal, (sr, sc))
     return task.shard, n_valid
 
 

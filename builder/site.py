@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 from builder import wheels as wheel_files
+from builder.atomic import write_bytes
 from builder.sitepkgs import (BACKGROUND_WHEELS, BOKEH_JS, FIRST_STYLESHEETS, PURE_WHEELS,  # noqa: F401
                               PYODIDE_VERSION, _lazy_wheels, _npm, _pure_wheels, _pyodide, _run, _sha256, cache_lock)
 
@@ -94,7 +95,7 @@ def _bokeh_panel_assets(cache: Path, out: Path) -> None:
     (vend / "bokeh").mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(bokeh_whl) as z:
         for name in BOKEH_JS:
-            (vend / "bokeh" / name).write_bytes(z.read(f"bokeh/server/static/js/{name}"))
+            write_bytes(vend / "bokeh" / name, z.read(f"bokeh/server/static/js/{name}"))
     version = PURE_WHEELS["panel"]
     dist = vend / "panel" / version / "dist"
     if dist.exists():
@@ -109,8 +110,7 @@ def _bokeh_panel_assets(cache: Path, out: Path) -> None:
             if rel.startswith("bundled/") and not rel.startswith(("bundled/font-awesome/", "bundled/theme/")):
                 continue
             target = dist / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(z.read(n))
+            write_bytes(target, z.read(n))
 
 
 def _in_background(wheel: str) -> bool:
@@ -139,7 +139,7 @@ def _web(out: Path, lock_pkgs: list[str], background_pkgs: list[str], wheels: li
             "geography": GEOGRAPHY, "warmup": "warmup.json",
             "scripts": [f"vendor/bokeh/{n}" for n in BOKEH_JS] + [panel_dist + "panel.min.js"],
             "stylesheets": [panel_dist + n for n in FIRST_STYLESHEETS]}
-    (out / "boot.json").write_text(json.dumps(boot, indent=1))
+    write_bytes(out / "boot.json", json.dumps(boot, indent=1).encode())
 
 
 def _warmup(out: Path, cache: Path, lock_pkgs: list[str], wheels: list[str]) -> None:
@@ -169,7 +169,7 @@ def _manifest(out: Path) -> dict:
         if p.is_file() and not rel.startswith("data/") and rel != "site-manifest.json":
             files[rel] = {"sha256": _sha256(p), "bytes": p.stat().st_size}
     doc = {"pyodide": PYODIDE_VERSION, "files": files}
-    (out / "site-manifest.json").write_text(json.dumps(doc, indent=1))
+    write_bytes(out / "site-manifest.json", json.dumps(doc, indent=1).encode())
     return doc
 
 

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from builder import wheels as wheel_files
+from builder.atomic import write_bytes
 from builder.errors import BuildError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -206,7 +207,7 @@ def _npm_locked(cache: Path) -> Path:
         if shutil.which("npm") is None:
             raise BuildError("npm is needed to assemble the site (apt-get install npm)")
         _run(["npm", "ci" if (work / "package-lock.json").exists() else "install", "--no-audit", "--no-fund"], cwd=work)
-        marker.write_text(stamp)
+        write_bytes(marker, stamp.encode())
     return work / "node_modules"
 
 

@@ -1,8 +1,9 @@
 """Publishing to a local directory and to a real S3 API server (moto in server mode on 127.0.0.1).
 
 Publish makes the destination a mirror of the source: tested with a rebuilt source that lost a zone,
-with real SIGKILLs part-way through, with links, dotfiles and build records in the source, and with
-destinations that overlap the source.
+with real SIGKILLs part-way through, with links, dotfiles and build records in the source, with
+destinations that overlap the source, hold links, or hold files publish did not write.  Publish marks a
+destination it owns with MARKER, which every published tree here must hold beside the mirror.
 """
 from __future__ import annotations
 
@@ -34,13 +35,21 @@ def s3_server():
 
 
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+MARKER = ".tessera-publish.json"  # what publish writes at a destination it owns (README: publish's rules)
+LOCK = ".tessera.lock"  # publish's lock at a local destination (builder/lock.py), left by a killed publish
+
+
+def mirror_tree(tree: dict[str, str]) -> dict[str, str]:
+    """A published destination's tree (tree_digest or s3_tree) without publish's marker, which must be there."""
+    assert MARKER in tree, f"no {MARKER} among {sorted(tree)[:5]}"
+    return {k: v for k, v in tree.items() if k != MARKER}
 
 
 def test_publish_to_a_local_directory(store, tmp_path):
     dest = tmp_path / "site" / "data"
     p = run_cli("publish", str(store), str(dest), "-q")
     assert "published" in p.stdout
-    assert tree_digest(dest) == tree_digest(store)
+    assert mirror_tree(tree_digest(dest)) == tree_digest(store)
     assert validate(str(dest)) == []
 
 
@@ -65,7 +74,7 @@ def test_publish_to_s3(store, s3_server, monkeypatch):
     s3 = boto3.client("s3", endpoint_url=s3_server)
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket="tessera", Prefix="stores/")["Contents"]}
     local_files = {f"stores/2024.zarr/{p.relative_to(store).as_posix()}" for p in store.rglob("*") if p.is_file()}
-    assert keys == local_files
+    assert keys == local_files | {f"stores/2024.zarr/{MARKER}"}
 
 
 def test_publish_refuses_an_invalid_store(store, tmp_path):
@@ -116,11 +125,11 @@ def test_republish_is_a_mirror_locally(store, rebuilt, tmp_path):
     assert any(k.startswith("2024.zarr/utm34/") for k in gone) and any("/global_rgb/" in k for k in gone)
     dest = tmp_path / "site" / "data"
     run_cli("publish", str(store.parent), str(dest), "-q")
-    assert tree_digest(dest) == old
+    assert mirror_tree(tree_digest(dest)) == old
     unchanged = next(k for k in new if "/utm31/embeddings/c/" in k and old[k] == new[k])
     mtime = (dest / unchanged).stat().st_mtime_ns
     p = run_cli("publish", str(rebuilt), str(dest), "-q")
-    assert tree_digest(dest) == new
+    assert mirror_tree(tree_digest(dest)) == new
     assert not (dest / "2024.zarr" / "utm34").exists()  # no empty directories left behind either
     assert (dest / unchanged).stat().st_mtime_ns == mtime  # an unchanged file is not rewritten
     assert f"removed {len(gone)} files" in p.stdout
@@ -150,9 +159,9 @@ def test_republish_is_a_mirror_on_s3(store, rebuilt, s3_server, monkeypatch):
     boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket="mirror")
     url = "s3://mirror/site/data"
     run_cli("publish", str(store.parent), url, "-q", "-o", f"endpoint_url={s3_server}", env=S3_ENV)
-    assert s3_tree(s3_server, "mirror", "site/data/") == published(store.parent)
+    assert mirror_tree(s3_tree(s3_server, "mirror", "site/data/")) == published(store.parent)
     run_cli("publish", str(rebuilt), url, "-q", "-o", f"endpoint_url={s3_server}", env=S3_ENV)
-    assert s3_tree(s3_server, "mirror", "site/data/") == published(rebuilt)
+    assert mirror_tree(s3_tree(s3_server, "mirror", "site/data/")) == published(rebuilt)
     assert validate(f"{url}/2024.zarr", s3_opts(s3_server)) == []
 
 
@@ -209,7 +218,8 @@ def test_a_killed_publish_leaves_the_old_or_the_new_store(store, rebuilt, tmp_pa
         dest = tmp_path / f"after-{after}"
         shutil.copytree(template, dest)
         stopped_publish(rebuilt, dest, after)
-        now = tree_digest(dest)
+        now = mirror_tree(tree_digest(dest))
+        assert now.pop(LOCK, None) is not None, "the killed publish held no lock"  # held to the end: the kernel freed it
         assert not [k for k in now if Path(k).name.startswith(".")], "a temporary file outlived its rename"
         for k, h in now.items():  # every file is a whole old or new version
             assert h in (old.get(k), new.get(k)), (after, k)
@@ -222,8 +232,8 @@ def test_a_killed_publish_leaves_the_old_or_the_new_store(store, rebuilt, tmp_pa
             assert root == new["2024.zarr/zarr.json"] and all(now.get(k) == h for k, h in new.items()), after
             assert len(stale & set(now)) == len(stale) - (after - switch), after
         chunk_files_decode(dest)
-        run_cli("publish", str(rebuilt), str(dest), "-q")  # a re-run completes the mirror
-        assert tree_digest(dest) == new, after
+        run_cli("publish", str(rebuilt), str(dest), "-q")  # a re-run completes the mirror, and releases its lock
+        assert mirror_tree(tree_digest(dest)) == new, after
     assert validate(str(dest / "2024.zarr")) == []
 
 
@@ -269,7 +279,7 @@ def test_publish_leaves_out_dotfiles_and_build_records(src, tmp_path):
         (src / e).write_text("not for publishing")
     dest = tmp_path / "dest"
     run_cli("publish", str(src), str(dest), "-q")
-    assert tree_digest(dest) == expected
+    assert mirror_tree(tree_digest(dest)) == expected
 
 
 @pytest.mark.parametrize("case", ["dest-inside-src", "dest-is-src", "src-inside-dest", "file-url-inside-src"])
@@ -289,3 +299,73 @@ def test_publish_refuses_overlapping_source_and_destination(src, tmp_path, case)
     assert line.startswith(f"error: {dest.removeprefix('file://')}: destination {what} {source}"), line
     assert tree_digest(source) == before
     assert not (source / "mirror").exists() and not (source / "2024.zarr" / "mirror").exists()
+
+
+# ------------------------------------------------------------ the destination --
+@pytest.mark.parametrize("kind", ["zone-dir", "catalog-file"])
+def test_publish_refuses_links_in_the_destination(src, tmp_path, kind):
+    """The issue's case: DEST/2024.zarr/utm30 a link to another directory.  Publish wrote the zone's files into
+    that directory, then deleted the link as stale (exit 0, the zone gone from DEST).  Now nothing is written."""
+    dest = tmp_path / "dest"
+    run_cli("publish", str(src), str(dest), "-q")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if kind == "zone-dir":  # an empty directory elsewhere stands in for the zone
+        link, target = dest / "2024.zarr" / "utm30", outside
+        shutil.rmtree(link)
+    else:  # someone's file elsewhere stands in for catalog.json
+        link, target = dest / "catalog.json", outside / "mine.json"
+        target.write_text('{"mine": true}')
+        link.unlink()
+    link.symlink_to(target)
+    before_dest, before_outside = tree_digest(dest), tree_digest(outside)
+    line = one_error_line(run_cli("publish", str(src), str(dest), check=False))
+    assert line.startswith(f"error: {link}: is a symbolic link to {target}"), line
+    assert link.is_symlink() and tree_digest(outside) == before_outside and tree_digest(dest) == before_dest
+
+
+def test_publish_refuses_a_destination_it_did_not_write_unless_forced(src, tmp_path):
+    """A directory of someone's files (no marker): refused, untouched; --force makes it a mirror (its files gone,
+    its dotfiles kept), and from then on it is publish's own."""
+    dest = tmp_path / "home"
+    for rel, text in (("notes.txt", "mine"), ("photos/a.jpg", "jpeg"), (".profile", "dotfile")):
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dest / rel).write_text(text)
+    before = tree_digest(dest)
+    line = one_error_line(run_cli("publish", str(src), str(dest), check=False))
+    assert line.startswith(f"error: {dest}: holds 2 files (e.g. notes.txt) and no {MARKER}"), line
+    assert "--force" in line and tree_digest(dest) == before
+    run_cli("publish", str(src), str(dest), "-q", "--force")
+    assert mirror_tree(tree_digest(dest)) == {**published(src), ".profile": before[".profile"]}
+    run_cli("publish", str(src), str(dest), "-q")  # publish's own now: no --force needed
+    assert mirror_tree(tree_digest(dest)) == {**published(src), ".profile": before[".profile"]}
+
+
+@pytest.mark.parametrize("holding", ["nothing", "dotfiles"])
+def test_publish_into_an_empty_directory_needs_no_force(src, tmp_path, holding):
+    dest = tmp_path / "site"
+    dest.mkdir()
+    if holding == "dotfiles":  # e.g. a checkout's .git: publish leaves dotfiles alone, so nothing is at risk
+        (dest / ".git").mkdir()
+        (dest / ".git" / "config").write_text("[core]")
+    before = tree_digest(dest)
+    run_cli("publish", str(src), str(dest), "-q")
+    assert mirror_tree(tree_digest(dest)) == {**published(src), **before}
+
+
+def test_publish_to_s3_refuses_a_prefix_it_did_not_write_unless_forced(src, s3_server, monkeypatch):
+    import boto3
+    for k, v in S3_ENV.items():
+        monkeypatch.setenv(k, v)
+    s3 = boto3.client("s3", endpoint_url=s3_server)
+    s3.create_bucket(Bucket="theirs")
+    s3.put_object(Bucket="theirs", Key="www/index.html", Body=b"<html>their site</html>")
+    url, opt = "s3://theirs/www", f"endpoint_url={s3_server}"
+    before = s3_tree(s3_server, "theirs", "www/")
+    line = one_error_line(run_cli("publish", str(src), url, "-q", "-o", opt, env=S3_ENV, check=False))
+    assert line.startswith(f"error: {url}: holds 1 file (e.g. index.html) and no {MARKER}"), line
+    assert s3_tree(s3_server, "theirs", "www/") == before
+    run_cli("publish", str(src), url, "-q", "-o", opt, "--force", env=S3_ENV)
+    assert mirror_tree(s3_tree(s3_server, "theirs", "www/")) == published(src)
+    run_cli("publish", str(src), url, "-q", "-o", opt, env=S3_ENV)  # the marker object: publish's own now
+    assert mirror_tree(s3_tree(s3_server, "theirs", "www/")) == published(src)

@@ -262,3 +262,32 @@ def test_netlify_headers_for_a_real_store(store):
             assert cc[-1:] == ["public, max-age=3600"] and not any("no-cache" in v for v in cc), (f, cc)
         assert h["access-control-allow-origin"] == ["*"] and h["accept-ranges"] == ["bytes"], f
         assert "ETag" in h["access-control-expose-headers"][0] and "If-None-Match" in h["access-control-allow-headers"][0]
+
+
+# ------------------------------------------------------- several ranges, If-Range --
+@pytest.mark.parametrize("rng", ["bytes=0-0,5-9", "bytes=0-1, 100-199", "bytes=-16,0-3"])
+def test_several_ranges_get_the_whole_file(port, rng):
+    """aiohttp answered 416; a server may ignore Range (RFC 9110 14.2): 200 and the whole file."""
+    status, headers, body = raw(port, "GET", SHARD_PATH, {"Range": rng})
+    assert (status, body) == (200, SHARD) and "content-range" not in headers
+
+
+def test_if_range_serves_the_range_only_for_the_file_as_it_is(port, site_root):
+    """A range with If-Range: 206 when the validator (a strong ETag, or the Last-Modified date) matches the file
+    now; otherwise 200 and the whole file.  aiohttp compared dates only, so a stale ETag still got 206."""
+    path = site_root / "data" / "changing.bin"
+    path.write_bytes(SHARD)
+    target = "/data/changing.bin"
+    status, headers, _ = raw(port, "GET", target)
+    etag, modified = headers["etag"], headers["last-modified"]
+    assert status == 200 and etag.startswith('"')
+    for validator in (etag, modified):
+        status, headers, body = raw(port, "GET", target, {"Range": "bytes=100-199", "If-Range": validator})
+        assert (status, body, headers["content-range"]) == (206, SHARD[100:200], f"bytes 100-199/{len(SHARD)}"), validator
+    for validator in ('"0-0"', f"W/{etag}", "Mon, 01 Jan 2001 00:00:00 GMT", "not a validator"):
+        status, headers, body = raw(port, "GET", target, {"Range": "bytes=100-199", "If-Range": validator})
+        assert (status, body) == (200, SHARD) and "content-range" not in headers, validator
+    path.write_bytes(SHARD[::-1] + b"longer")  # the file changes: the client's ETag is stale now
+    status, headers, body = raw(port, "GET", target, {"Range": "bytes=100-199", "If-Range": etag})
+    assert (status, body) == (200, SHARD[::-1] + b"longer") and headers["etag"] != etag
+    assert "If-Range" in raw(port, "OPTIONS", target)[1]["access-control-allow-headers"]

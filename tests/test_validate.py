@@ -77,6 +77,20 @@ def test_planted_violation_is_caught(copy, path, change, needle):
     assert p.returncode == 1 and needle in p.stdout
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), 10**400],
+                         ids=["NaN", "Infinity", "-Infinity", "400-digit integer"])
+def test_a_transform_that_is_not_finite_is_a_violation(copy, value):
+    """It was `internal: OverflowError` (exit 3): the overview grid was computed from the transform unchecked."""
+    def f(doc):
+        doc["attributes"]["spatial:transform"][2] = value
+    edit(copy / "utm30" / "zarr.json", f)
+    edit(copy / "zarr.json", lambda d: f(d["consolidated_metadata"]["metadata"]["utm30"]))
+    p = run_cli("validate", str(copy), check=False)
+    assert p.returncode == 1 and "internal" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+    named = [ln for ln in p.stdout.splitlines() if ln.startswith("utm30: spatial:transform") and "not finite" in ln]
+    assert len(named) == 1, p.stdout
+
+
 def test_wrong_coordinates_and_missing_array(copy):
     z = zarr.open_group(copy / "utm30", mode="r+")
     e = z["easting"][:]

@@ -13,32 +13,11 @@
 // cache (`sharedRanges: false`, the benchmark's baseline), and for arrays whose index it cannot size
 // (not sharded, index at the start, index codecs other than bytes and crc32c): it is an optimisation only.
 import { options } from "./ranges.js";
-import { source } from "./sources.js";
+import { shardLayout } from "./shards.js";
+import { metadata, source } from "./sources.js";
 
 export const prefetchStats = { calls: 0, files: 0, bytes: 0 };
 let generation = 0;
-
-// {suffixLength, shardShape, key(coords)} of a sharded array's index, or null when it cannot be sized.
-function indexPlan(meta) {
-  const codecs = meta && meta.codecs;
-  if (!Array.isArray(codecs)) return null;
-  const sharding = codecs.find((c) => c && c.name === "sharding_indexed");
-  const cfg = sharding && sharding.configuration;
-  const grid = meta.chunk_grid && meta.chunk_grid.configuration && meta.chunk_grid.configuration.chunk_shape;
-  if (!cfg || !Array.isArray(grid) || !Array.isArray(cfg.chunk_shape) || (cfg.index_location || "end") !== "end") return null;
-  let extra = 0;
-  for (const c of cfg.index_codecs || [{ name: "bytes" }]) {
-    if (c.name === "crc32c") extra += 4;
-    else if (c.name !== "bytes") return null;
-  }
-  const inner = grid.map((d, i) => d / cfg.chunk_shape[i]);
-  if (!inner.every((n) => Number.isInteger(n) && n > 0)) return null;
-  const enc = meta.chunk_key_encoding || { name: "default" };
-  const v2 = enc.name === "v2";
-  const sep = (enc.configuration && enc.configuration.separator) || (v2 ? "." : "/");
-  const key = (coords) => (v2 ? coords.join(sep) : ["c", ...coords].join(sep));
-  return { suffixLength: 16 * inner.reduce((a, b) => a * b, 1) + extra, shardShape: grid, key };
-}
 
 // Shard coordinates a box touches, nearest its centre first.
 function shardsOf(shape, shardShape, sel) {
@@ -54,11 +33,6 @@ function shardsOf(shape, shardShape, sel) {
   return out.filter((c) => c.length === shape.length).sort((p, q) => dist(p) - dist(q));
 }
 
-async function metadata(store, path) {
-  const raw = await store.get(path + "/zarr.json");
-  return raw === undefined ? null : JSON.parse(new TextDecoder().decode(raw));
-}
-
 // -> {files, bytes, superseded}: the shard indexes this call read (or found read), and whether a newer
 // call stopped it before the end.
 export async function prefetchIndexes(url, items) {
@@ -70,10 +44,10 @@ export async function prefetchIndexes(url, items) {
   for (const [path, sel] of items) {
     const loc = src.pixel.resolve(path);
     const meta = await metadata(loc.store, loc.path).catch(() => null);
-    const plan = meta && meta.node_type === "array" ? indexPlan(meta) : null;
-    if (plan === null || sel.length !== meta.shape.length) continue;
+    const plan = meta && meta.node_type === "array" ? shardLayout(meta) : null;
+    if (plan === null || plan.indexBytes === null || sel.length !== meta.shape.length) continue;
     shardsOf(meta.shape, plan.shardShape, sel).forEach((coords, rank) =>
-      tasks.push({ rank, path: `${loc.path}/${plan.key(coords)}`, suffixLength: plan.suffixLength }));
+      tasks.push({ rank, path: `${loc.path}/${plan.key(coords)}`, suffixLength: plan.indexBytes }));
   }
   tasks.sort((a, b) => a.rank - b.rank);  // the boxes' central shards first, array after array
   const todo = tasks.slice(0, options.prefetchFiles);

@@ -18,8 +18,9 @@ import { fileSizes } from "./fetching.js";
 
 // A page may set window.tesseraBridgeOptions before the bundle loads (the benchmark's baseline does).
 // prefetchFiles: the most shard indexes warmed per settled view (prefetch.js).
+// verifyChecksums: check every crc32c (sources.js, checksums.js).
 export const options = { sharedRanges: true, cacheBytes: 48 * 2 ** 20, wholeFiles: 64, prefetchFiles: 64,
-                         ...(globalThis.tesseraBridgeOptions || {}) };
+                         verifyChecksums: true, ...(globalThis.tesseraBridgeOptions || {}) };
 
 // A Map with least-recently-used eviction by total bytes (values: promises of Uint8Array | undefined).
 class ByteLRU {

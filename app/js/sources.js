@@ -1,12 +1,19 @@
 // A source is one store URL (a Zarr v3 store over HTTP, or a Kerchunk JSON reference index ending
 // in .json) with its root document and two zarrita stores: `pixel` (fewest bytes) and `region`
 // (whole shards), both composed from zarrita's own extensions (withConsolidatedMetadata) and ours
-// (app/js/ranges.js).
+// (app/js/ranges.js).  Arrays are opened through them with every crc32c checked (app/js/checksums.js) and a
+// mismatch named: the array, the chunk and its shard (the "corrupt" kind).
 import * as zarr from "zarrita";
 import ReferenceStore from "@zarrita/storage/ref";
 import { LIMITS, TesseraError, allowedOrigins, cappedText, checkReference, fetchJSONDoc, parseBytes,
          parseJSON, tracedFetch } from "./fetching.js";
 import { options, withRootDocument, withSharedRanges, withWholeShards } from "./ranges.js";
+import { ChecksumError, Crc32cCodec } from "./checksums.js";
+import { chunkKey, shardLayout } from "./shards.js";
+
+// Every crc32c in a store's codecs is checked (app/js/checksums.js): zarrita's own codec drops the checksum
+// unread.  `tesseraBridgeOptions = {verifyChecksums: false}` keeps zarrita's (the benchmark's same-run baseline).
+if (options.verifyChecksums) zarr.registry.set("crc32c", () => Crc32cCodec);
 
 const sources = new Map();
 
@@ -101,11 +108,48 @@ export async function source(url) {
   return sources.get(url);
 }
 
+// The metadata document of the node at `path` of a zarrita store (size- and depth-checked), or null when it has none.
+export async function metadata(store, path) {
+  const raw = await store.get(path.replace(/\/+$/, "") + "/zarr.json");
+  return raw === undefined ? null : parseBytes(raw, path + "/zarr.json");
+}
+
+// What a checksum failure of a chunk read is, in one line naming the array and the chunk: zarrita reports a
+// codec's failure without them (a CodecPipelineError, the codec's error its cause).  `coords`: the chunk's
+// coordinates in the array's grid of (inner) chunks; sharded arrays name its shard file too.
+async function corrupt(arr, coords, err, url) {
+  const name = arr.path.replace(/^\/+/, "");
+  const meta = await metadata(arr.store, arr.path).catch(() => null);
+  const layout = meta && shardLayout(meta);
+  if (!layout) {
+    const key = meta ? chunkKey(meta)(coords) : coords.join("/");
+    return new TesseraError("corrupt", `corrupt chunk: ${name} ${key} (crc32c mismatch) of ${url}`);
+  }
+  const per = layout.shardShape.map((n, i) => n / layout.chunkShape[i]);
+  const shard = layout.key(coords.map((c, i) => Math.floor(c / per[i])));
+  if (err.what === "shard index") {
+    return new TesseraError("corrupt", `corrupt shard index: ${name} ${shard} (crc32c mismatch) of ${url}`);
+  }
+  return new TesseraError("corrupt", `corrupt chunk: ${name} ${layout.key(coords)} (crc32c mismatch) in shard ${shard} of ${url}`);
+}
+
+const withNamedChecksums = zarr.defineArrayExtension((arr, { url }) => ({
+  async getChunk(coords, ...rest) {
+    try {
+      return await arr.getChunk(coords, ...rest);
+    } catch (err) {
+      const cause = err instanceof ChecksumError ? err : err && err.cause;
+      if (!(cause instanceof ChecksumError)) throw err;
+      throw await corrupt(arr, coords, cause, url);
+    }
+  },
+}));
+
 // The opened array at `path`, through the pixel or the region store.
 export function array(src, kind, path) {
   const key = kind + ":" + path;
   if (!src.arrays.has(key)) {
-    const p = zarr.open.v3(src[kind].resolve(path), { kind: "array" });
+    const p = zarr.open.v3(src[kind].resolve(path), { kind: "array" }).then((a) => withNamedChecksums(a, { url: src.url }));
     src.arrays.set(key, p);
     p.catch(() => src.arrays.delete(key));
   }

@@ -8,7 +8,8 @@
 //                                          same list and raises SourceError(kind, message))
 //
 // Modules: fetching.js (traced, capped fetches and origin checks), ranges.js (zarrita store
-// extensions: shared range cache, whole-shard reads), sources.js (opening stores and indexes),
+// extensions: shared range cache, whole-shard reads), sources.js (opening stores and indexes, arrays with their
+// checksums verified: checksums.js, the crc32c codec; shards.js, an array's sharding from its metadata),
 // prefetch.js (warming the shard indexes of the shards in view), geography.js (coastlines, borders, place
 // names), mercator.js (the projection, also the preview's).
 import * as zarr from "zarrita";

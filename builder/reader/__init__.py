@@ -2,6 +2,7 @@
 
     from builder.reader import open_store
     s = open_store("https://host/data/2024.zarr")        # or a catalog.json, a directory, {year: url}, a geoemb: store
+    s = open_store("https://host/data/catalog.json", allow=["https://other/"])  # a catalog's stores off its origin
     vector, status = s.probe(-0.05, 50.85, 2024)          # status: valid / water / nodata / outside
     df = s.sample_points([(lon, lat), ...], 2024)         # pandas: lon, lat, zone, row, col, status, scale, b0..b127
     ds = s.read_region((w, s, e, n), 2024)                # lazy dask-backed xarray.Dataset of one zone's window

@@ -1,4 +1,10 @@
-"""zarr stores for the reader (a local path or any fsspec URL), with shard indexes kept between reads.
+"""zarr stores for the reader (a local path or any fsspec URL): metadata read within bounds, shard indexes kept
+between reads.
+
+`BoundedMetadataStore`: every zarr.json zarr-python asks for is read as at most builder/bounds.py's limit
+(the root's ROOT_JSON_MAX, any other NODE_JSON_MAX) plus one byte and checked by its rule (values,
+nesting) before zarr-python parses it; a document out of bounds is a MetadataError (a ValueError, one
+line naming the document), never a 300 MB read or a RecursionError.
 
 zarr-python 3 already reads sharded arrays the way a point reader should: for a selection that does not
 cover a whole shard it fetches the shard index with one suffix-range request and then only the inner
@@ -18,10 +24,33 @@ from collections import OrderedDict
 
 import fsspec
 
-from zarr.abc.store import SuffixByteRequest
+from zarr.abc.store import RangeByteRequest, SuffixByteRequest
 from zarr.storage import FsspecStore, LocalStore, WrapperStore
 
+from builder.bounds import NODE_JSON_MAX, ROOT_JSON_MAX, parse_json
+
 MAX_INDEX_BYTES = 64 << 20  # 1024 v1 shard indexes, 256 geoemb ones
+METADATA = "zarr.json"
+
+
+class BoundedMetadataStore(WrapperStore):
+    """Reads zarr.json documents within builder/bounds.py's limits (see the module docstring)."""
+
+    def __init__(self, store, url: str = ""):
+        super().__init__(store)
+        self.url = url
+
+    def _with_store(self, store):
+        return type(self)(store, self.url)
+
+    async def get(self, key, prototype, byte_range=None):
+        if byte_range is not None or (key != METADATA and not key.endswith("/" + METADATA)):
+            return await self._store.get(key, prototype, byte_range)
+        limit = ROOT_JSON_MAX if key == METADATA else NODE_JSON_MAX
+        buf = await self._store.get(key, prototype, RangeByteRequest(0, limit + 1))
+        if buf is not None:
+            parse_json(buf.to_bytes(), f"{self.url}/{key}" if self.url else key, limit)
+        return buf
 
 
 class IndexCachingStore(WrapperStore):
@@ -77,7 +106,7 @@ def base_store(url: str, storage_options: dict | None = None):
 
 
 def reader_store(url: str, storage_options: dict | None = None) -> IndexCachingStore:
-    return IndexCachingStore(base_store(url, storage_options))
+    return IndexCachingStore(BoundedMetadataStore(base_store(url, storage_options), url))
 
 
 def byte_source(url: str, storage_options: dict | None = None):

@@ -14,6 +14,7 @@ import numpy as np
 from pyproj import Transformer
 
 from builder import convention as conv
+from builder.bounds import BANDS_MAX, CHUNK_BYTES_MAX, COORD_VALUES_MAX, mib
 from builder.grid import ZoneGrid
 from builder.describe import STACK, StoreError, StoreInfo, describe
 from builder.layout import GEOEMB, NODATA, OUTSIDE, V1, VALID, WATER, Layout
@@ -54,6 +55,36 @@ def read_root(attrs: dict, url: str) -> StoreInfo:
     return info
 
 
+def check_arrays(emb, scl, layout: Layout, grid: ZoneGrid) -> None:
+    """What a reader allocates from a zone's embeddings and scales, checked against builder/bounds.py and the
+    zone grid: the layout's axes, chunk edges of at least 1, inner chunks of at most CHUNK_BYTES_MAX decoded,
+    1..BANDS_MAX bands, (rows, cols) equal to spatial:shape and at most COORD_VALUES_MAX each, scales of
+    the embeddings' shape without the band axis."""
+    nd = 4 if layout.time_axis else 3
+    if emb.ndim != nd or scl.ndim != nd - 1:
+        raise ValueError(f"embeddings {emb.shape} and scales {scl.shape} are not {layout.name} arrays "
+                         f"({nd} and {nd - 1} dimensions)")
+    for what, a in (("embeddings", emb), ("scales", scl)):
+        outer = a.shards or a.chunks
+        if min(outer) < 1 or min(a.chunks) < 1:
+            raise ValueError(f"{what}: chunk shape {outer} (inner {a.chunks}) has an edge below 1")
+        decoded = int(np.prod(a.chunks, dtype=object)) * a.dtype.itemsize
+        if decoded > CHUNK_BYTES_MAX:
+            raise ValueError(f"{what}: inner chunks {a.chunks} decode to {decoded} bytes, more than the "
+                             f"{mib(CHUNK_BYTES_MAX)} read per chunk")
+    bands = emb.shape[layout.band_axis]
+    if not 1 <= bands <= BANDS_MAX:
+        raise ValueError(f"embeddings has {bands} bands; the reader reads 1 to {BANDS_MAX}")
+    h, w = (emb.shape[ax] for ax in layout.yx)
+    if (h, w) != (grid.height, grid.width):
+        raise ValueError(f"embeddings are {h} x {w} pixels, spatial:shape says {grid.height} x {grid.width}")
+    if max(h, w) > COORD_VALUES_MAX:
+        raise ValueError(f"a grid of {h} x {w} pixels; the reader reads at most {COORD_VALUES_MAX} rows or columns")
+    want = tuple(n for ax, n in enumerate(emb.shape) if ax != layout.band_axis)
+    if tuple(scl.shape) != want:
+        raise ValueError(f"scales has shape {scl.shape}, the embeddings' {emb.shape} need {want}")
+
+
 @dataclass(frozen=True)
 class Zone:
     """A zone grid (the builder's ZoneGrid on the zone's own CRS) with what a reader needs."""
@@ -66,11 +97,15 @@ class Zone:
     lonlat: tuple[float, float, float, float]  # west, south, east, north
 
     @classmethod
-    def from_group(cls, name: str, attrs: dict, embeddings, layout: Layout) -> "Zone":
-        grid = layout.zone_grid(attrs, embeddings.shards or embeddings.chunks, name)
+    def from_group(cls, name: str, attrs: dict, group, layout: Layout) -> "Zone":
+        """A zone group's grid and arrays, checked before anything is allocated from them: ValueError
+        (one line) for attributes of no grid, or arrays that do not fit it or exceed builder/bounds.py."""
+        emb, scl = group["embeddings"], group["scales"]
+        grid = layout.zone_grid(attrs, emb.shards or emb.chunks, name)
+        check_arrays(emb, scl, layout, grid)
         lonlat = from_crs(attrs["proj:code"]).transform_bounds(*grid.box(), densify_pts=21)
-        return cls(name, grid, attrs["proj:code"], int(embeddings.shape[layout.band_axis]),
-                   int(embeddings.chunks[layout.yx[0]]), tuple(float(v) for v in lonlat))
+        return cls(name, grid, attrs["proj:code"], int(emb.shape[layout.band_axis]),
+                   int(emb.chunks[layout.yx[0]]), tuple(float(v) for v in lonlat))
 
     @property
     def transform(self) -> list[float]:

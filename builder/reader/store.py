@@ -1,8 +1,13 @@
 """open_store: one object for a tessera: v1 year store (or several: a catalog, a directory, a mapping
-year -> store) or a geoemb: multi-year store, local or at any fsspec URL (http(s)://, s3://, ...)."""
+year -> store) or a geoemb: multi-year store, local or at any fsspec URL (http(s)://, s3://, ...).
+
+A store's metadata and a catalog are data: JSON is read within builder/bounds.py's limits (cache.py
+for zarr.json, `_read_json` here for catalogs and a directory's stores), zone shapes are checked before
+anything is allocated from them (layouts.Zone), and a catalog's stores must lie on the catalog's origin
+or below a prefix of `allow` (builder/virtual/contain.py).  Each refusal is a ValueError of one line
+naming the store."""
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -13,11 +18,13 @@ import jsonschema
 import zarr
 
 from builder import convention as conv
+from builder.bounds import COORD_VALUES_MAX, ROOT_JSON_MAX, read_json_file
 from builder.describe import TESSERA, StoreError, describe
 from builder.reader.cache import byte_source, is_url, reader_store
 from builder.layout import TIME, time_index
 from builder.reader.base import EmbeddingStore
 from builder.reader.layouts import GEOEMB, V1, Layout, Zone, ZoneView, read_root
+from builder.virtual.contain import check_catalog
 
 
 def _open_root(url: str, so: dict) -> zarr.Group | None:
@@ -52,7 +59,7 @@ def _zones(group: zarr.Group, url: str, layout: Layout) -> dict[str, Zone]:
     for name in names:
         g = group[name]
         try:
-            zones[name] = Zone.from_group(name, dict(g.attrs), g["embeddings"], layout)
+            zones[name] = Zone.from_group(name, dict(g.attrs), g, layout)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{url}/{name}: not a readable zone group ({type(e).__name__}: {e})") from None
     if not zones:
@@ -98,6 +105,18 @@ class V1Stores(EmbeddingStore):
         return ZoneView(V1, g[zone], zones[zone], self.year(year), None, source)
 
 
+def _time_axis(zone: zarr.Group, where: str) -> list[int]:
+    """A geoemb: zone's `time` values (calendar years), its length checked against the embeddings' before it is read."""
+    try:
+        t = zone[TIME]
+    except KeyError:
+        raise ValueError(f"{where}: no {TIME} array") from None
+    n = zone["embeddings"].shape[0]
+    if t.ndim != 1 or t.shape[0] != n or n > COORD_VALUES_MAX:
+        raise ValueError(f"{where}/{TIME}: shape {t.shape} does not match the embeddings' {n} time steps")
+    return [int(v) for v in t[:]]
+
+
 class GeoembStore(EmbeddingStore):
     """geoemb: one store, years on each zone's `time` axis."""
 
@@ -107,7 +126,7 @@ class GeoembStore(EmbeddingStore):
         self.url, self._group = url, group
         self._zones = _zones(group, url, GEOEMB)
         with ThreadPoolExecutor(8) as ex:  # one small read per zone, concurrently
-            times = ex.map(lambda z: [int(t) for t in group[z][TIME][:]], self._zones)
+            times = ex.map(lambda z: _time_axis(group[z], f"{url}/{z}"), self._zones)
         self._times = dict(zip(self._zones, times))
 
     @property
@@ -126,28 +145,36 @@ class GeoembStore(EmbeddingStore):
 
 
 def _read_json(url: str, so: dict) -> dict | None:
+    """A catalog (or a directory's store root) read within builder/bounds.py's limits; None when absent."""
     try:
         with fsspec.open(url, "rb", **so) as f:
-            return json.loads(f.read())
+            return read_json_file(f, url, ROOT_JSON_MAX)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as e:
+    except OSError as e:
         raise ValueError(f"{url}: cannot read ({type(e).__name__}: {e})") from None
 
 
-def _from_catalog(cat_url: str, doc: dict, so: dict) -> V1Stores:
+def _from_catalog(cat_url: str, doc: dict, so: dict, allow) -> V1Stores:
+    """The year stores a catalog lists: relative URLs below the catalog's directory, each store on the
+    catalog's origin or below a prefix of `allow` (builder/virtual/contain.py)."""
     base = cat_url.rsplit("/", 1)[0] if "/" in cat_url else "."
     try:
-        sources = {int(s["year"]): s["url"] if is_url(s["url"]) or s["url"].startswith("/") else f"{base}/{s['url']}"
-                   for s in doc["stores"]}
-    except (KeyError, TypeError, ValueError):
+        listed = [(int(s["year"]), s["url"]) for s in doc["stores"]]
+        if not all(isinstance(u, str) for _, u in listed):
+            raise TypeError
+    except (KeyError, TypeError, ValueError, OverflowError):
         raise ValueError(f"{cat_url}: not a catalog (expected {{\"stores\": [{{\"year\": ..., \"url\": ...}}]}})") from None
-    return V1Stores(cat_url, sources, so)
+    resolved = [(y, u, u if "://" in u or u.startswith("/") else f"{base}/{u}") for y, u in listed]
+    check_catalog(cat_url, resolved, allow)
+    return V1Stores(cat_url, {y: url for y, _, url in resolved}, so)
 
 
-def open_store(url, **storage_options) -> EmbeddingStore:
+def open_store(url, *, allow=None, **storage_options) -> EmbeddingStore:
     """Open a tessera: v1 year store, a directory or catalog.json of year stores, a mapping {year: store},
-    or a geoemb: store.  `storage_options` go to fsspec (e.g. endpoint_url, anon for s3://)."""
+    or a geoemb: store.  `storage_options` go to fsspec (e.g. endpoint_url, anon for s3://).  A catalog's
+    stores must lie on the catalog's own origin (its scheme://host/, or the local file system for a local
+    catalog) unless below a prefix of `allow` (a URL or path, or a list of them)."""
     so = storage_options
     if isinstance(url, Mapping):
         return V1Stores(f"{{{', '.join(f'{y}: {u}' for y, u in sorted(url.items()))}}}",
@@ -157,16 +184,16 @@ def open_store(url, **storage_options) -> EmbeddingStore:
         doc = _read_json(url, so)
         if doc is None:
             raise ValueError(f"{url}: no such file")
-        return _from_catalog(url, doc, so)
+        return _from_catalog(url, doc, so, allow)
     g = _open_root(url, so)
     if g is None:
         doc = _read_json(f"{url}/catalog.json", so)
         if doc is not None:
-            return _from_catalog(f"{url}/catalog.json", doc, so)
+            return _from_catalog(f"{url}/catalog.json", doc, so, allow)
         local = [] if is_url(url) else sorted(Path(url.removeprefix("file://")).glob("*/zarr.json"))
         years = {}
         for meta in local:
-            doc = json.loads(meta.read_text())
+            doc = _read_json(str(meta), {})
             try:
                 info = describe(doc, str(meta.parent), jsonschema=jsonschema)
             except StoreError:  # not a store: not one of ours to list

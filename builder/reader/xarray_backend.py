@@ -3,6 +3,7 @@
     xr.open_dataset(url, engine="tessera", group="utm30")               # tessera: v1 store or geoemb: store
     xr.open_dataset(url, engine="tessera", group="utm30", year=2024)    # one year of a geoemb: store or catalog
     xr.open_dataset(url, engine="tessera", group="utm30", chunks={})    # dask, 256 x 256 pixel blocks
+    xr.open_dataset(catalog, engine="tessera", group="utm30", allow=["https://other/"])  # open_store's allow=
 
 Variables: `embeddings` float32 (y, x, band), or (time, y, x, band) for every year of a geoemb: store,
 NaN wherever there is no data; `scales` float32 as stored (v1 NaN; geoemb NaN water, +inf no data);
@@ -38,10 +39,11 @@ def open_zone(store, group: str | None, year: int | None = None, drop_variables=
 class TesseraBackendEntrypoint(BackendEntrypoint):
     description = "TESSERA embeddings (tessera: v1 and geoemb: Zarr stores), one zone, dequantised lazily"
     url = "https://github.com/ucam-eo/zarr-convention-tessera"
-    open_dataset_parameters = ("filename_or_obj", "drop_variables", "group", "year", "storage_options")
+    open_dataset_parameters = ("filename_or_obj", "drop_variables", "group", "year", "storage_options", "allow")
 
-    def open_dataset(self, filename_or_obj, *, drop_variables=None, group=None, year=None, storage_options=None):
-        store = open_store(os.fspath(filename_or_obj), **(storage_options or {}))
+    def open_dataset(self, filename_or_obj, *, drop_variables=None, group=None, year=None, storage_options=None,
+                     allow=None):
+        store = open_store(os.fspath(filename_or_obj), allow=allow, **(storage_options or {}))
         return open_zone(store, group, year, drop_variables or ())
 
     def guess_can_open(self, filename_or_obj) -> bool:

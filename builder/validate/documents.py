@@ -1,4 +1,5 @@
-"""Bounded, cached reading of a store's zarr.json documents, and the bounds themselves.
+"""Bounded, cached reading of a store's zarr.json documents, and the validator's own bounds (those the
+reader shares, and the rule for one JSON document, are builder/bounds.py's).
 
 The store may be hostile: its metadata is read with the bounds below, never
 followed outside the store, and never trusted for an allocation.  A bound that
@@ -7,32 +8,25 @@ validator could not fully check never passes.
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from zarr.abc.store import RangeByteRequest
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
-# Bounds on what the validator reads (documented in README.md, "Validating untrusted stores").
-ROOT_JSON_MAX = 16 * 2**20       # the root zarr.json, which holds the consolidated metadata
-NODE_JSON_MAX = 1 * 2**20        # any other zarr.json
+from builder.bounds import CHUNK_BYTES_MAX, COORD_VALUES_MAX  # noqa: F401  (the validator's too: deep.py, nodes.py)
+from builder.bounds import NODE_JSON_MAX, ROOT_JSON_MAX, MetadataError, mib, parse_json
+
+# Bounds on what the validator reads (documented in README.md, "Validating untrusted stores"); those a reader
+# shares are builder/bounds.py's.
 METADATA_TOTAL_MAX = 64 * 2**20  # all zarr.json documents of a store together
-JSON_VALUES_MAX = 1_000_000      # values in one zarr.json (counted as its , [ { bytes)
-JSON_DEPTH_MAX = 64              # nesting levels of one zarr.json
 NODES_MAX = 10_000               # consolidated entries, and children listed per group
 LEVELS_MAX = 64                  # global_rgb multiscales levels
-COORD_VALUES_MAX = 4_000_000     # values read from one coordinate array (32 MB of float64)
 COORD_CHUNKS_MAX = 1024          # chunks read from one coordinate array
 SHARD_BYTES_MAX = 1 * 2**30      # one shard or chunk file read by --deep
-CHUNK_BYTES_MAX = 64 * 2**20     # one decoded inner chunk in --deep
 
 MISSING = object()
 PROTO = default_buffer_prototype()
-
-
-def mib(n: int) -> str:
-    return f"{n // 2**20} MiB"
 
 
 def plain_key(key: Any) -> bool:
@@ -40,19 +34,6 @@ def plain_key(key: Any) -> bool:
     if not isinstance(key, str) or not key or "\\" in key or "\0" in key:
         return False
     return all(part not in ("", ".", "..") for part in key.split("/"))
-
-
-def _depth_over(doc: Any, limit: int) -> bool:
-    stack = [(doc, 1)]
-    while stack:
-        v, d = stack.pop()
-        if d > limit:
-            return True
-        if isinstance(v, dict):
-            stack.extend((x, d + 1) for x in v.values())
-        elif isinstance(v, list):
-            stack.extend((x, d + 1) for x in v)
-    return False
 
 
 class Reader:
@@ -83,7 +64,7 @@ class Reader:
         except Exception:  # a store that cannot tell sizes: the ranged read below still bounds it
             size = None
         if size is not None and size > limit:
-            return None, f"{key}: {size} bytes, larger than the {mib(limit)} the validator reads (not read)"
+            return None, f"{key}: {size} bytes, larger than the {mib(limit)} read of such a document (not read)"
         if self.total + (size or limit) > METADATA_TOTAL_MAX:
             if not self.over_total:
                 self.over_total = True
@@ -98,22 +79,10 @@ class Reader:
             return MISSING, None
         raw = buf.to_bytes()
         self.total += len(raw)
-        if len(raw) > limit:
-            return None, f"{key}: more than {limit} bytes, larger than the {mib(limit)} the validator reads (not read)"
-        values = raw.count(b",") + raw.count(b"[") + raw.count(b"{")
-        if values > JSON_VALUES_MAX:
-            return None, f"{key}: about {values} JSON values, more than the {JSON_VALUES_MAX} the validator parses"
         try:
-            doc = json.loads(raw.decode("utf-8"))
-        except RecursionError:
-            return None, f"{key}: nested deeper than {JSON_DEPTH_MAX} levels (not checked)"
-        except (ValueError, UnicodeDecodeError) as e:
-            return None, f"{key}: not valid JSON ({e})"
-        if _depth_over(doc, JSON_DEPTH_MAX):
-            return None, f"{key}: nested deeper than {JSON_DEPTH_MAX} levels (not checked)"
-        if not isinstance(doc, dict):
-            return None, f"{key}: not a JSON object"
-        return doc, None
+            return parse_json(raw, key, limit), None
+        except MetadataError as e:
+            return None, str(e)
 
     def children(self, path: str) -> list[str]:
         async def ls():

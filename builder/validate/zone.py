@@ -8,9 +8,12 @@ import numpy as np
 
 from builder import convention as conv
 from builder import extensions as ext
+from builder.grid import finite_number
 from builder.validate.documents import MISSING, Reader
 from builder.validate.nodes import Array, coord_values, node_attrs, open_array, registration_problems, schema_problems
 from builder.validate.stack import stack_problems
+
+SHAPE_MAX = 2**53  # pixels per side of a zone grid whose bounds are computed (exact as floats)
 
 
 def _fill_ok(actual: Any, expected: Any) -> bool:
@@ -57,9 +60,14 @@ def check_zone(reader: Reader, doc: dict, name: str, root_attrs: dict, stack: bo
     shape = attrs.get("spatial:shape")
     transform = attrs.get("spatial:transform")
     h = w = None
-    if (isinstance(shape, list) and len(shape) == 2 and all(type(x) is int and x >= 0 for x in shape)
-            and isinstance(transform, list) and len(transform) == 6
-            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in transform)):
+    if isinstance(transform, list) and not all(finite_number(x) for x in transform) \
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in transform):  # others: the schema's
+        probs.append(f"{where}: spatial:transform {str(transform)[:200]} holds a number that is not finite "
+                     "(NaN, Infinity or beyond a float)")
+    if isinstance(shape, list) and any(type(x) is int and x > SHAPE_MAX for x in shape):
+        probs.append(f"{where}: spatial:shape {str(shape)[:200]} is beyond {SHAPE_MAX} pixels (not checked)")
+    if (isinstance(shape, list) and len(shape) == 2 and all(type(x) is int and 0 <= x <= SHAPE_MAX for x in shape)
+            and isinstance(transform, list) and len(transform) == 6 and all(finite_number(x) for x in transform)):
         h, w = shape
         p = conv.PIXEL_SIZE
         if transform[0] != p or transform[4] != -p or transform[1] != 0 or transform[3] != 0:

@@ -69,8 +69,12 @@ def run(a) -> int:
             raise BuildError(f"--url-override {pair!r} is not OLD=NEW")
         old, new = pair.split("=", 1)
         overrides[old] = new
-    write_tile_index(store, a.output, a.segments, template_base=a.template_base, url_overrides=overrides or None,
-                     zarr_format=a.zarr_format)
+    from builder.hooks import kill_point
+    from builder.lock import output_lock
+    with output_lock(Path(a.output), "another index command is writing this index"):
+        kill_point("index-locked")
+        write_tile_index(store, a.output, a.segments, template_base=a.template_base,
+                         url_overrides=overrides or None, zarr_format=a.zarr_format)
     out = Path(a.output)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) if out.is_dir() else out.stat().st_size
     print(f"wrote {a.output} ({size / 1e3:.1f} kB) in {time.time() - t0:.2f}s")

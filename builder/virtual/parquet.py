@@ -31,13 +31,13 @@ import base64
 import io
 import json
 import math
-import shutil
 from functools import lru_cache
 from pathlib import Path
 
 import fsspec
 from fsspec.implementations.reference import LazyReferenceMapper
 
+from builder.atomic import write_dir
 from builder.virtual.keys import Arrays, ArrayKeys, is_meta, parent
 
 TEMPLATE = "{{base}}"
@@ -90,21 +90,18 @@ def write_parquet(refs: dict, output: str, engine: str = "pyarrow", record_size:
             raise ValueError(f"{key}: neither metadata nor a chunk key of an array in the index")
         a, n = hit
         records.setdefault(a.path, {}).setdefault(n // record_size, []).append((n, *_row(key, value)))
-    out = Path(output)
-    tmp = out.with_name(f".{out.name}.partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    for path, recs in records.items():
-        d = tmp / path if path else tmp
-        d.mkdir(parents=True, exist_ok=True)
-        for r, rows in recs.items():
-            _write_record(d / f"refs.{r}.parq", sorted(rows), engine)
-    tmp.mkdir(parents=True, exist_ok=True)
-    (tmp / ".zmetadata").write_text(json.dumps({
-        "metadata": metadata, "layout": "sparse", "sparse_record_size": record_size,
-        "records": {p: sorted(recs) for p, recs in sorted(records.items())}}))
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
+
+    def fill(tmp: Path) -> None:
+        for path, recs in records.items():
+            d = tmp / path if path else tmp
+            d.mkdir(parents=True, exist_ok=True)
+            for r, rows in recs.items():
+                _write_record(d / f"refs.{r}.parq", sorted(rows), engine)
+        (tmp / ".zmetadata").write_text(json.dumps({
+            "metadata": metadata, "layout": "sparse", "sparse_record_size": record_size,
+            "records": {p: sorted(recs) for p, recs in sorted(records.items())}}))
+
+    write_dir(Path(output), fill)  # the old index or the new one at the path at every moment (builder/atomic.py)
 
 
 # ------------------------------------------------------------------ read --

@@ -26,7 +26,6 @@ register the tessera-stack: extension (builder.convention.STACK) instead.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import PurePosixPath
 
@@ -38,6 +37,7 @@ from virtualizarr.manifests.utils import create_v3_array_metadata
 
 from builder import convention as conv
 from builder import extensions as ext
+from builder.bounds import NODE_JSON_MAX, ROOT_JSON_MAX, read_json_file
 from builder.describe import TESSERA, StoreError, describe
 from builder.errors import BuildError
 from builder.geotiff import read_geoinfo
@@ -140,9 +140,11 @@ class TileParser:
         return ManifestStore(ManifestGroup(arrays=arrays, attributes=attrs), registry=registry)
 
 
-def _read_json(fs, path: str) -> dict:
+def _read_json(fs, path: str, limit: int = NODE_JSON_MAX) -> dict:
+    """A store's zarr.json, read within builder/bounds.py's limits (a store may be hostile)."""
     try:
-        return json.loads(fs.cat_file(path))
+        with fs.open(path, "rb") as f:
+            return read_json_file(f, path, limit)
     except FileNotFoundError:
         raise BuildError("not found", path) from None
 
@@ -150,7 +152,7 @@ def _read_json(fs, path: str) -> dict:
 def _open_store(url: str):
     """(fs, root, StoreInfo) of a tessera v1 year store; its nodes listed when not consolidated."""
     fs, root = fsspec.core.url_to_fs(url)
-    doc = _read_json(fs, f"{root}/zarr.json")
+    doc = _read_json(fs, f"{root}/zarr.json", ROOT_JSON_MAX)
     try:
         info = describe(doc, url, jsonschema=jsonschema)
     except StoreError:

@@ -38,6 +38,7 @@ from zarr.core.buffer import default_buffer_prototype
 
 from builder import convention as conv
 from builder import extensions as ext
+from builder.atomic import write_bytes
 from builder.shardio import ShardIndex, chunk_grid
 from builder.virtual.parquet import check_engine, write_parquet
 from builder.virtual.reader import open_index  # noqa: F401  (the writer's counterpart, importable from here)
@@ -240,6 +241,6 @@ def write_tile_index(store: ManifestStore, output: str, segments: list[str] | No
         doc = {"version": 1, "refs": out}
         if template_base is not None:
             doc["templates"] = {"base": ""}
-        Path(output).write_text(json.dumps(doc))
+        write_bytes(Path(output), json.dumps(doc).encode())
     else:
         write_parquet(out, output, engine=parquet_engine)
