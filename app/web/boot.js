@@ -345,6 +345,9 @@ async function main() {
     api(m) {
       // window.tesseraApi: each command a Promise of Python's answer (app/api.py)
       const call = (name) => (...args) => new Promise((resolve, reject) => {
+        // checked for depth here: the copy to the worker recurses, and overflows on arguments nested thousands deep
+        const problem = window.tesseraJS.valueProblem(args, `the arguments of ${name}`);
+        if (problem) return reject(new Error(problem));
         const id = ++apiNext;
         apiCalls.set(id, { resolve, reject });
         worker.postMessage({ type: "api", id, name, args });
