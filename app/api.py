@@ -13,14 +13,15 @@ import time
 
 import numpy as np
 
-from app import layers, messages, raster, region
+from app import documents, layers, messages, raster, region
+from app.commands import CommandQueue
 from app.model import cosine_map
 from app.session import Explorer
 from app.tools import api as tools_api
 from builder.convention import dequantise
 
 
-def commands(state: Explorer, tools_ui=None) -> dict:
+def commands(state: Explorer) -> dict:
     """Every scripting command as plain Python: window.tesseraApi and postMessage both call these."""
     async def select(lon, lat):
         px = await state.select(float(lon), float(lat))
@@ -94,27 +95,32 @@ def commands(state: Explorer, tools_ui=None) -> dict:
             "pin": pin, "simAt": state.sim_at, "view": view, "redraw": redraw,
             "exportGeoTIFF": export_geotiff, "exportPNG": export_png, "exportRegion": export_region,
             "layerZones": lambda name="similarity": layers.zones(state, str(name))}
-    tools = tools_api.commands(state, tools_ui)  # label, classify, cluster, change, value, ...
+    tools = tools_api.commands(state)  # label, classify, cluster, change, value, ...
     view_sim = tools.pop("similarity")
     cmds.update(tools, similarity=lambda on=True, mode="mean", threshold=None: similarity(on) if isinstance(on, bool)
                 else view_sim(on, mode, threshold))
     return cmds
 
 
-def expose(state: Explorer, origins: list[str], tools_ui=None) -> None:
+def expose(state: Explorer, origins: list[str]) -> None:
     """Serve window.tesseraApi (the page defines each command as a Promise of the answer, app/web/boot.js)
-    and a host page's messages from `origins`."""
+    and a host page's messages from `origins`: both run in one queue (app/commands.py), one command at a time."""
     from app import page
-    cmds = commands(state, tools_ui)
+    cmds = commands(state)
+    queue = CommandQueue()
 
     async def run(msg) -> None:  # run as a host page's message is (one rule), answered to the page
-        reply = await messages.answer(cmds, {"tessera": messages.PROTOCOL, "cmd": str(msg.name),
-                                             "args": msg.args.to_py()})
+        try:
+            args = documents.plain(msg.args, f"the arguments of {msg.name}")
+        except ValueError as e:  # nested too deeply to convert
+            reply = {"ok": False, "error": str(e)}
+        else:
+            reply = await messages.answer(cmds, {"tessera": messages.PROTOCOL, "cmd": str(msg.name), "args": args})
         page.post_answer({"type": "api-reply", "id": msg.id, "ok": reply["ok"], "value": reply.get("result"),
                           "error": reply.get("error")},
                          lambda e: {"type": "api-reply", "id": msg.id, "ok": False, "value": None,
                                     "error": f"{msg.name}: its result cannot be sent to the page ({messages.one_line(e)})"})
 
-    page.on("api", lambda msg: state.spawn(run(msg)))
+    page.on("api", lambda msg: queue.submit(run(msg)))
     page.post({"type": "api", "names": list(cmds)})
-    messages.install(state, cmds, origins)
+    messages.install(state, cmds, origins, queue)

@@ -13,6 +13,7 @@ its origin. Errors are one line; the page's status line shows them escaped.
 """
 from __future__ import annotations
 
+import asyncio
 import inspect
 from urllib.parse import urlsplit
 
@@ -88,18 +89,24 @@ async def answer(commands: dict, data: dict) -> dict:
         if inspect.isawaitable(result):
             result = await result
         return {**reply, "ok": True, "result": result}
-    except Exception as e:
+    except (Exception, asyncio.CancelledError) as e:  # a command given up is answered too
         return {**reply, "ok": False, "error": one_line(e)}
 
 
-def install(state, commands: dict, origins: list[str]) -> None:
-    """Obey messages from `origins` (the page forwards each with its origin, app/web/boot.js); tell the host
-    page (if one of them) that the explorer is ready."""
-    from app import page, views
+def _plain(value):
+    """A message's id or note, when it is a string or a number; else None."""
+    return value if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+
+
+def install(state, commands: dict, origins: list[str], queue) -> None:
+    """Obey messages from `origins` (the page forwards each with its origin, app/web/boot.js), each command in its
+    turn in `queue` (app/commands.py); tell the host page (if one of them) that the explorer is ready."""
+    from app import documents, page, views
     allowed = set(origins)
 
-    async def handle(msg_id, origin: str, data: dict) -> None:
-        reply = await answer(commands, data)
+    async def handle(msg_id, origin: str, data: dict, unreadable: str | None) -> None:
+        reply = {"tessera": PROTOCOL, "id": data.get("id"), "ok": False, "error": unreadable} if unreadable \
+            else await answer(commands, data)
         if not reply["ok"]:
             state.status = views.html("<b>Message from {} failed:</b> <span class='message-error'>{}</span>",
                                       origin, reply["error"])
@@ -109,13 +116,19 @@ def install(state, commands: dict, origins: list[str]) -> None:
                                               "error": f"its result cannot be sent ({one_line(e)})"}})
 
     def on_message(msg) -> None:
+        unreadable = None
         try:
-            data = msg.data.to_py()
+            data = documents.plain(msg.data, "the message")
+        except ValueError as e:  # nested too deeply to convert: answered with why, if its origin is obeyed
+            data = {key: _plain(getattr(msg.data, key, None)) for key in ("tessera", "id")}
+            data, unreadable = {**data, "cmd": None}, str(e)
         except Exception:
             data = None  # not plain data: not ours
+        if isinstance(data, dict) and "unreadable" in data:  # the page could not copy it (app/web/boot.js)
+            unreadable = f"the message cannot be read ({_plain(data['unreadable'])})"
         origin = str(msg.origin)
         if is_ours(data) and origin in allowed:
-            state.spawn(handle(msg.id, origin, data))
+            queue.submit(handle(msg.id, origin, data, unreadable))
             return
         if is_ours(data):
             page.post({"type": "console", "level": "warn",

@@ -25,6 +25,8 @@ MAX_REGION = 768  # pixels per side of a tool region (app/tools/region.py): 3 sh
 OVERVIEWS = True  # tool regions read tessera-ovr: levels when a zone has them (False: the capped 10 m path)
 MAX_CODE_SIDE = 4096  # pixels per side of a region read as an overview level's compact code (a link's window)
 REGION_BYTES = 20 * 1600 * 1000  # a tool region's read budget with overviews: 20 B per pixel of a 1600 x 1000 screen
+MANY_BATCH = 256  # pixels read at once, one by one, by vectors_at (a label import)
+MANY_DENSE = 64  # a shard with at least this many of those pixels is read as one window of it instead
 EXACT_PIXELS = MAX_REGION * MAX_REGION  # the most pixels per zone an exact (full-vector) result reads: ~300 MB float32
 
 
@@ -109,15 +111,25 @@ class StoreModel:
     # ------------------------------------------------------------ pixels --
     def locate(self, lon: float, lat: float, zones: dict[str, Zone] | None = None) -> tuple[Zone, int, int] | None:
         """The zone pixel under lon/lat; where zones overlap, the zone whose central meridian is nearest."""
-        cands = sorted((zones or self.zones).values(), key=lambda z: abs(lon - geo.central_meridian(z.zone)))
-        for z in cands:
+        zs, k, rows, cols = self.locate_many([lon], [lat], zones)
+        return None if k[0] < 0 else (zs[k[0]], int(rows[0]), int(cols[0]))
+
+    def locate_many(self, lons, lats, zones: dict[str, Zone] | None = None):
+        """`locate` for many points at once: (the zones, each point's index into them or -1 outside every one, rows,
+        cols). Where zones overlap, the zone whose central meridian is nearest (the first listed of equals)."""
+        zs = list((zones or self.zones).values())
+        lon, lat = np.asarray(lons, np.float64), np.asarray(lats, np.float64)
+        k, rows, cols = np.full(lon.shape, -1), np.zeros(lon.shape, np.int64), np.zeros(lon.shape, np.int64)
+        best = np.full(lon.shape, np.inf)
+        for i, z in enumerate(zs):
             w, s, e, n = z.lonlat
-            if not (w - 0.01 <= lon <= e + 0.01 and s - 0.01 <= lat <= n + 0.01):
-                continue
-            r, c = z.to_rowcol(lon, lat)
-            if z.contains(r, c):
-                return z, int(r), int(c)
-        return None
+            with np.errstate(all="ignore"):  # points far from the zone project to nothing
+                r, c = z.to_rowcol(lon, lat)
+            d = np.abs(lon - geo.central_meridian(z.zone))
+            hit = (w - 0.01 <= lon) & (lon <= e + 0.01) & (s - 0.01 <= lat) & (lat <= n + 0.01) & z.contains(r, c) \
+                & (d < best)
+            k[hit], rows[hit], cols[hit], best[hit] = i, r[hit], c[hit], d[hit]
+        return zs, k, rows, cols
 
     def _t(self, zone: Zone) -> tuple[int, int] | None:
         """The time index of the year shown, as a selection (geoemb:); None for a year store."""
@@ -199,6 +211,64 @@ class StoreModel:
     async def pixel_at(self, lon: float, lat: float) -> Pixel | None:
         hit = self.locate(lon, lat)
         return None if hit is None else await self.pixel(*hit)
+
+    async def vectors_at(self, lons, lats, progress=None) -> list[np.ndarray | None]:
+        """The dequantised vector at each lon/lat (None outside every zone or where there is no data), as pixel_at
+        reads it, for many points (a label import): each shard's points together, as one window of that shard where
+        they are MANY_DENSE or more (whole shards: one request per shard and array), else pixel by pixel, MANY_BATCH
+        at a time. One batch is read at a time, so memory holds at most one shard's window besides the vectors;
+        `progress(points done, points)` follows each batch."""
+        zs, k, rows, cols = self.locate_many(lons, lats)
+        out: list = [None] * len(k)
+        where = np.nonzero(k >= 0)[0]
+        done = len(k) - len(where)
+        whole = self.years is None and self.layout.whole_shard_regions  # a year store (geoemb: chunks are pixels)
+        batch: list = []  # (zone, row, col, the points there) read one by one
+        shards: dict = {}
+        for i in where:
+            zone = zs[k[i]]
+            shards.setdefault((k[i], rows[i] // zone.shard, cols[i] // zone.shard), {}) \
+                .setdefault((int(rows[i]), int(cols[i])), []).append(int(i))
+        for (zi, _, _), pixels in shards.items():
+            zone = zs[zi]
+            if whole and len(pixels) >= MANY_DENSE:
+                for (r, c), vec in zip(pixels, await self._window_vectors(zone, list(pixels))):
+                    for i in pixels[(r, c)]:
+                        out[i] = vec
+                done += sum(map(len, pixels.values()))
+                if progress:
+                    progress(done, len(k))
+                continue
+            batch += [(zone, r, c, idx) for (r, c), idx in pixels.items()]
+            while len(batch) >= MANY_BATCH:
+                done += await self._read_batch(batch[:MANY_BATCH], out)
+                batch = batch[MANY_BATCH:]
+                if progress:
+                    progress(done, len(k))
+        if batch:
+            done += await self._read_batch(batch, out)
+            if progress:
+                progress(done, len(k))
+        return out
+
+    async def _read_batch(self, batch, out: list) -> int:
+        """Read the pixels of `batch` [(zone, row, col, point indices)] at once into `out`; the number of points."""
+        got = await asyncio.gather(*(self.pixel(zone, r, c) for zone, r, c, _ in batch))
+        for (_, _, _, idx), px in zip(batch, got):
+            for i in idx:
+                out[i] = px.vector
+        return sum(len(idx) for *_, idx in batch)
+
+    async def _window_vectors(self, zone: Zone, pixels: list[tuple[int, int]]) -> list[np.ndarray | None]:
+        """The vectors of `pixels` [(row, col)] of one shard, from one read of the window that holds them."""
+        rs, cs = np.array(pixels).T
+        r0, r1, c0, c1 = int(rs.min()), int(rs.max()) + 1, int(cs.min()), int(cs.max()) + 1
+        emb, scl = await asyncio.gather(self.region(zone, "embeddings", r0, r1, c0, c1),
+                                        self.region(zone, "scales", r0, r1, c0, c1))
+        e, s = emb[rs - r0, cs - c0], scl[rs - r0, cs - c0]
+        ok = np.isfinite(s)  # region scales are NaN wherever there is no valid data
+        vec = conv.dequantise(e.astype(np.int8), s)
+        return [vec[j] if ok[j] else None for j in range(len(pixels))]
 
     async def pixel_years(self, lon: float, lat: float) -> tuple[Zone, int, int, list[np.ndarray | None]] | None:
         """One pixel's dequantised vector in every year of `years` (None where no data), read from a multi-year

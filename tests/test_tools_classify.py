@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from app import model as app_model
-from app.tools import classify, panes, region
+from app.tools import classify, labels as lab, panes, region
 from conftest import run_async
 from tools_util import centre_of_data, opened, pixel_lonlat, training_pixels, zone_vectors
 
@@ -113,4 +113,45 @@ def test_the_legend_counts_an_overview_levels_pixels_at_their_own_area(store, wo
         rows = state.tools.classify.legend()
         assert sum(k for _, _, k, _ in rows) == sum(int(np.isfinite(p.values).sum()) for p in layer.all) > 300
         assert all(a == pytest.approx(k * 0.04 * 0.04) for _, _, k, a in rows)
+    run_async(run())
+
+
+class HeldRegions:
+    """A store's source whose region reads (a tool's, not a click's) wait until `release` is set."""
+
+    def __init__(self, source):
+        import asyncio
+        self.source, self.waiting, self.release = source, asyncio.Event(), asyncio.Event()
+
+    def __getattr__(self, name):
+        return getattr(self.source, name)
+
+    async def read(self, path, box, hint="pixel"):
+        if hint == "region":
+            self.waiting.set()
+            await self.release.wait()
+        return await self.source.read(path, box, hint)
+
+
+def test_a_classification_running_while_an_import_replaces_the_classes_stops_in_one_line(store, world):
+    """An import that replaced the classes while a classification read its region ended it in a bare KeyError
+    naming a class that was gone. The classification now stops, says so in one line, and runs on the new classes."""
+    import asyncio
+
+    async def run():
+        state, _ = await labelled(store, world)
+        held = HeldRegions(state.model.source)
+        state.model.source = held
+        running = asyncio.ensure_future(state.tools.classify.classify("k-NN"))
+        await asyncio.wait_for(held.waiting.wait(), 60)  # it reads its region now
+        feats = [{"type": "Feature", "geometry": {"type": "Point",
+                                                  "coordinates": list(pixel_lonlat(store, "utm30", r, c))},
+                  "properties": {"class": name}} for (r, c, _), name in zip(training_pixels(store, "utm30", world, 2024),
+                                                                           ["new a", "new b"])]
+        await state.tools.labels.load(*lab.from_geojson({"type": "FeatureCollection", "features": feats}))
+        held.release.set()
+        assert await running is None
+        assert "the label classes changed while it ran" in state.status and "\n" not in state.status
+        layer = await state.tools.classify.classify("k-NN")
+        assert layer is not None and state.tools.classify.names == ["new a", "new b"]
     run_async(run())

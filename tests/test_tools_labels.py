@@ -1,6 +1,7 @@
 """Labels on CPython: click-to-label, classes (rename, delete), GeoJSON round trip, storage and URL, escaping."""
 from __future__ import annotations
 
+import html
 import json
 
 import numpy as np
@@ -109,3 +110,124 @@ def test_bad_geojson_is_refused_in_one_line(doc, message):
     with pytest.raises(ValueError, match=message) as e:
         lab.from_geojson(doc if isinstance(doc, str) else json.dumps(doc))
     assert "\n" not in str(e.value)
+
+
+def fc(*features) -> dict:
+    return {"type": "FeatureCollection", "features": list(features)}
+
+
+def point(coords, **props) -> dict:
+    return {"type": "Feature", "geometry": {"type": "Point", "coordinates": coords}, "properties": props}
+
+
+def cls(name, **more) -> dict:
+    return {"class": name, **more}
+
+
+# Label files with wrong types everywhere: each is refused with one line naming what is wrong (and which feature).
+# Before, nine of them raised TypeError, AttributeError, OverflowError or RecursionError, which the UI does not catch
+# (the status line said nothing), and others were taken silently (strings or booleans as coordinates, a list as a class).
+MALFORMED = {
+    "features-not-a-list": ({"type": "FeatureCollection", "features": {"0": point([0, 0], **cls("a"))}},
+                            "not a GeoJSON FeatureCollection"),
+    "document-a-list": ([point([0, 0], **cls("a"))], "not a GeoJSON FeatureCollection"),
+    "feature-a-string": (fc("Feature"), "feature 0 is not a GeoJSON Feature object"),
+    "feature-a-list": (fc([0.05, 50.85]), "feature 0 is not a GeoJSON Feature object"),
+    "geometry-null": (fc({"type": "Feature", "geometry": None, "properties": cls("a")}), "feature 0 is not a Point"),
+    "geometry-a-string": (fc({"type": "Feature", "geometry": "Point", "properties": cls("a")}),
+                          "feature 0 is not a Point"),
+    "coordinates-strings": (fc(point(["0.05", "50.85"], **cls("a"))), "feature 0: coordinates are not numbers"),
+    "coordinates-nested": (fc(point([[0.05], [50.85]], **cls("a"))), "feature 0: coordinates are not numbers"),
+    "coordinates-null": (fc(point([None, None], **cls("a"))), "feature 0: coordinates are not numbers"),
+    "coordinates-booleans": (fc(point([True, False], **cls("a"))), "feature 0: coordinates are not numbers"),
+    "coordinates-an-object": (fc(point({"lon": 0.05, "lat": 50.85}, **cls("a"))), "feature 0 is not a Point"),
+    "coordinates-1e400": ('{"type": "FeatureCollection", "features": [{"type": "Feature", "geometry": {"type": "Point",'
+                          ' "coordinates": [1e400, 50]}, "properties": {"class": "a"}}]}',
+                          "feature 0 has coordinates outside lon/lat ranges"),
+    "coordinates-an-integer-of-400-digits": (fc(point([10 ** 400, 50], **cls("a"))),
+                                             "feature 0 has coordinates outside lon/lat ranges"),
+    "coordinates-NaN": ('{"type": "FeatureCollection", "features": [{"type": "Feature", "geometry": {"type": "Point",'
+                        ' "coordinates": [NaN, 50]}, "properties": {"class": "a"}}]}',
+                        "feature 0 has coordinates outside lon/lat ranges"),
+    "properties-a-list": (fc({"type": "Feature", "geometry": {"type": "Point", "coordinates": [0, 0]},
+                              "properties": ["class", "a"]}), "feature 0: properties are not an object"),
+    "properties-a-string": (fc({"type": "Feature", "geometry": {"type": "Point", "coordinates": [0, 0]},
+                                "properties": "class"}), "feature 0: properties are not an object"),
+    "properties-missing": (fc({"type": "Feature", "geometry": {"type": "Point", "coordinates": [0, 0]}}),
+                           "feature 0 has no 'class' property"),
+    "class-a-list": (fc(point([0, 0], **cls(["a"]))), "feature 0: class is not text"),
+    "class-null": (fc(point([0, 0], **cls(None))), "feature 0: class is not text"),
+    "class-too-long": (fc(point([0, 0], **cls("x" * 81))), "feature 0: a class name has at most 80 characters"),
+    "year-1e400": ('{"type": "FeatureCollection", "features": [{"type": "Feature", "geometry": {"type": "Point",'
+                   ' "coordinates": [0, 50]}, "properties": {"class": "a", "year": 1e400}}]}',
+                   "feature 0: year is not a whole number"),
+    "year-a-list": (fc(point([0, 0], **cls("a", year=[2024]))), "feature 0: year is not a whole number"),
+    "year-a-word": (fc(point([0, 0], **cls("a", year="last"))), "feature 0: year is not a whole number"),
+    "year-a-fraction": (fc(point([0, 0], **cls("a", year=2024.5))), "feature 0: year is not a whole number"),
+    "year-out-of-range": (fc(point([0, 0], **cls("a", year=10 ** 30))), "feature 0: year is not a whole number"),
+    "colour-not-css": (fc(point([0, 0], **cls("a", color="#zzzzzz"))), "feature 0: colour '#zzzzzz' is not a CSS"),
+    "colour-a-number": (fc(point([0, 0], **cls("a", color=255))), "feature 0: colour 255 is not a CSS"),
+    "nested-10000-deep": ("[" * 10_000 + "]" * 10_000, "nested"),
+    "too-many-features": (fc(*[point([0, 0], **cls("a"))] * (lab.MAX_POINTS + 1)), "more than 100000 features"),
+    "the-second-feature-bad": (fc(point([0, 0], **cls("a")), point([0, 0], **cls("b", year={}))),
+                               "feature 1: year is not a whole number"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_a_malformed_label_file_is_refused_in_one_line_naming_what_and_where(case):
+    doc, message = MALFORMED[case]
+    with pytest.raises(ValueError) as e:
+        lab.from_geojson(doc if isinstance(doc, str) else json.dumps(doc))
+    assert message in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_malformed_saved_labels_from_a_link_or_storage_are_one_status_line_and_change_nothing(store):
+    """The compact form of the URL hash and of localStorage goes through the same checks: a bad value is one
+    "Saved labels ignored" line, never an exception out of restore (a link's labels are restored at start-up)."""
+    bad = {
+        "nested-20000-deep": ("[" * 20_000 + "]" * 20_000, "nested"),
+        "year-1e400": ('[["a", null, [[0.05, 50.85, 1e400]]]]', "year is not a whole number"),
+        "not-a-list": ('{"a": 1}', "saved labels are not a list"),
+        "entry-not-a-triple": ('[["a", "#ff0000"]]', "saved class 0 is not [name, colour, points]"),
+        "point-not-a-triple": ('[["a", null, [[0.05, 50.85]]]]', "saved point 0 of class 'a' is not [lon, lat, year]"),
+        "lon-a-string": ('[["a", null, [["0.05", 50.85, 2024]]]]', "coordinates are not numbers"),
+        "colour-not-css": ('[["a", "#zz", [[0.05, 50.85, 2024]]]]', "colour '#zz' is not a CSS"),
+    }
+
+    async def run():
+        state = await opened(store)
+        L = state.tools.labels
+        await L.add(*pixel_lonlat(store, "utm30", *valid_rc(store, "utm30", 5)), cls="kept")
+        for name, (text, message) in bad.items():
+            state.status = ""
+            await L.restore(text)
+            assert state.status.startswith("<b>Saved labels ignored:</b>") and html.escape(message) in state.status, \
+                (name, state.status)
+            assert "\n" not in state.status and [p.cls for p in L.points] == ["kept"], name
+    run_async(run())
+
+
+def test_label_colours_in_css_forms_are_normalised_and_classify_with_them(store):
+    """A label file's "color" may be any CSS colour form; it is kept as #rrggbb (the class map draws every class at
+    one opacity, so an alpha is dropped). "#fff" used to be kept as it was, and every classification then failed
+    with "invalid literal for int() with base 16"."""
+    given = {"#fff": "#ffffff", "#F0A": "#ff00aa", "#0f08": "#00ff00", "#12345678": "#123456", "#ABCDEF": "#abcdef",
+             "rgb(255, 0, 0)": "#ff0000", "rgba(0, 128, 0, 0.5)": "#008000", "rgb(100% 50% 0% / 50%)": "#ff8000",
+             "RebeccaPurple": "#663399", "teal": "#008080", None: None}
+
+    async def run():
+        state = await opened(store)
+        state.fit_zones()
+        feats = [point(list(pixel_lonlat(store, "utm30", *valid_rc(store, "utm30", 40 * i))),
+                       **cls(f"c{i}", color=colour, year=2024)) for i, colour in enumerate(given)]
+        await state.tools.labels.load(*lab.from_geojson(json.dumps(fc(*feats))))
+        layer = await state.tools.classify.classify("k-NN", k=1)
+        assert layer is not None, state.status
+        colours = dict(state.tools.labels.classes)
+        for i, want in enumerate(given.values()):
+            assert colours[f"c{i}"] == want if want is not None else colours[f"c{i}"] in lab.PALETTE
+        shown = {tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in state.tools.classify.colours}
+        drawn = {tuple(px[:3]) for part in layer.all for px in part.rgba.reshape(-1, 4) if px[3]}
+        assert drawn and drawn <= shown
+    run_async(run())

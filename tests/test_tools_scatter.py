@@ -116,7 +116,7 @@ def test_scatter_commands_refuse_bad_input_in_one_line(store):
 
     async def run():
         state = await opened(store)
-        cmds = commands(state, None)
+        cmds = commands(state)
         with pytest.raises(ValueError, match="^scatterSelect: run the scatter first$"):
             cmds["scatterSelect"]({"box": [0, 1, 0, 1]})
         assert cmds["scatterPoints"]() is None and cmds["scatterAt"](0.0, 50.0) is None

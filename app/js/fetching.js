@@ -129,8 +129,8 @@ export async function cappedText(resp, url, limit) {
   return new TextDecoder().decode(all);
 }
 
-// Depth of a parsed JSON value, walked iteratively (no recursion to overflow).
-function checkDepth(value, url, limit = LIMITS.depth) {
+// Depth of a parsed JSON value (or any plain value), walked iteratively (no recursion to overflow).
+export function checkDepth(value, url, limit = LIMITS.depth) {
   const stack = [[value, 1]];
   while (stack.length) {
     const [v, d] = stack.pop();

@@ -13,8 +13,8 @@
 // prefetch.js (warming the shard indexes of the shards in view), geography.js (coastlines, borders, place
 // names), mercator.js (the projection, also the preview's).
 import * as zarr from "zarrita";
-import { ERROR_KINDS, LIMITS, TesseraError, catalogOrigins, fetchJSONDoc, fileSizes, resetStats as resetFetches,
-         stats } from "./fetching.js";
+import { ERROR_KINDS, LIMITS, TesseraError, catalogOrigins, checkDepth, fetchJSONDoc, fileSizes, parseBytes,
+         resetStats as resetFetches, stats } from "./fetching.js";
 import { geography } from "./geography.js";
 import { prefetchIndexes as prefetch, prefetchStats } from "./prefetch.js";
 import { clearCaches, options } from "./ranges.js";
@@ -49,6 +49,26 @@ export const fetchJSON = call(async (url) => {
   catalogOrigins.add(new URL(abs).origin);
   return JSON.stringify(value);
 });
+
+// Data from users, links and host pages, checked with the documents' limits before Python parses or converts it
+// (app/documents.py): "" when it is within them, else the one-line reason. Synchronous: Python calls them directly.
+export function jsonProblem(text, name) {
+  try {
+    parseBytes(new TextEncoder().encode(String(text)), name);
+    return "";
+  } catch (err) {
+    return err.message;
+  }
+}
+
+export function valueProblem(value, name) {
+  try {
+    checkDepth(value, name);
+    return "";
+  } catch (err) {
+    return err.message;
+  }
+}
 
 // Root metadata (with consolidated children when present).
 export const openSource = call(async (url) => JSON.stringify((await source(url)).rootMeta));

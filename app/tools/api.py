@@ -22,7 +22,7 @@ def layer_summary(layer) -> dict:
     return dict(zones(layer.all), valid=int(np.isfinite(layer.values_all()).sum()))
 
 
-def commands(state, ui) -> dict:
+def commands(state) -> dict:
     t = state.tools
 
     async def run(coro_fn):
@@ -46,13 +46,9 @@ def commands(state, ui) -> dict:
                                                                    for p in t.labels.points]})
 
     def import_labels(geojson):
-        text = geojson if isinstance(geojson, str) else json.dumps(geojson)
-        async def go():
-            task = ui.import_labels(text)
-            if task is not None:
-                await task
-            return len(t.labels.points)
-        return run(go)
+        """Replace the labels with a GeoJSON FeatureCollection's (its text or the object); resolves to the number of
+        labels, rejects with the line the status shows when it is refused."""
+        return run(lambda: t.labels.import_geojson(geojson))
 
     def classify(method="k-NN", params=None):
         p = dict(params or {})

@@ -74,9 +74,10 @@ class Classifier(param.Parameterized):
         self.param.watch(lambda e: self.recolour(), "threshold")
 
     async def classify(self, method=None, **params) -> reg.Layer | None:
-        app = self.app
+        app, labels = self.app, self.app.tools.labels
         self.param.update(**{k: v for k, v in dict(params, method=method or self.method).items() if v is not None})
-        X, y, names = app.tools.labels.training()
+        revision = labels.revision  # the class set it trains on: changed before it ends, the result is not shown
+        X, y, names = labels.training()
         if len(names) < 2:
             app.status = views.html("Label pixels of at least two classes first.")
             return None
@@ -87,7 +88,10 @@ class Classifier(param.Parameterized):
             return None
         t1 = time.perf_counter()
         idx, conf = await fit_predict(self.method, X, y, region.pixels(), self.k, self.seed)
-        self.names, self.colours = names, [app.tools.labels.colour(n) for n in names]
+        if labels.revision != revision:
+            app.status = views.html("Classification stopped: the label classes changed while it ran; run it again.")
+            return None
+        self.names, self.colours = names, [labels.colour(n) for n in names]
         conf = region.spread(conf)
         self.timing = {"read_ms": (t1 - t0) * 1000, "compute_ms": (time.perf_counter() - t1) * 1000}
         # the confidence rides in the class layer's zones as a second layer of the same windows

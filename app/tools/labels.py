@@ -1,19 +1,27 @@
 """Labels: named classes (one colour each) and labelled points, with their pixels' vectors.
 
-The state is `Labels`; GeoJSON (a FeatureCollection of Points with properties `class` and `year`)
+The state is `Labels`; GeoJSON (a FeatureCollection of Points with properties `class`, `year` and `color`)
 and the saved form (localStorage in the browser, a dict on CPython) are pure functions of it.
 Class names are user text: they are data, escaped wherever they are shown (app/views.html).
+
+Label files, a link's labels and saved labels are data with limits: their text is parsed within the limits of
+documents from stores (app/documents.py: 16 MiB, 64 levels), at most MAX_POINTS points, each value checked for its
+type and range (coordinates finite numbers within lon/lat ranges, years whole numbers from 1 to 9999, class names
+text of at most MAX_NAME characters, colours CSS colours kept as #rrggbb: app/tools/colours.py). Anything else is
+refused in one line naming what is wrong and where.
 """
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import param
 
-from app import views
-from app.tools import lazy
+from app import documents, views
+from app.reader import SourceError
+from app.tools import colours, lazy
 
 PALETTE = ["#e41a1c", "#377eb8", "#4daf4a", "#984ea3", "#ff7f00", "#a6761d", "#f781bf", "#17becf",
            "#999999", "#1b9e77", "#d95f02", "#7570b3"]
@@ -61,6 +69,8 @@ def next_colour(classes) -> str:
 
 
 def check_name(name) -> str:
+    if isinstance(name, bool) or not isinstance(name, (str, int, float)):
+        raise ValueError("class is not text")
     name = str(name).strip()
     if not name:
         raise ValueError("a class name cannot be empty")
@@ -80,9 +90,15 @@ class Labels(param.Parameterized):
         super().__init__(**kw)
         self.app = app
         self.storage = storage if storage is not None else MemoryStorage()
+        self._loads = 0  # loads started (load): the latest one applies
+        self.revision = 0  # changes of the class set so far: a tool that reads it stops if it changed meanwhile
         self.param.watch(lambda *e: self.save(), ["classes", "points"])
+        self.param.watch(self._classes_changed, ["classes"])
 
     # ------------------------------------------------------------ classes --
+    def _classes_changed(self, event) -> None:
+        self.revision += 1
+
     def names(self) -> list[str]:
         return [n for n, _ in self.classes]
 
@@ -145,12 +161,26 @@ class Labels(param.Parameterized):
         return name
 
     async def load(self, classes: list[tuple[str, str | None]], pts: list[tuple[str, int | None, float, float]]):
-        """Replace the labels with `classes` and points (cls, year, lon, lat), reading each point's vector."""
-        model = self.app.model
-        points = []
-        for cls, year, lon, lat in pts:
-            px = await model.pixel_at(lon, lat) if model is not None else None
-            points.append(Point(cls, year, lon, lat, px.vector if px is not None and px.valid else None))
+        """Replace the labels with `classes` and points (cls, year, lon, lat), reading each point's vector (in
+        batches, the status line counting them: StoreModel.vectors_at). A load started later wins: this one then
+        changes nothing."""
+        app, model = self.app, self.app.model
+        self._loads += 1
+        mine = self._loads
+
+        def progress(done: int, total: int) -> None:
+            if self._loads == mine:
+                app.status = views.html("Reading the labels' pixels: {:,} of {:,}…", done, total)
+        try:
+            vectors = await model.vectors_at([p[2] for p in pts], [p[3] for p in pts], progress) \
+                if model is not None and pts else [None] * len(pts)
+        except SourceError as e:
+            if self._loads == mine:
+                app.status = views.html("<b>Labels not loaded:</b> {}", e)
+            return
+        if self._loads != mine:
+            return
+        points = [Point(cls, year, lon, lat, vec) for (cls, year, lon, lat), vec in zip(pts, vectors)]
         names = list(dict.fromkeys([c for c, _ in classes] + [p.cls for p in points]))
         given = dict(classes)
         out = []
@@ -161,6 +191,17 @@ class Labels(param.Parameterized):
         self.app.status = views.html("Loaded {} labels in {} classes{}.", len(points), len(names),
                                      f"; {missing} have no data in this store and are left out of training"
                                      if missing else "")
+
+    async def import_geojson(self, data) -> int:
+        """Replace the labels with a GeoJSON FeatureCollection's (its bytes or text, or its parsed value); the number
+        of labels then. Refused: ValueError, with its one line in the status too."""
+        try:
+            classes, pts = from_geojson(data)
+        except ValueError as e:
+            self.app.status = views.html("<b>Import refused:</b> {}", e)
+            raise
+        await self.load(classes, pts)
+        return len(self.points)
 
     def training(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """X (N, B), y (N,) class indices and the class names with at least one labelled vector."""
@@ -187,7 +228,8 @@ class Labels(param.Parameterized):
         if not text:
             return
         try:
-            classes, pts = from_saved(json.loads(text))
+            classes, pts = from_saved(documents.parse(text, "the labels= field of the link" if compact
+                                                      else "the saved label set"))
         except (ValueError, TypeError, KeyError, IndexError) as e:
             self.app.status = views.html("<b>Saved labels ignored:</b> {}", e)
             return
@@ -200,14 +242,27 @@ def saved(classes, points: list[Point]) -> list:
 
 
 def from_saved(doc) -> tuple[list, list]:
+    """Classes and points (cls, year, lon, lat) of the compact form; ValueError naming what is wrong and where."""
     if not isinstance(doc, list):
         raise ValueError("saved labels are not a list")
     classes, pts = [], []
-    for name, colour, items in doc:
-        name = check_name(name)
-        classes.append((name, colour if isinstance(colour, str) and colour.startswith("#") and len(colour) <= 9 else None))
-        for lon, lat, year in items:
-            pts.append((name, None if year is None else int(year), float(lon), float(lat)))
+    for k, entry in enumerate(doc):
+        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[2], list)):
+            raise ValueError(f"saved class {k} is not [name, colour, points]")
+        name = check_name(entry[0])
+        try:
+            classes.append((name, colours.normalise(entry[1])))
+            if len(pts) + len(entry[2]) > MAX_POINTS:
+                raise ValueError(f"more than {MAX_POINTS} points")
+            for j, item in enumerate(entry[2]):
+                if not (isinstance(item, list) and len(item) == 3):
+                    raise ValueError(f"saved point {j} of class {name!r} is not [lon, lat, year]")
+                try:
+                    pts.append((name, whole_year(item[2]), *lonlat(item[0], item[1])))
+                except ValueError as e:
+                    raise ValueError(f"point {j}: {e}") from None
+        except ValueError as e:
+            raise ValueError(e if str(e).startswith("saved point") else f"saved class {name!r}, {e}") from None
     return classes, pts
 
 
@@ -218,32 +273,61 @@ def to_geojson(classes, points: list[Point]) -> dict:
 
 
 def from_geojson(doc) -> tuple[list, list]:
-    """Classes and points (cls, year, lon, lat) of a FeatureCollection of Points; ValueError naming what is wrong."""
-    if isinstance(doc, (str, bytes)):
+    """Classes and points (cls, year, lon, lat) of a FeatureCollection of Points: its text (bytes or str, parsed within
+    the documents' limits, app/documents.py) or its parsed value. ValueError with one line naming what is wrong and
+    which feature."""
+    if isinstance(doc, bytes):
         try:
-            doc = json.loads(doc)
-        except ValueError as e:
-            raise ValueError(f"labels: not JSON ({e})") from None
+            doc = doc.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"the labels file is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    if isinstance(doc, str):
+        doc = documents.parse(doc, "the labels file")
     if not isinstance(doc, dict) or doc.get("type") != "FeatureCollection" or not isinstance(doc.get("features"), list):
         raise ValueError("labels: not a GeoJSON FeatureCollection")
     if len(doc["features"]) > MAX_POINTS:
         raise ValueError(f"labels: more than {MAX_POINTS} features")
     classes, pts = {}, []
     for i, f in enumerate(doc["features"]):
-        geom = (f or {}).get("geometry") or {}
-        props = (f or {}).get("properties") or {}
-        coords = geom.get("coordinates")
-        if geom.get("type") != "Point" or not isinstance(coords, list) or len(coords) < 2:
+        if not isinstance(f, dict):
+            raise ValueError(f"labels: feature {i} is not a GeoJSON Feature object")
+        geom, props = f.get("geometry"), f.get("properties")
+        coords = geom.get("coordinates") if isinstance(geom, dict) else None
+        if not isinstance(geom, dict) or geom.get("type") != "Point" or not isinstance(coords, list) or len(coords) < 2:
             raise ValueError(f"labels: feature {i} is not a Point")
-        lon, lat = float(coords[0]), float(coords[1])
-        if not (-180 <= lon <= 180 and -90 <= lat <= 90):
-            raise ValueError(f"labels: feature {i} has coordinates outside lon/lat ranges")
-        if "class" not in props:
+        if props is not None and not isinstance(props, dict):
+            raise ValueError(f"labels: feature {i}: properties are not an object")
+        if not props or "class" not in props:
             raise ValueError(f"labels: feature {i} has no 'class' property")
-        name = check_name(props["class"])
-        year = props.get("year")
-        colour = props.get("color")
-        classes.setdefault(name, colour if isinstance(colour, str) and colour.startswith("#") and len(colour) <= 9
-                           else None)
-        pts.append((name, None if year is None else int(year), lon, lat))
+        try:
+            lon, lat = lonlat(coords[0], coords[1])
+            name, year, colour = check_name(props["class"]), whole_year(props.get("year")), \
+                colours.normalise(props.get("color"))
+        except ValueError as e:
+            raise ValueError(f"labels: feature {i}{'' if str(e).startswith('has ') else ':'} {e}") from None
+        classes.setdefault(name, colour)
+        pts.append((name, year, lon, lat))
     return list(classes.items()), pts
+
+
+def lonlat(lon, lat) -> tuple[float, float]:
+    """A point's lon/lat: numbers (not booleans, not text) within the lon/lat ranges; ValueError otherwise."""
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in (lon, lat)):
+        raise ValueError("coordinates are not numbers")
+    try:
+        lon, lat = float(lon), float(lat)
+    except OverflowError:  # an integer of hundreds of digits
+        lon = lat = math.inf
+    if not (-180 <= lon <= 180 and -90 <= lat <= 90):  # NaN and infinities fail too
+        raise ValueError("has coordinates outside lon/lat ranges")
+    return lon, lat
+
+
+def whole_year(year) -> int | None:
+    """A point's year: None, or a whole number from 1 to 9999; ValueError otherwise."""
+    if year is None:
+        return None
+    ok = not isinstance(year, bool) and (isinstance(year, int) or isinstance(year, float) and year.is_integer())
+    if not ok or not 1 <= year <= 9999:
+        raise ValueError("year is not a whole number from 1 to 9999")
+    return int(year)

@@ -8,7 +8,7 @@ import panel as pn
 from bokeh.models import ColumnDataSource
 from bokeh.plotting import figure
 
-from app import geo, views
+from app import geo, page, views
 from app.tools import labels as lab, panes
 from app.tools.scatter_ui import ScatterUI
 
@@ -41,6 +41,10 @@ class ToolsUI:
                                          filename="labels.geojson", label="Export labels (GeoJSON)", embed=False)
         self.upload = pn.widgets.FileInput(accept=".geojson,.json", name="Import labels (GeoJSON)")
         self.upload.param.watch(lambda e: self.import_labels(e.new) if e.new else None, "value")
+        # a file over the size limit is not sent by the page (app/web/boot.js oversizedFile); it says so
+        page.on("file-refused", lambda msg: setattr(state, "status", views.html(
+            "<b>Import refused:</b> the labels file is {:,} bytes; files over {:,} bytes are refused",
+            int(msg.bytes), int(msg.limit))))
         c, k, ch = t.classify, t.cluster, t.change
         self.scatter = ScatterUI(state, fig)
         w = lambda p, **kw: pn.Param(p, show_name=False, **kw)
@@ -82,14 +86,14 @@ class ToolsUI:
         except ValueError as e:  # a bad class name: one line in the status, never a traceback
             self.state.status = views.html("<b>Labels:</b> {}", e)
 
-    def import_labels(self, data: bytes | str):
-        L = self.state.tools.labels
-        try:
-            parsed = lab.from_geojson(data)
-        except ValueError as e:
-            self.state.status = views.html("<b>Import refused:</b> {}", e)
-            return None
-        return self.state.spawn(L.load(*parsed))
+    def import_labels(self, data: bytes):
+        """The file chosen in "Import labels": its labels replace the labels (a refusal is the status line's)."""
+        async def run() -> None:
+            try:
+                await self.state.tools.labels.import_geojson(data)
+            except ValueError:
+                pass  # said in the status line
+        return self.state.spawn(run())
 
     def _draw_labels(self, *events) -> None:
         L = self.state.tools.labels

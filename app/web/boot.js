@@ -72,8 +72,25 @@ function quietly(change) {
   }
 }
 
+// A file chosen in a FileInput (the label import) goes to Python as base64 in a patch: a file over the documents'
+// size limit (LIMITS.metadataBytes, app/js/fetching.js) is not sent, as Python would hold all of it before any check;
+// Python is told, for its status line (app/tools/ui.py). Its size in bytes, else 0.
+function oversizedFile(event) {
+  for (const e of event.events ?? [event]) {
+    if (e.attr !== "value" || !e.model || e.model.type !== "FileInput" || e.value == null) continue;
+    const bytes = [e.value].flat().reduce((n, v) => n + Math.floor((String(v).length * 3) / 4), 0);
+    if (bytes > window.tesseraJS.LIMITS.metadataBytes) return bytes;
+  }
+  return 0;
+}
+
 function sendChange(worker, event) {
   if (doc.patching > 0) return; // the echo of a patch from Python
+  const bytes = oversizedFile(event);
+  if (bytes) {
+    worker.postMessage({ type: "file-refused", bytes, limit: window.tesseraJS.LIMITS.metadataBytes });
+    return;
+  }
   if (doc.busy) {
     if (event.model && event.attr && !(event.model.tags || []).includes(EVERY_CHANGE))
       doc.queue = doc.queue.filter((e) => !(e.model === event.model && e.attr === event.attr));
@@ -197,8 +214,11 @@ function hostMessages(worker) {
     let data;
     try {
       data = structuredClone(d);
-    } catch {
-      return;
+    } catch (err) {
+      // Not plain data (a function, a DOM node) or nested too deeply to copy: Python answers with why, when it obeys
+      // the sender's origin (app/messages.py).
+      const id = typeof d.id === "string" || typeof d.id === "number" ? d.id : null;
+      data = { tessera: d.tessera === 1 ? 1 : null, id, cmd: null, unreadable: String(err && err.message ? err.message : err) };
     }
     const id = ++next;
     sources.set(id, e.source);
@@ -325,6 +345,9 @@ async function main() {
     api(m) {
       // window.tesseraApi: each command a Promise of Python's answer (app/api.py)
       const call = (name) => (...args) => new Promise((resolve, reject) => {
+        // checked for depth here: the copy to the worker recurses, and overflows on arguments nested thousands deep
+        const problem = window.tesseraJS.valueProblem(args, `the arguments of ${name}`);
+        if (problem) return reject(new Error(problem));
         const id = ++apiNext;
         apiCalls.set(id, { resolve, reject });
         worker.postMessage({ type: "api", id, name, args });

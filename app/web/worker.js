@@ -66,6 +66,13 @@ const commands = {
 // Pyodide starts loading as soon as this worker exists, before the page's boot message: its core is
 // most of the start-up and needs nothing from the page (which creates this worker first of all).
 let pyodideAt = null;
+// Pyodide runs without WebAssembly JS Promise Integration (JSPI), which it uses when the browser has it (Chromium
+// does): with it, Pyodide 0.27.7 loses 16 bytes of its 5 MiB C stack on every callback of its event loop (it
+// restores the stack pointer only on errors; fixed upstream in pyodide#6250), so any session died of a stack
+// overflow ("memory access out of bounds") after some 300,000 callbacks: a 20,000-point label import was enough.
+// JSPI serves only Python code that blocks on a Promise (run_sync), which the explorer and Panel do not use.
+// Pyodide looks for it (WebAssembly.Suspending, or the older Suspender) as its runtime loads, below.
+for (const name of ["Suspending", "Suspender", "promising"]) delete WebAssembly[name];
 const python = (async () => {
   const { loadPyodide } = await import("./pyodide/pyodide.mjs");
   // Python's output goes to the page's console, where the tests and a developer look for tracebacks.
