@@ -220,7 +220,8 @@ def content_digest(urls: tuple[str, ...]) -> str:
     h = hashlib.blake2b(digest_size=16)
     for url in urls:
         n = 0
-        with fsspec.open(url, "rb", block_size=HASH_BLOCK) as f:
+        fs, path = fsspec.core.url_to_fs(url)  # block_size is an option of the file, not of the file system (s3fs)
+        with fs.open(path, "rb", block_size=HASH_BLOCK) as f:
             while block := f.read(HASH_BLOCK):
                 h.update(block)
                 n += len(block)

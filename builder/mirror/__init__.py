@@ -28,7 +28,6 @@ build then reads a per-bbox view of the cache (symlinks) through the ordinary lo
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -39,11 +38,15 @@ import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder.errors import BuildError
 from builder.mirror.fetch import RETRIES, fetch_file
 from builder.mirror.manifest import parse_bbox, plan
 from builder.tiles import EMBEDDINGS_DIR, LANDMASKS_DIR
+
+if TYPE_CHECKING:
+    from builder.sink import Sink
 
 
 # ------------------------------------------------------------------ view --
@@ -82,16 +85,12 @@ def _refuse_inside_store(cache: Path) -> None:
             raise BuildError("the tile cache may not be inside a Zarr store", str(cache))
 
 
-def stored_tiles(record_dirs: dict[int, Path]) -> dict[int, set[str]]:
-    """The tiles each year's store already holds (from its build record): the build must see them again,
-    or shards they share with new tiles would be rewritten without them."""
-    out: dict[int, set[str]] = {}
-    for year, d in record_dirs.items():
-        p = Path(d) / "record.json"
-        if p.exists():
-            rec = json.loads(p.read_text())
-            out[year] = {n for z in rec.get("zones", {}).values() for n in z.get("tiles", {})}
-    return out
+def stored_tiles(records: dict[int, Sink]) -> dict[int, set[str]]:
+    """The tiles each year's store already holds (from its build record, a builder.sink.Sink): the build must see
+    them again, or shards they share with new tiles would be rewritten without them."""
+    from builder.record import load_record
+    return {year: {n for z in rec.zones.values() for n in z.tiles}
+            for year, rec in ((y, load_record(sink)) for y, sink in records.items()) if rec.zones}
 
 
 def prepare(base: str, bbox, years: list[int], cache: Path, jobs: int = 8, retries: int = RETRIES,
@@ -122,8 +121,9 @@ def prepare(base: str, bbox, years: list[int], cache: Path, jobs: int = 8, retri
     return make_view(root, bbox, tiles)
 
 
-def tiles_from_args(a, default_cache: Path) -> str:
-    """cli glue: the tile root for `build`, from TILES or from --from/--bbox/--cache."""
+def tiles_from_args(a, default_cache: Path, records: dict) -> str:
+    """cli glue: the tile root for `build`, from TILES or from --from/--bbox/--cache; `records`: the build record
+    (a builder.sink.Sink) of each year's store."""
     if a.mirror is None:
         if a.tiles is None:
             raise BuildError("build needs TILES or --from URL --bbox W,S,E,N")
@@ -135,9 +135,5 @@ def tiles_from_args(a, default_cache: Path) -> str:
     if not a.bbox:
         raise BuildError("--from needs --bbox W,S,E,N")
     cache = Path(a.cache) if a.cache else default_cache / "mirror"
-    records = {}
-    for y in a.year:  # the record dirs cmd_build will use
-        store = Path(a.store) if a.store else Path(a.out) / f"{y}.zarr"
-        records[y] = Path(a.record) / str(y) if a.record else Path(str(store) + ".build")
     return str(prepare(a.mirror, parse_bbox(a.bbox), list(a.year), cache, jobs=a.jobs, quiet=a.quiet,
                        keep=stored_tiles(records)))
