@@ -1,9 +1,11 @@
-"""Whole shards and whole chunks of local Zarr v3 arrays as files, without zarr-python.
+"""Whole shards and whole chunks of Zarr v3 arrays as objects, without zarr-python.
 
 The build's tasks write and read a shard or a chunk at a time; zarr-python's per-call overhead (an event-loop
 round trip, selection and merge logic, one inner chunk at a time through its codec pipeline) cost more than
 the encoding itself (builder/shardio.py says why in detail).  zarr-python creates the arrays
 (builder/store.py) and reads what is written here value for value (tests/test_shardio.py, test_pyramid.py).
+An array is a builder.sink.Sink rooted at its directory (a local path is taken as one), so the same code
+writes a local store and an object store: a shard is one object, written whole.
 This module imports no zarr: the build's worker processes import it, and zarr's import alone took a
 quarter of a second of their start.
 """
@@ -18,9 +20,9 @@ import google_crc32c
 import numcodecs
 import numpy as np
 
-from builder.atomic import write_bytes
 from builder.bloscframe import SHUFFLES, RowCompressor, decompress
 from builder.errors import BuildError
+from builder.sink import Sink, as_sink
 
 
 def _blosc(cfg: dict):
@@ -47,11 +49,28 @@ class ShardSpec:
     chunk_crc: bool  # inner chunks carry a crc32c (stores built before per-chunk checksums do not)
 
     @classmethod
-    def read(cls, array_dir: Path) -> "ShardSpec":
-        meta = json.loads((Path(array_dir) / "zarr.json").read_text())
+    def read(cls, array: Sink | Path) -> "ShardSpec":
+        array = as_sink(array)
+        return cls.parse(_metadata(array), str(array))
+
+    @classmethod
+    def read_many(cls, zone: Sink, arrays: list[str]) -> dict[str, "ShardSpec"]:
+        """The specs of several arrays of a group, by path (their zarr.json read at once: concurrently from an
+        object store)."""
+        docs = zone.get_many([f"{a}/zarr.json" for a in arrays])
+        out = {}
+        for a in arrays:
+            raw = docs.get(f"{a}/zarr.json")
+            if raw is None:
+                raise BuildError("no zarr.json: not an array", str(zone / a))
+            out[a] = cls.parse(json.loads(raw), str(zone / a))
+        return out
+
+    @classmethod
+    def parse(cls, meta: dict, where: str) -> "ShardSpec":
         sharding = meta["codecs"][0]
         if sharding["name"] != "sharding_indexed":
-            raise BuildError("array is not sharded", str(array_dir))
+            raise BuildError("array is not sharded", where)
         from builder.shardio import has_chunk_crc
         fv = meta["fill_value"]
         blosc = next(c for c in sharding["configuration"]["codecs"] if c["name"] == "blosc")["configuration"]
@@ -60,39 +79,45 @@ class ShardSpec:
                    float("nan") if fv == "NaN" else fv, dict(blosc), has_chunk_crc(sharding["configuration"]))
 
 
-class ShardedArrayFiles:
-    """Read and write whole shards of one sharded array in a local zone directory."""
+def _metadata(array: Sink) -> dict:
+    raw = array.get("zarr.json")
+    if raw is None:
+        raise BuildError("no zarr.json: not an array", str(array))
+    return json.loads(raw)
 
-    def __init__(self, array_dir: Path, spec: ShardSpec | None = None):
-        self.dir = Path(array_dir)
-        spec = spec or ShardSpec.read(self.dir)
+
+class ShardedArrayFiles:
+    """Read and write whole shards of one sharded array (a Sink at the array, or a local directory)."""
+
+    def __init__(self, array: Sink | Path, spec: ShardSpec | None = None):
+        self.sink = as_sink(array)
+        spec = spec or ShardSpec.read(self.sink)
         self.shard_shape, self.chunk_shape = spec.shard_shape, spec.chunk_shape
         self.dtype, self.fill, self.chunk_crc = np.dtype(spec.dtype), spec.fill, spec.chunk_crc
         self.compress_rows, self.decompress = RowCompressor(spec.blosc).rows, decompress
         self.crc = google_crc32c.value
 
-    def path(self, sr: int, sc: int) -> Path:
-        from builder.shardio import shard_key
-        return self.dir.parent / shard_key(self.dir.name, sr, sc, len(self.shard_shape))
+    def key(self, sr: int, sc: int) -> str:
+        from builder.shardio import array_shard_key
+        return array_shard_key(sr, sc, len(self.shard_shape))
 
     def write(self, sr: int, sc: int, data: np.ndarray) -> bool:
-        """Write (atomically: temp file + rename) or, when all fill, remove the shard.  True if a file exists."""
+        """Write (whole: a temporary file renamed, or one PUT) or, when all fill, remove the shard.  True if one
+        exists."""
         from builder.shardio import encode_shard
         if tuple(data.shape) != self.shard_shape:
             raise ValueError(f"shard data {data.shape} is not {self.shard_shape}")
         blob = encode_shard(data.astype(self.dtype, copy=False), self.chunk_shape, self.fill, self.compress_rows, self.crc,
                             self.chunk_crc)
-        p = self.path(sr, sc)
         if blob is None:
-            p.unlink(missing_ok=True)
+            self.sink.delete(self.key(sr, sc))
             return False
-        write_bytes(p, blob)
+        self.sink.write(self.key(sr, sc), blob)
         return True
 
     def read(self, sr: int, sc: int) -> np.ndarray:
         from builder.shardio import decode_shard
-        p = self.path(sr, sc)
-        buf = p.read_bytes() if p.exists() else None
+        buf = self.sink.get(self.key(sr, sc))
         return decode_shard(buf, self.shard_shape, self.chunk_shape, self.dtype, self.fill, self.decompress, self.crc,
                             self.chunk_crc)
 
@@ -103,32 +128,32 @@ class ShardedArrayFiles:
         out = np.full((r1 - r0, c1 - c0, *self.shard_shape[2:]), self.fill, dtype=self.dtype)
         for sr in range(r0 // s0, (r1 - 1) // s0 + 1):
             for sc in range(c0 // s1, (c1 - 1) // s1 + 1):
-                p = self.path(sr, sc)
-                if not p.exists():
+                buf = self.sink.get(self.key(sr, sc))
+                if buf is None:
                     continue
                 a0, a1 = max(r0, sr * s0), min(r1, (sr + 1) * s0)
                 b0, b1 = max(c0, sc * s1), min(c1, (sc + 1) * s1)
                 box = (a0 - sr * s0, a1 - sr * s0, b0 - sc * s1, b1 - sc * s1)  # only the inner chunks it touches
                 out[a0 - r0:a1 - r0, b0 - c0:b1 - c0] = decode_window(
-                    p.read_bytes(), self.shard_shape, self.chunk_shape, self.dtype, self.fill, self.decompress, box,
+                    buf, self.shard_shape, self.chunk_shape, self.dtype, self.fill, self.decompress, box,
                     self.crc, self.chunk_crc)
         return out
 
 
 class ChunkedArrayFiles:
     """Read and write whole chunks of one regular (unsharded) array with codecs [bytes, blosc, crc32c] in a
-    local directory: the global_rgb levels (builder.pyramid).  Why not zarr-python: its per-call overhead
+    Sink (or local directory): the global_rgb levels (builder.pyramid).  Why not zarr-python: its per-call overhead
     (an event-loop round trip, selection and merge logic) cost more than encoding a 256x256x4 chunk, and the
     pyramid moves whole chunks only.  The bytes are zarr-python's (tests/test_pyramid.py reads them back
     through zarr): the chunk's C-order bytes, Blosc, then its crc32c (little endian); an all-fill chunk has
     no file (write_empty_chunks false)."""
 
-    def __init__(self, array_dir: Path):
-        self.dir = Path(array_dir)
-        meta = json.loads((self.dir / "zarr.json").read_text())
+    def __init__(self, array: Sink | Path):
+        self.sink = as_sink(array)
+        meta = _metadata(self.sink)
         names = [c["name"] for c in meta["codecs"]]
         if meta["chunk_grid"]["name"] != "regular" or names != ["bytes", "blosc", "crc32c"]:
-            raise BuildError(f"not a regular [bytes, blosc, crc32c] array: {names}", str(self.dir))
+            raise BuildError(f"not a regular [bytes, blosc, crc32c] array: {names}", str(self.sink))
         self.shape = tuple(meta["shape"])
         self.chunk_shape = tuple(meta["chunk_grid"]["configuration"]["chunk_shape"])
         self.dtype = np.dtype(meta["data_type"]).newbyteorder("<")
@@ -136,32 +161,30 @@ class ChunkedArrayFiles:
         self.compress, self.decompress = RowCompressor(meta["codecs"][1]["configuration"]).one, decompress
         self.crc = google_crc32c.value
 
-    def path(self, *idx: int) -> Path:
-        """The chunk file at grid index `idx` (trailing dimensions, one chunk wide, at index 0)."""
+    def key(self, *idx: int) -> str:
+        """The chunk's key at grid index `idx` (trailing dimensions, one chunk wide, at index 0)."""
         full = [*idx, *([0] * (len(self.chunk_shape) - len(idx)))]
-        return self.dir.joinpath("c", *map(str, full))
+        return "/".join(["c", *map(str, full)])
 
     def read(self, *idx: int) -> np.ndarray:
-        """The whole chunk (fill where it has no file); ValueError when its crc32c differs."""
+        """The whole chunk (fill where it has no object); ValueError when its crc32c differs."""
         from builder.shardio import open_chunk
-        p = self.path(*idx)
-        if not p.exists():
+        buf = self.sink.get(self.key(*idx))
+        if buf is None:
             return np.full(self.chunk_shape, self.fill, dtype=self.dtype)
-        raw = open_chunk(p.read_bytes(), self.crc)
+        raw = open_chunk(buf, self.crc)
         return np.frombuffer(self.decompress(raw), dtype=self.dtype).reshape(self.chunk_shape)
 
     def write(self, data: np.ndarray, *idx: int) -> bool:
-        """Write the whole chunk (atomically: temp file + rename), or remove it when all fill; True if a
-        file exists.  Parts of an edge chunk outside the array must hold the fill value, as zarr-python
-        writes them."""
-        p = self.path(*idx)
+        """Write the whole chunk (one whole object), or remove it when all fill; True if one exists.  Parts of
+        an edge chunk outside the array must hold the fill value, as zarr-python writes them."""
         if tuple(data.shape) != self.chunk_shape:
             raise ValueError(f"chunk data {data.shape} is not {self.chunk_shape}")
         data = np.ascontiguousarray(data, dtype=self.dtype)
         if (data == self.fill).all():
-            p.unlink(missing_ok=True)
+            self.sink.delete(self.key(*idx))
             return False
         blob = bytes(self.compress(data))
         blob += struct.pack("<I", self.crc(blob))
-        write_bytes(p, blob)
+        self.sink.write(self.key(*idx), blob)
         return True

@@ -22,8 +22,8 @@ Writes that do not come through here are whole too: zarr-python's LocalStore (za
 pyproject pins) writes every key, zarr.json included, to a temporary file renamed into place and removes
 it when the write fails (the store's groups, arrays and consolidated metadata, builder/store.py);
 publish renames its own temporary dotfiles into place (builder/publish.py); a mirror's tiles stream to
-a temporary file renamed into place (builder/mirror/fetch.py).  The build's `.done` journals are
-appended a line at a time, and a line a full disk cut short is not read (builder/record.py).
+a temporary file renamed into place (builder/mirror/fetch.py).  The build writes through builder/sink.py,
+whose local sink writes every object (shards, documents, each journal entry) here.
 
 A reader that read the old directory's entry document (a Parquet index's `.zmetadata`) before the swap
 and opens its other files after it gets new files: reopen what was rewritten.  A `.partial` file or

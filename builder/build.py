@@ -16,9 +16,16 @@ Phases, each safe to interrupt (even by SIGKILL):
   6. the global_rgb pyramid where shards changed, side by side (they read different arrays;
      `Runner.concurrently`), then consolidate.
 
-The build record (JSON, outside the store: `<store>.build/` by default) keeps
+The build record (a typed `record.BuildRecord`, JSON outside the store: `<store>.build/` by default) keeps
 what a later incremental run needs: tile fingerprints per zone, the RGB
 model and the layout.  The store itself holds nothing but Zarr.
+
+Storage-neutral: the store and the record are each a builder.sink.Sink, a local directory or an object store
+prefix (s3://bucket/prefix, endpoint and credentials from the standard AWS environment variables).  Every write
+goes through them (shards, metadata, the record, its journals, the lock), so the same build writes either, and
+its tasks run alike on local worker processes or on Dask workers that share no disk with this process.  The
+store's root zarr.json with its consolidated metadata (phase 6's last write) is the commit point: readers
+open a store through it.
 
 Progress is recorded only after the work it describes is on disk, and intents
 before the work: a zone enters the record (marked "creating") before its group
@@ -31,15 +38,16 @@ TESSERA_TEST_KILL_AT=<phase> makes the process SIGKILL itself at that phase (wit
 send its process group a Ctrl-C; `kill_point`; tests/test_kills.py, tests/test_build.py).
 
 Modules: plan.py (pure planning: grids, placements, shards), record.py (the record and journals),
-regrid.py (phase 2's grid moves), shardtask.py (phase 3's task and the colour/code sample); this module
-runs the phases in order.
+regrid.py (phase 2's grid moves), shardtask.py (phase 3's task and the colour/code sample), products.py (what
+phase 3 writes besides the embeddings: registered per-shard products), levels.py (phases 5 and 6's one level
+scheduler); this module runs the phases in order.
 """
 from __future__ import annotations
 
-import shutil
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -51,29 +59,35 @@ from builder import convention as conv
 from builder import extensions as ext
 from builder import overviews as ovr
 from builder import record as rec
+from builder.arrayfiles import ShardSpec
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
+from builder.hooks import kill_point
 from builder.lock import store_lock
 from builder.parallel import Runner
 from builder.plan import check_overlaps, plan_zone, tile_box, zone_key
-from builder.hooks import kill_point
+from builder.products import for_build as shard_products
+from builder.record import BuildRecord, Journal, OverviewsRecord, ZoneRecord
 from builder.regrid import grow_zone
 from builder.rgb import RGBModel
 from builder.shardtask import ShardTask, write_shard
 from builder.shardtask import sample as sample_pixels
-from builder.arrayfiles import ShardSpec
-from builder.store import SHARDED, Layout, clean_partials, consolidate, create_zone, open_year
+from builder.sink import Sink, open_sink
+from builder.store import Layout, consolidate, create_zone, open_year
 from builder.tiles import Tile, TileRef, check_scales, discover, open_tile
+
+
+SHARD_BATCH = 64  # shard tasks handed to the runner at once (at least 4 a worker: builder.parallel.Runner.parallelism)
 
 
 @dataclass
 class BuildConfig:
     tiles: str
-    store: Path
+    store: str | Path  # a local path or an object store URL (s3://bucket/prefix/2024.zarr)
     year: int
     model_version: str = "1.0"
     build_version: str = BUILD_VERSION
-    record: Path | None = None
+    record: str | Path | None = None  # the build record's directory or URL (default: <store>.build)
     rgb: bool = True
     overlap: str = "last"  # or "error"
     layout: Layout = field(default_factory=Layout)
@@ -85,18 +99,22 @@ class BuildConfig:
     overviews: bool = True  # embedding overviews (tessera-ovr:)
     code_dims: int = ovr.DIMS
 
-    @property
-    def record_dir(self) -> Path:
-        return Path(self.record) if self.record else Path(str(self.store) + ".build")
+    @cached_property
+    def store_sink(self) -> Sink:
+        return open_sink(self.store)
+
+    @cached_property
+    def record_sink(self) -> Sink:
+        return open_sink(self.record) if self.record else open_sink(f"{str(self.store).rstrip('/')}.build")
 
 
 @dataclass
 class BuildReport:
-    store: Path
+    store: str
     zones: dict[str, int] = field(default_factory=dict)  # zone -> n_tiles
     shards_written: int = 0
     shards_skipped: int = 0  # journalled as done by an interrupted run
-    shards_empty: int = 0  # computed, but no valid pixel: no file
+    shards_empty: int = 0  # computed, but no valid pixel: no object
     tiles_new: int = 0
     tiles_total: int = 0
     changed_boxes: dict[str, list] = field(default_factory=dict)
@@ -116,25 +134,23 @@ def _check_consistent(tiles: list[Tile]) -> None:
             raise BuildError(f"has {t.n_bands} bands but {first.name} has {first.n_bands}", t.emb.url)
 
 
-def _create_zone(cfg: BuildConfig, root, record: dict, name: str, zone: int, south: bool, grid: ZoneGrid,
+def _create_zone(cfg: BuildConfig, root, record: BuildRecord, name: str, zone: int, south: bool, grid: ZoneGrid,
                  n_bands: int) -> None:
     """Create the zone group; the record names the zone first, so a killed creation is recognised and redone."""
-    zrec = {"south": south, "grid": grid.__dict__, "tiles": {}, "creating": True}
-    record["zones"][name] = zrec
-    rec.save_record(cfg, record)
-    create_zone(root, grid, n_bands, cfg.rgb, cfg.layout)
-    if cfg.overviews:
-        _overviews_of(cfg, record, n_bands)(root[name], grid)
+    zrec = record.zones[name] = ZoneRecord(south, grid, creating=True)
+    rec.save_record(cfg.record_sink, record)
+    create_zone(cfg.store_sink / name, grid, n_bands, cfg.rgb, cfg.layout,
+                _overviews_of(cfg, record, n_bands) if cfg.overviews else None)
     kill_point("zone-created")
     _set_zone_attrs(root[name], cfg, zone, south, n_bands, 0, grid)
-    del zrec["creating"]
-    rec.save_record(cfg, record)
+    zrec.creating = False
+    rec.save_record(cfg.record_sink, record)
 
 
-def _overviews_of(cfg: BuildConfig, record: dict, n_bands: int) -> Callable[[zarr.Group, ZoneGrid], None]:
+def _overviews_of(cfg: BuildConfig, record: BuildRecord, n_bands: int) -> Callable[[zarr.Group, ZoneGrid], None]:
     """f(zone group, grid): the zone's overview arrays created or resized to the grid, and its
     tessera-ovr:* attributes (level transforms) updated."""
-    model = ovr.CodeModel.from_json(record["overviews"]["model"])
+    model = ovr.CodeModel.from_json(record.overviews.model)
 
     def ensure(group: zarr.Group, grid: ZoneGrid) -> None:
         ovr.ensure(group, grid, n_bands, model, ovr.LEVELS, cfg.layout)
@@ -144,10 +160,11 @@ def _overviews_of(cfg: BuildConfig, record: dict, n_bands: int) -> Callable[[zar
 
 @contextmanager
 def lock(cfg: BuildConfig) -> Iterator[None]:
-    """The store's build lock (builder/lock.py): one build of a store at a time, held for the whole build
-    (re-entrant: `cmd_build` validates the store under the same lock).  Test phases `lock` and `locked`."""
+    """The store's build lock (builder/lock.py, in the build record's sink): one build of a store at a time, held
+    for the whole build (re-entrant: `cmd_build` validates the store under the same lock).  Test phases `lock`
+    and `locked`."""
     kill_point("lock")
-    with store_lock(cfg.record_dir, cfg.store):
+    with store_lock(cfg.record_sink, cfg.store):
         kill_point("locked")
         yield
 
@@ -166,8 +183,8 @@ def build(cfg: BuildConfig, runner: Runner | None = None) -> BuildReport:
 
 
 def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
-    store = Path(cfg.store)
-    report = BuildReport(store)
+    store = cfg.store_sink
+    report = BuildReport(str(cfg.store))
     refs = discover(cfg.tiles, cfg.year)
     tiles: list[Tile] = runner.map(_open_checked, refs, f"reading {len(refs)} tiles", here=True)
     _check_consistent(tiles)
@@ -175,72 +192,73 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
     by_zone: dict[int, list[Tile]] = defaultdict(list)
     for t in tiles:
         by_zone[t.zone].append(t)
-    record = rec.load_record(cfg)
+    record = rec.load_record(cfg.record_sink)
     rec.check_record(cfg, record, n_bands, by_zone)
     if cfg.overlap == "error":
         for ztiles in by_zone.values():
             check_overlaps(ztiles, zone_key(ztiles)[1])
     rgb_model = None
-    need_code = cfg.overviews and "overviews" not in record
-    sample = sample_pixels(tiles) if (cfg.rgb and "rgb" not in record) or need_code else None
+    need_code = cfg.overviews and record.overviews is None
+    sample = sample_pixels(tiles) if (cfg.rgb and record.rgb is None) or need_code else None
     # One BLAS thread: the local pool starts up on the other core meanwhile (Runner.__enter__), and
     # OpenBLAS's threads waiting on a busy core made these two small fits take 0.3 s instead of 0.02 s.
     with threadpool_limits(1):
         if cfg.rgb:
-            rgb_model = RGBModel.from_json(record["rgb"]) if "rgb" in record else RGBModel.fit(sample)
+            rgb_model = RGBModel.from_json(record.rgb) if record.rgb is not None else RGBModel.fit(sample)
         code_model = ovr.CodeModel.fit(sample, cfg.code_dims).to_json() if need_code else None
     tiles = runner.map(Tile.hashed, tiles, f"fingerprinting {len(tiles)} tiles", here=True)
     by_zone = {z: [t for t in tiles if t.zone == z] for z in by_zone}
     # Everything above only reads: a refused build leaves no store and no record behind.
     root = open_year(store, cfg.year)
     rec.check_zone_groups(cfg, root, record)
-    clean_partials(store)  # temporary files of writes a killed run left behind (builder/atomic.py)
-    clean_partials(cfg.record_dir)  # ... and in its record (record.json, *.done, overview quarters)
-    record.setdefault("model_version", cfg.model_version)
-    record["n_bands"] = n_bands
-    record["layout"] = cfg.layout.__dict__
-    record.setdefault("zones", {})
+    store.clean_partials()  # temporary files of writes a killed run left behind (builder/atomic.py)
+    cfg.record_sink.clean_partials()  # ... and in its record (record.json, journals, overview quarters)
+    if record.model_version is None:
+        record.model_version = cfg.model_version
+    record.n_bands = n_bands
+    record.layout = dict(cfg.layout.__dict__)
     if rgb_model is not None:
-        record["rgb"] = rgb_model.to_json()
+        record.rgb = rgb_model.to_json()
     if need_code:
-        record["overviews"] = {"levels": ovr.LEVELS, "dims": cfg.code_dims, "model": code_model}
-    rec.save_record(cfg, record)  # a resumed run must reuse the same colours and code
+        record.overviews = OverviewsRecord(ovr.LEVELS, cfg.code_dims, code_model)
+    rec.save_record(cfg.record_sink, record)  # a resumed run must reuse the same colours and code
 
     for zone_num, ztiles in sorted(by_zone.items()):
-        _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, rgb_model, record, report)
+        _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, record, report)
     report.tiles_total = len(tiles)
     pyramid = cfg.global_rgb and cfg.rgb
     runner.concurrently(lambda: _update_overviews(cfg, root, record, runner),
                         *([lambda: _update_pyramid(cfg, record, runner)] if pyramid else []))
     consolidate(store)
     kill_point("consolidated")
-    if (pyramid and record.get("pyramid_pending")) or record.get("overview_pending"):
+    if (pyramid and record.pyramid_pending) or record.overview_pending:
         if pyramid:
-            record["pyramid_pending"] = {}
-        record.pop("overview_pending", None)
-        rec.save_record(cfg, record)
+            record.pyramid_pending = {}
+        record.overview_pending = {}
+        rec.save_record(cfg.record_sink, record)
     return report
 
 
-def _update_overviews(cfg: BuildConfig, root, record: dict, runner: Runner) -> None:
-    """Phase 5: the overview levels above the pending shards, then the quarter files are removed (before
-    the pending shards leave the record)."""
-    if record.get("overview_pending"):
-        ovr.update({name: (Path(cfg.store) / name, ZoneGrid.from_attrs(dict(root[name].attrs), cfg.layout.shard),
-                           pending) for name, pending in sorted(record["overview_pending"].items())},
-                   ovr.LEVELS, runner, checkpoint=kill_point, quarters=_quarters(cfg))
-    shutil.rmtree(_quarters(cfg), ignore_errors=True)
+def _update_overviews(cfg: BuildConfig, root, record: BuildRecord, runner: Runner) -> None:
+    """Phase 5: the overview levels above the pending shards, then the quarters are removed (before the pending
+    shards leave the record)."""
+    if record.overview_pending:
+        ovr.update({name: (cfg.store_sink / name, ZoneGrid.from_attrs(dict(root[name].attrs), cfg.layout.shard),
+                           pending) for name, pending in sorted(record.overview_pending.items())},
+                   ovr.LEVELS, ovr.CodeModel.from_json(record.overviews.model), runner, checkpoint=kill_point,
+                   quarters=_quarters(cfg))
+    _quarters(cfg).delete_all()
 
 
-def _update_pyramid(cfg: BuildConfig, record: dict, runner: Runner) -> None:
+def _update_pyramid(cfg: BuildConfig, record: BuildRecord, runner: Runner) -> None:
     """Phase 6: the global_rgb pyramid over the pending shards."""
     from builder.pyramid import update_pyramid
-    update_pyramid(Path(cfg.store), record.get("pyramid_pending", {}), cfg.global_res, runner, checkpoint=kill_point)
+    update_pyramid(cfg.store_sink, record.pyramid_pending, cfg.global_res, runner, checkpoint=kill_point)
 
 
-def _quarters(cfg: BuildConfig) -> Path:
+def _quarters(cfg: BuildConfig) -> Sink:
     """Where the shard writer leaves each shard's level-1 quarter for the overviews (builder.overviews)."""
-    return cfg.record_dir / "overview-quarters"
+    return cfg.record_sink / "overview-quarters"
 
 
 def _set_zone_attrs(group, cfg: BuildConfig, zone: int, south: bool, n_bands: int, n_tiles: int, grid: ZoneGrid):
@@ -254,58 +272,54 @@ def _set_zone_attrs(group, cfg: BuildConfig, zone: int, south: bool, n_bands: in
     group.update_attributes(attrs)  # one write (attrs.update writes zarr.json once per key)
 
 
-def _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, rgb_model, record, report) -> None:
-    store = Path(cfg.store)
+def _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, record: BuildRecord, report) -> None:
     name = conv.zone_group_name(zone_num)
-    zone_dir = store / name
+    zone_sink = cfg.store_sink / name
     zone, south = zone_key(ztiles)
     grid = ZoneGrid.covering(zone, south, [tile_box(t, south) for t in ztiles], cfg.layout.shard)
-    if rec.zone_record(record, name):
+    if record.zone(name):
         # a store without overviews (built with --no-overviews) has no code model and no levels to move
-        ovr_move = _overviews_of(cfg, record, n_bands) if "overviews" in record else None
+        ovr_move = _overviews_of(cfg, record, n_bands) if record.overviews else None
         grid = grow_zone(cfg, record, name, grid, n_bands, ovr_move)
     else:
         _create_zone(cfg, root, record, name, zone, south, grid, n_bands)
-    zrec = record["zones"][name]
-    known = zrec["tiles"]
-    boxes = zrec.setdefault("boxes", {})  # where each tile's pixels went (zone CRS): a moved tile's old place
+    zrec = record.zones[name]
+    known, boxes = zrec.tiles, zrec.boxes  # boxes: where each tile's pixels went (zone CRS): a moved tile's old place
     plan = plan_zone(grid, ztiles, known, boxes)
     shards = list(plan.shards)
     report.tiles_new += len(plan.dirty)
     if cfg.overviews:
         if ext.OVR_GROUP not in root[name]:
             # a zone without overviews (a store built before them): every stored shard needs them
-            rec.add_overview_pending(record, name, grid, ovr.stored_shards(zone_dir / "embeddings"))
-            rec.save_record(cfg, record)
+            record.add_overview_pending(name, grid, ovr.stored_shards(zone_sink / "embeddings"))
+            rec.save_record(cfg.record_sink, record)
         _overviews_of(cfg, record, n_bands)(root[name], grid)  # idempotent: finishes a killed creation
-    if shards and rgb_model is not None:
-        rec.add_pending(record, name, grid, shards)
+    if shards and cfg.rgb:
+        record.add_pending(name, grid, shards)
     if shards and cfg.overviews:
-        rec.add_overview_pending(record, name, grid, shards)
-    if shards and (rgb_model is not None or cfg.overviews):
-        rec.save_record(cfg, record)  # before the shards change: the pyramid and overviews are redone over them
-    done_file = cfg.record_dir / f"{name}.done"
-    done = rec.read_done(done_file, plan.plan_id)  # shards an interrupted run of this same plan finished
+        record.add_overview_pending(name, grid, shards)
+    if shards and (cfg.rgb or cfg.overviews):
+        rec.save_record(cfg.record_sink, record)  # before the shards change: the pyramid and overviews are redone over them
+    journal = Journal(cfg.record_sink, name, plan.plan_id)
+    done = journal.done()  # shards an interrupted run of this same plan finished
     todo = [s for s in shards if s not in done]
     report.shards_skipped += len(shards) - len(todo)
-    rgb = rgb_model.to_json() if rgb_model else None
-    code = record["overviews"]["model"] if cfg.overviews else None
-    arrays = [*SHARDED, *(ovr.level_path(0, a) for a in ovr.level_arrays(0))]
-    specs = {a: ShardSpec.read(zone_dir / a) for a in arrays if (zone_dir / a / "zarr.json").exists()}
-    quarters = str(ovr.level_quarters(_quarters(cfg), name, 0)) if cfg.overviews else None
-    tasks = [ShardTask(str(zone_dir), grid, s, plan.cover(s), n_bands, rgb, str(done_file), specs, code, quarters)
-             for s in todo]
-    for i in range(0, len(tasks), 64):  # in batches: bounded graphs and memory
-        for shard, n_valid in runner.map(write_shard, tasks[i:i + 64],
-                                         f"{name}: shards {i + 1}-{min(i + 64, len(tasks))} of {len(tasks)}"):
+    products = shard_products(cfg, record, _quarters(cfg))
+    arrays = ["embeddings", "scales", *(a for p in products for a in p.arrays)]
+    specs = ShardSpec.read_many(zone_sink, arrays) if todo else {}
+    tasks = [ShardTask(zone_sink, grid, s, plan.cover(s), n_bands, journal, specs, products) for s in todo]
+    batch = max(SHARD_BATCH, 4 * runner.parallelism)  # bounded graphs and memory; every worker busy to a batch's end
+    for i in range(0, len(tasks), batch):
+        for shard, n_valid in runner.map(write_shard, tasks[i:i + batch],
+                                         f"{name}: shards {i + 1}-{min(i + batch, len(tasks))} of {len(tasks)}"):
             report.shards_written += n_valid > 0
             report.shards_empty += n_valid == 0
     for t, _, _ in plan.dirty:
         known[t.name] = t.fingerprint()
         boxes[t.name] = list(tile_box(t, grid.south))
     _set_zone_attrs(root[name], cfg, zone, south, n_bands, len(known), grid)
-    rec.save_record(cfg, record)  # the fingerprints: only now is the tiles' content in the zone
+    rec.save_record(cfg.record_sink, record)  # the fingerprints: only now is the tiles' content in the zone
     kill_point("zone-recorded")
-    done_file.unlink(missing_ok=True)
+    journal.clear()
     report.zones[name] = len(known)
     report.changed_boxes[name] = [(grid.__dict__, list(shards))]

@@ -1,5 +1,5 @@
 """The files that list stores for the explorer: catalog.json and the multi-year index years.json, each written
-whole or not at all (builder/atomic.py)."""
+whole or not at all (builder/sink.py, builder/atomic.py)."""
 from __future__ import annotations
 
 import json
@@ -7,35 +7,41 @@ from pathlib import Path
 
 import jsonschema
 
-from builder.atomic import write_bytes
 from builder.describe import TESSERA, StoreError, describe
 from builder.errors import BuildError
+from builder.sink import LocalSink, open_sink
 
 
-def write_catalog(data_dir: Path) -> Path:
-    """catalog.json: the year stores in `data_dir`, for the app's year selector."""
-    from builder.publish import find_stores
-    if not data_dir.is_dir():
-        raise BuildError("no such directory", str(data_dir))
-    found = find_stores(data_dir)
+def write_catalog(data_dir: Path | str) -> str:
+    """catalog.json: the year stores in `data_dir`, for the app's year selector.  `data_dir` may be an object store
+    prefix (s3://...): there the stores directly under it (where `build --out` puts them) are listed; a directory
+    is searched to any depth."""
+    sink = open_sink(data_dir)
+    if isinstance(sink, LocalSink):
+        from builder.publish import find_stores
+        if not sink.root.is_dir():
+            raise BuildError("no such directory", str(data_dir))
+        found = [s.relative_to(sink.root).as_posix() for s in find_stores(sink.root)]
+    else:
+        found = [name for name in sink.children() if sink.exists(f"{name}/zarr.json")]
     if not found:
         raise BuildError("no tessera store (root zarr.json with tessera:dataset_version) in this directory", str(data_dir))
     stores = []
-    for s in found:
+    for rel in found:
+        where = str(sink / rel)
         try:
-            info = describe(json.loads((s / "zarr.json").read_text()), str(s), jsonschema=jsonschema)
+            info = describe(json.loads(sink.get(f"{rel}/zarr.json")), where, jsonschema=jsonschema)
         except (StoreError, ValueError) as e:
-            raise BuildError(str(e).removeprefix(f"{s}: "), str(s)) from None
+            raise BuildError(str(e).removeprefix(f"{where}: "), where) from None
         if info.kind != TESSERA:
-            raise BuildError(f"a {info.kind} root, not a year store; catalog.json lists year stores", str(s))
-        stores.append({"year": info.year, "url": s.relative_to(data_dir).as_posix()})
+            raise BuildError(f"a {info.kind} root, not a year store; catalog.json lists year stores", where)
+        stores.append({"year": info.year, "url": rel})
     stores.sort(key=lambda s: s["year"])
     doc = {"stores": stores}
-    if (data_dir / "years.json").exists():
+    if sink.exists("years.json"):
         doc["multiyear"] = "years.json"
-    out = data_dir / "catalog.json"
-    write_bytes(out, json.dumps(doc, indent=1).encode())
-    return out
+    sink.write("catalog.json", json.dumps(doc, indent=1).encode())
+    return f"{sink}/catalog.json"
 
 
 def write_years_index(data_dir: Path, stores: list[Path]) -> Path:

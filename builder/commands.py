@@ -31,9 +31,18 @@ def _report(r, t0: float) -> None:
           f"in {time.time() - t0:.1f}s")
 
 
-def _validate_or_fail(store: Path) -> None:
+def _under(base: str, name: str = "") -> str | Path:
+    """`name` inside a local directory or an object store prefix (no name: the place itself)."""
+    from builder.sink import is_url
+    if is_url(base):
+        return "/".join(filter(None, [base.rstrip("/"), name]))
+    return Path(base) / name
+
+
+def _validate_or_fail(store: str | Path) -> None:
+    from builder.sink import is_url, object_options
     from builder.validate import validate
-    probs = validate(str(store))
+    probs = validate(str(store), object_options(str(store)) if is_url(store) else None)
     if probs:
         raise BuildError(f"built store fails validation: {probs[0]} (+{len(probs) - 1} more)", str(store))
 
@@ -50,23 +59,24 @@ def cmd_build(a) -> int:
     layout = _make_layout(a)
     if a.code_dims < 1:
         raise BuildError(f"--code-dims {a.code_dims} must be at least 1")
+    cfgs = [BuildConfig(tiles="", store=_under(a.store) if a.store else _under(a.out, f"{y}.zarr"), year=y,
+                        model_version=a.model_version, record=_under(a.record, f"{y}") if a.record else None,
+                        rgb=not a.no_rgb, overlap=a.overlap, layout=layout, global_res=a.global_res, quiet=a.quiet,
+                        global_rgb=not a.no_global, overviews=not a.no_overviews, code_dims=a.code_dims)
+            for y in years]
     from builder.mirror import tiles_from_args
-    a.tiles = tiles_from_args(a, DEFAULT_CACHE)  # TILES, or a view of the tiles fetched --from a mirror
+    # TILES, or a view of the tiles fetched --from a mirror (with the tiles each store's record names)
+    tiles = tiles_from_args(a, DEFAULT_CACHE, {cfg.year: cfg.record_sink for cfg in cfgs})
     with Runner(a.scheduler, a.workers, a.quiet) as runner:
-        for y in years:
-            store = Path(a.store) if a.store else Path(a.out) / f"{y}.zarr"
+        for cfg in cfgs:
+            cfg.tiles = tiles
             t0 = time.time()
-            cfg = BuildConfig(tiles=a.tiles, store=store, year=y, model_version=a.model_version,
-                              record=Path(a.record) / f"{y}" if a.record else None, rgb=not a.no_rgb,
-                              overlap=a.overlap, layout=layout, global_res=a.global_res, quiet=a.quiet,
-                              global_rgb=not a.no_global, overviews=not a.no_overviews,
-                              code_dims=a.code_dims)
             with lock(cfg):  # validated under the build's own lock: no other build changes it meanwhile
                 _report(build(cfg, runner), t0)
-                _validate_or_fail(store)
-            print(f"{store}: valid tessera:{conv.DATASET_VERSION} store")
+                _validate_or_fail(cfg.store)
+            print(f"{cfg.store}: valid tessera:{conv.DATASET_VERSION} store")
     if a.out:
-        write_catalog(Path(a.out))
+        write_catalog(_under(a.out))
     return 0
 
 

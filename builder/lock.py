@@ -12,7 +12,9 @@ both hold "the" lock through two different files).
 Within one process the lock is re-entrant (a build inside `cmd_build`, which also validates the store under
 it): flock would refuse a second descriptor of the same process.
 
-An object store (s3://) has no flock and no process to watch: its lock is an object created only if absent (a
+A store's builds take `build.lock` in its build record (`store_lock`): a FileLock for a local record, an ObjectLock
+for one on an object store (builder/sink.py decides).  An object store (s3://) has no flock and no process to
+watch: its lock is an object created only if absent (a
 conditional PUT, `If-None-Match: *`) holding a lease, which the holder renews while it works (a conditional PUT
 on the object's own ETag, so a holder that lost its lease never overwrites another's).  A lock is stale, and is
 taken over by one conditional PUT on its ETag, when its lease has run out, or at once when its holder was a
@@ -32,7 +34,7 @@ from pathlib import Path
 
 from builder.errors import BuildError
 
-_held: dict[str, list] = {}  # lock path -> [descriptor, depth]: this process's locks
+_held: dict[str, list] = {}  # lock path -> [descriptor (an ObjectLock: the one holding it), depth]: this process's locks
 _guard = threading.Lock()
 
 
@@ -145,10 +147,11 @@ class FileLock:
                 break
 
 
-def store_lock(record_dir: Path, store: Path) -> FileLock:
-    """The lock of a year store's builds, in its build record directory (`<store>.build/` by default)."""
-    return FileLock(Path(record_dir) / "build.lock", str(store), "another build is writing this store",
-                    "the store's build record and lock")
+def store_lock(record, store) -> FileLock | ObjectLock:
+    """The lock of a year store's builds, `build.lock` in its build record (a builder.sink.Sink: `<store>.build/` by
+    default): a FileLock on a local record, an ObjectLock on an object store's."""
+    return record.lock("build.lock", str(store), "another build is writing this store",
+                       "the store's build record and lock")
 
 
 def output_lock(output: Path, what: str) -> FileLock:
@@ -162,10 +165,11 @@ LEASE_S = float(os.environ.get("TESSERA_LOCK_LEASE", "120"))  # an object lock's
 
 class ObjectLock:
     """`with ObjectLock(fs, key, target, what):` on an fsspec object store (s3fs: conditional PUTs).  See the module's
-    docstring for the rule; the refusal is the same one line as FileLock's."""
+    docstring for the rule; the refusal is the same one line as FileLock's.  Re-entrant within a process, as
+    FileLock is (the instance that took the lock renews and releases it)."""
 
-    def __init__(self, fs, key: str, target: str, what: str = "in use by another command"):
-        self.fs, self.key, self.target, self.what = fs, key, target, what
+    def __init__(self, fs, key: str, target: str, what: str = "in use by another command", cannot: str = "its lock"):
+        self.fs, self.key, self.target, self.what, self.cannot = fs, key, target, what, cannot
         self._etag: str | None = None
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
@@ -178,13 +182,24 @@ class ObjectLock:
         self.fs.pipe_file(self.key, self._doc(), **cond)
         return self.fs.info(self.key, refresh=True)["ETag"]
 
+    @property
+    def _held_key(self) -> str:
+        return f"object:{type(self.fs).__name__}:{self.key}"
+
     def __enter__(self) -> "ObjectLock":
+        with _guard:
+            if self._held_key in _held:
+                _held[self._held_key][1] += 1
+                return self
         for _ in range(8):  # each pass either takes the lock or finds a live holder; races only repeat it
             try:
                 self._etag = self._put(mode="create")
                 break
             except FileExistsError:
                 pass
+            except OSError as e:  # no such bucket, no permission, the endpoint unreachable
+                raise BuildError(f"cannot create {self.cannot} ({type(e).__name__}: {str(e)[:200]})",
+                                 self.target) from None
             try:
                 info = self.fs.info(self.key, refresh=True)
                 doc = json.loads(self.fs.cat_file(self.key)[:4096])
@@ -204,6 +219,8 @@ class ObjectLock:
             raise BuildError(f"cannot take the lock {self.key}: it keeps changing", self.target)
         self._renewer = threading.Thread(target=self._renew, name="tessera-lock-lease", daemon=True)
         self._renewer.start()
+        with _guard:
+            _held[self._held_key] = [self, 1]
         return self
 
     def _renew(self) -> None:
@@ -215,6 +232,15 @@ class ObjectLock:
                 return
 
     def __exit__(self, *exc) -> None:
+        with _guard:
+            entry = _held[self._held_key]
+            entry[1] -= 1
+            if entry[1]:
+                return
+            del _held[self._held_key]
+        entry[0]._release()
+
+    def _release(self) -> None:
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join()

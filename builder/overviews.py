@@ -13,9 +13,9 @@ per pixel (NaN: no data), so it dequantises with the convention's own formula in
 Level k lies on the CRS-wide lattice of level-k shards (builder.grid: `level_grid`), so that a level-k shard
 is computed from exactly 2x2 level-(k-1) shards and a grid that grows moves every level by whole shards.
 
-`update` recomputes the level shards above a set of changed level-0 shards, level by level, each shard
-from the stored level below: idempotent, so a killed update is finished by running it again over the same
-set (the build keeps that set in its record until the update is done).
+`update` recomputes the level shards above a set of changed level-0 shards, level by level (the build's one
+level scheduler, builder/levels.py), each shard from the stored level below: idempotent, so a killed update is
+finished by running it again over the same set (the build keeps that set in its record until the update is done).
 """
 from __future__ import annotations
 
@@ -29,11 +29,12 @@ import numpy as np
 
 from builder import convention as conv
 from builder import extensions as ext
-from builder.atomic import PARTIAL, write_bytes
+from builder import levels as lv
 from builder.grid import ZoneGrid
 from builder.parallel import Runner
 from builder.pca import principal_axes, project
-from builder.arrayfiles import ShardedArrayFiles
+from builder.arrayfiles import ShardedArrayFiles, ShardSpec
+from builder.sink import Sink
 
 if TYPE_CHECKING:  # zarr is imported where a function needs it: the build's worker processes run without it
     import zarr
@@ -44,7 +45,6 @@ LEVELS = 8  # level 8: one pixel per 10 m shard (2.56 km); a whole UTM zone is 2
 DIMS = 8    # code dimensions (benchmarks/overviews.py measures accuracy and bytes for others)
 CHUNK = 32  # inner chunk edge of the overview arrays: a 1 KB shard index instead of 64 KB
 QUARTER_MAGIC = b"tq-2\0\0\0\0"  # the quarter files' format (save_quarter); a file without it is not used
-SMALL = 4   # a level with at most this many shards to update is done, with all coarser ones, in one task
 
 
 @dataclass(frozen=True)
@@ -164,10 +164,9 @@ def lattice_shards(grid: ZoneGrid, shards) -> list[list[int]]:
     return [[r0 + sr, c0 + sc] for sr, sc in shards]
 
 
-def stored_shards(array_dir: Path) -> list[tuple[int, int]]:
-    base = Path(array_dir) / "c"
-    return sorted({(int(p.relative_to(base).parts[0]), int(p.relative_to(base).parts[1]))
-                   for p in base.rglob("*") if p.is_file() and PARTIAL not in p.name}) if base.exists() else []
+def stored_shards(array: Sink) -> list[tuple[int, int]]:
+    """(row, col) of every shard stored in an array."""
+    return sorted({(int(parts[1]), int(parts[2])) for parts in (k.split("/") for k in array.keys("c"))})
 
 
 # ---------------------------------------------------------------- quarters --
@@ -177,35 +176,35 @@ def stored_shards(array_dir: Path) -> list[tuple[int, int]]:
 # quarter is written after its shard and removed before the shard is rewritten, so one that exists always
 # matches the shard on disk; without one, the level above reads the shard.  Quarters are named by level
 # and lattice index (grids move, the lattice not) and removed once the levels are done.
-def level_quarters(quarters: Path, zone: str, k: int) -> Path:
-    """The directory of a zone's level-k quarters (level 0: the shard writer's)."""
-    return Path(quarters) / zone / str(k)
+# The quarters of a build live in its record (a Sink), at `{zone}/{k}/{R}_{C}` below its quarter prefix.
+def quarter_key(zone: str, k: int, lattice: tuple[int, int]) -> str:
+    """The key of a zone's level-k quarter at a lattice index (level 0: the shard writer's)."""
+    return f"{zone}/{k}/{lattice[0]}_{lattice[1]}"
 
 
-def quarter_path(quarters: Path, lattice: tuple[int, int]) -> Path:
-    return Path(quarters) / f"{lattice[0]}_{lattice[1]}"
-
-
-def save_quarter(path: Path, emb: np.ndarray, scl: np.ndarray) -> None:
-    """The 2x2 means of a shard, written atomically: QUARTER_MAGIC, their float32 scales, then the int8
-    vectors of the pixels with data only (coarse levels are mostly empty); an empty file when none has data."""
+def save_quarter(sink: Sink, key: str, emb: np.ndarray, scl: np.ndarray) -> None:
+    """The 2x2 means of a shard, written whole: QUARTER_MAGIC, their float32 scales, then the int8 vectors of the
+    pixels with data only (coarse levels are mostly empty); an empty object when none has data."""
     q, s = mean2x2(emb, scl) if conv.valid_mask(scl).any() else (None, None)
-    write_bytes(path, b"" if q is None else QUARTER_MAGIC + s.tobytes() + q[conv.valid_mask(s)].tobytes())
+    sink.write(key, b"" if q is None else QUARTER_MAGIC + s.tobytes() + q[conv.valid_mask(s)].tobytes())
 
 
-def load_quarter(path: Path, size: int, n_bands: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """(int8 (size, size, B), float32 (size, size)) saved by `save_quarter`; None when it has no data.
-    ValueError when it is not such a file (one an older builder left, or a truncated one)."""
-    raw = path.read_bytes()
+def load_quarter(raw: bytes | Path, size: int, n_bands: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(int8 (size, size, B), float32 (size, size)) saved by `save_quarter` (its bytes, or a file holding them);
+    None when it has no data.  ValueError when it is not such a quarter (one an older builder left, or a
+    truncated one)."""
+    where = "quarter"
+    if isinstance(raw, Path):
+        where, raw = str(raw), raw.read_bytes()
     if not raw:
         return None
     n, head = size * size, len(QUARTER_MAGIC)
     if raw[:head] != QUARTER_MAGIC or len(raw) < head + 4 * n:
-        raise ValueError(f"{path}: not a quarter file of {size}x{size} pixels")
+        raise ValueError(f"{where}: not a quarter file of {size}x{size} pixels")
     scl = np.frombuffer(raw, dtype=np.float32, count=n, offset=head).reshape(size, size)
     ok = conv.valid_mask(scl)
     if len(raw) != head + 4 * n + int(ok.sum()) * n_bands:
-        raise ValueError(f"{path}: {len(raw)} bytes do not hold the vectors of its {int(ok.sum())} pixels with data")
+        raise ValueError(f"{where}: {len(raw)} bytes do not hold the vectors of its {int(ok.sum())} pixels with data")
     emb = np.zeros((size, size, n_bands), dtype=np.int8)
     emb[ok] = np.frombuffer(raw, dtype=np.int8, offset=head + 4 * n).reshape(-1, n_bands)
     return emb, scl
@@ -214,35 +213,42 @@ def load_quarter(path: Path, size: int, n_bands: int) -> tuple[np.ndarray, np.nd
 # ------------------------------------------------------------------ update --
 @dataclass(frozen=True)
 class LevelTask:
-    zone_dir: str
+    zone: Sink                # the zone group
     k: int                    # the level written (>= 1)
     shard: tuple[int, int]    # its shard in the level-k array
     children: tuple           # 4 x (row, col) shard of the level-(k-1) array, or None outside it
     code0: tuple              # 4 x bool: also write the level-0 code of that child (k == 1)
-    model: dict               # CodeModel.to_json() of the zone
-    quarters: tuple = (None,) * 4  # 4 x the child's quarter file, used when it exists
-    quarter: str | None = None     # this shard's own quarter file (for level k + 1)
+    model: dict               # CodeModel.to_json() of the store
+    specs: dict               # the codec settings (arrayfiles.ShardSpec) of the zone's arrays it reads or writes
+    quarters: Sink | None = None   # where the quarters are (the build record's), when they are kept
+    kids: tuple = (None,) * 4      # 4 x the child's quarter key, used when it exists
+    quarter: str | None = None     # this shard's own quarter key (for level k + 1)
 
 
-def _files(zone: Path, k: int, name: str) -> ShardedArrayFiles:
-    return ShardedArrayFiles(zone / (name if k == 0 and name in ("embeddings", "scales") else level_path(k, name)))
+def _path(k: int, name: str) -> str:
+    """The path in the zone of level k's array `name` (level 0's embeddings and scales are the zone's own)."""
+    return name if k == 0 and name in ("embeddings", "scales") else level_path(k, name)
 
 
 def _level_task(t: LevelTask) -> tuple[tuple[int, int], bool]:
-    zone, m = Path(t.zone_dir), CodeModel.from_json(t.model)
-    if t.quarter is not None:  # removed first: a quarter that exists matches the shard on disk
-        Path(t.quarter).unlink(missing_ok=True)
-    src_e, src_s = _files(zone, t.k - 1, "embeddings"), _files(zone, t.k - 1, "scales")
+    zone, m = t.zone, CodeModel.from_json(t.model)
+
+    def files(k: int, name: str) -> ShardedArrayFiles:
+        return ShardedArrayFiles(zone / _path(k, name), t.specs[_path(k, name)])
+    if t.quarter is not None:  # removed first: a quarter that exists matches the shard stored
+        t.quarters.delete(t.quarter)
+    src_e, src_s = files(t.k - 1, "embeddings"), files(t.k - 1, "scales")
     s, nb = src_s.shard_shape[0], src_e.shard_shape[2]
     emb = np.zeros((s, s, nb), dtype=np.int8)
     scl = np.full((s, s), np.nan, dtype=np.float32)
-    for i, (child, code0, quarter) in enumerate(zip(t.children, t.code0, t.quarters)):
+    for i, (child, code0, kid) in enumerate(zip(t.children, t.code0, t.kids)):
         if child is None:
             continue
         a, b = (i // 2) * (s // 2), (i % 2) * (s // 2)
-        if quarter is not None and Path(quarter).exists():  # the child's means (and level-0 code) are done
+        raw = t.quarters.get(kid) if kid is not None else None
+        if raw is not None:  # the child's means (and level-0 code) are done
             try:
-                means = load_quarter(Path(quarter), s // 2, nb)
+                means = load_quarter(raw, s // 2, nb)
             except ValueError:  # not this builder's quarter (one left by an older version): the child is read
                 means = False
             if means is not False:
@@ -252,64 +258,51 @@ def _level_task(t: LevelTask) -> tuple[tuple[int, int], bool]:
         e, v = src_e.read(*child), src_s.read(*child)
         if code0:
             q, cs = m.encode(e, v)
-            _files(zone, 0, "code").write(*child, q)
-            _files(zone, 0, "code_scales").write(*child, cs)
+            files(0, "code").write(*child, q)
+            files(0, "code_scales").write(*child, cs)
         if np.isnan(v).all():
             continue
         emb[a:a + s // 2, b:b + s // 2], scl[a:a + s // 2, b:b + s // 2] = mean2x2(e, v)
     q, cs = m.encode(emb, scl)
     for name, data in (("embeddings", emb), ("scales", scl), ("code", q), ("code_scales", cs)):
-        _files(zone, t.k, name).write(*t.shard, data)
+        files(t.k, name).write(*t.shard, data)
     if t.quarter is not None:
-        save_quarter(Path(t.quarter), emb, scl)
+        save_quarter(t.quarters, t.quarter, emb, scl)
     return t.shard, bool((~np.isnan(scl)).any())
 
 
-def update(zones: dict[str, tuple[Path, ZoneGrid, list]], levels: int, runner: Runner,
-           checkpoint: Callable[[str], None] = lambda phase: None, quarters: Path | None = None) -> int:
-    """Recompute every overview shard above the changed level-0 shards of each zone ({name: (zone
-    directory, grid, [[R, C] lattice shards])}), a level at a time for all zones; returns shards written.
-    `quarters`: the directory of the quarter files (`level_quarters`)."""
-    import zarr
-    models, level0 = {}, {}
-    for name, (zone_dir, grid, pending) in zones.items():
-        g = zarr.open_group(zarr.storage.LocalStore(Path(zone_dir) / ext.OVR_GROUP), mode="r")
-        models[name] = CodeModel(g[ext.OVR_MEAN][...], g[ext.OVR_BASIS][...]).to_json()
+def _level_tasks(tasks: tuple[LevelTask, ...]) -> list[tuple[tuple[int, int], bool]]:
+    return [_level_task(t) for t in tasks]
+
+
+def update(zones: dict[str, tuple[Sink, ZoneGrid, list]], levels: int, model: CodeModel, runner: Runner,
+           checkpoint: Callable[[str], None] = lambda phase: None, quarters: Sink | None = None) -> int:
+    """Recompute every overview shard above the changed level-0 shards of each zone ({name: (zone group's
+    sink, grid, [[R, C] lattice shards])}), a level at a time for all zones; returns shards written.
+    `model`: the store's code model (what `ensure` wrote in every zone); `quarters`: where the quarters are
+    (`quarter_key`), when the build keeps them."""
+    level0, specs = {}, {}
+    arrays = sorted({_path(k, name) for k in range(levels + 1) for name in ("embeddings", "scales", *level_arrays(k))})
+    for name, (zone, grid, pending) in zones.items():
         level0[name] = {tuple(x) for x in pending}
+        specs[name] = ShardSpec.read_many(zone, arrays)  # once a zone: no task reads metadata
+    model_json = model.to_json()
     dirty = dict(level0)
     by_level = []  # the tasks of each level: a level's parents follow from the level below's, not its results
     for k in range(1, levels + 1):
         tasks, parents = [], {}
-        for name, (zone_dir, grid, _) in zones.items():
+        for name, (zone, grid, _) in zones.items():
             parents[name] = sorted({(r >> 1, c >> 1) for r, c in dirty[name]})
             (rk, ck), (rc, cc) = grid.lattice_origin(k), grid.lattice_origin(k - 1)
             nr, nc = grid.level_shards(k - 1)
             for r, c in parents[name]:
                 kids = [(2 * r + i, 2 * c + j) for i in (0, 1) for j in (0, 1)]
                 tasks.append(LevelTask(
-                    str(zone_dir), k, (r - rk, c - ck),
+                    zone, k, (r - rk, c - ck),
                     tuple((x - rc, y - cc) if 0 <= x - rc < nr and 0 <= y - cc < nc else None for x, y in kids),
-                    tuple(k == 1 and kid in level0[name] for kid in kids), models[name],
-                    tuple(str(quarter_path(level_quarters(quarters, name, k - 1), kid)) if quarters else None
-                          for kid in kids),
-                    str(quarter_path(level_quarters(quarters, name, k), (r, c))) if quarters and k < levels else None))
-        by_level.append(tasks)
+                    tuple(k == 1 and kid in level0[name] for kid in kids), model_json, specs[name], quarters,
+                    tuple(quarter_key(name, k - 1, kid) if quarters else None for kid in kids),
+                    quarter_key(name, k, (r, c)) if quarters and k < levels else None))
+        by_level.append(lv.Level(k, _level_tasks, tasks))
         dirty = {name: set(p) for name, p in parents.items()}
-    written = 0
-    k = 1
-    while k <= levels:
-        if len(by_level[k - 1]) <= SMALL:  # this level and all coarser ones: few shards, one task, level by level
-            (done,) = runner.map(_level_chain, [tuple(by_level[k - 1:])], f"overviews levels {k}-{levels}")
-            written += len(done)
-            for kk in range(k, levels + 1):
-                checkpoint(f"overviews-level{kk}")
-            break
-        written += len(runner.map(_level_task, by_level[k - 1], f"overviews level {k}: {len(by_level[k - 1])} shards"))
-        checkpoint(f"overviews-level{k}")
-        k += 1
-    return written
-
-
-def _level_chain(levels: tuple[list[LevelTask], ...]) -> list[tuple[tuple[int, int], bool]]:
-    """The tasks of several levels in one task, finer before coarser."""
-    return [_level_task(t) for tasks in levels for t in tasks]
+    return sum(len(done) for done in lv.run(runner, "overviews", "shards", by_level, checkpoint))

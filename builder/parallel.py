@@ -39,7 +39,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from builder.errors import BuildError
 
 # imported once by the local pool's forkserver, so each worker forked from it starts with them
-PRELOAD = ["builder.shardtask", "builder.overviews", "builder.pyramid"]
+PRELOAD = ["builder.shardtask", "builder.products", "builder.overviews", "builder.pyramid", "builder.levels"]
 
 
 def cores() -> int:
@@ -117,6 +117,13 @@ class Runner:
     @property
     def remote(self) -> bool:
         return self.scheduler not in ("local", "threads", "sync")
+
+    @property
+    def parallelism(self) -> int:
+        """How many tasks run at once: the local workers or threads, or the threads of the remote cluster's workers."""
+        if self._client is not None:
+            return max(1, sum(self._client.nthreads().values()))
+        return 1 if self.scheduler == "sync" else self.workers or cores()
 
     def __enter__(self) -> "Runner":
         if self.remote:

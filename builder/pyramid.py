@@ -9,31 +9,32 @@ whose central meridian is nearest wins (least distortion).  Level k+1 is the
 2x2 mean of level k, colours weighted by alpha, alpha averaged.
 
 Levels are plain (unsharded) 256x256x4 chunks: the map reads them a tile at a
-time, so one chunk is one request.
+time, so one chunk is one request.  The levels are computed by the build's one
+level scheduler (builder/levels.py), through the store's sink (builder/sink.py).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 from pyproj import Transformer
 
 from builder import convention as conv
+from builder import levels as lv
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
 from builder.parallel import Runner
 from builder.arrayfiles import ChunkedArrayFiles, ShardedArrayFiles
+from builder.sink import Sink
 
 if TYPE_CHECKING:  # zarr is imported where a function needs it: the build's worker processes run without it
     import zarr
 
 CHUNK = 256
 TOP_MAX = 2048  # the coarsest level is the first whose width is at most this
-SMALL = 4  # a level with at most this many dirty chunks is rendered, with all coarser ones, in one task
 KNOT = 16  # level-0 pixel centres are reprojected at every KNOT-th row and column, and interpolated between
 
 
@@ -46,36 +47,39 @@ def level_shapes(res0: float) -> list[tuple[int, int]]:
     return shapes
 
 
-def _open_levels(store: Path, res0: float) -> zarr.Group:
-    """The global_rgb group, created if needed.  Its attributes are written last and in one write: a group
-    without `multiscales` is one whose creation was interrupted, and is created again.  (zarr's
-    `attrs.update` writes zarr.json once per key: a kill between two of those writes had left `multiscales`
-    without `proj:code`, a group the re-run kept; tests/test_kills.py.)"""
+def _open_levels(store: Sink, res0: float) -> None:
+    """The global_rgb group, created if needed (builder.store.write_group: its zarr.json, with the attributes,
+    is written last).  A group without `multiscales` is one whose creation was interrupted, and is created again.
+    (zarr's `attrs.update` writes zarr.json once per key: a kill between two of those writes had left
+    `multiscales` without `proj:code`, a group the re-run kept; tests/test_kills.py.)"""
     import zarr
+
+    from builder.store import write_group
     path = store / conv.GLOBAL_GROUP
     shapes = level_shapes(res0)
     attrs = conv.global_attrs(res0, shapes)
-    if (path / "zarr.json").exists():
-        g = zarr.open_group(zarr.storage.LocalStore(path), mode="r+", use_consolidated=False)
+    if path.exists("zarr.json"):
+        g = zarr.open_group(path.zarr_store(), mode="r", use_consolidated=False)
         old = g.attrs.get("multiscales", {}).get("layout", [])
         if old and old[0].get("spatial:transform") != attrs["multiscales"]["layout"][0]["spatial:transform"]:
             raise BuildError(f"global_rgb exists with another level-0 resolution "
                              f"({old[0].get('spatial:transform', [None])[0]}); remove it to rebuild", str(path))
         if old:
-            return g
-    g = zarr.open_group(zarr.storage.LocalStore(path), mode="w", zarr_format=3)
-    for k, (h, w) in enumerate(shapes):
-        lvl = g.create_group(str(k))
-        lvl.create_array("rgb", shape=(h, w, 4), dtype="uint8", chunks=(CHUNK, CHUNK, 4), fill_value=0,
-                         # crc32c after Blosc, as in the zone arrays: readers and validate --deep detect corruption
-                         compressors=[zarr.codecs.BloscCodec(cname="zstd", clevel=3, shuffle="shuffle"),
-                                      zarr.codecs.Crc32cCodec()],
-                         dimension_names=["lat", "lon", "band"], config={"write_empty_chunks": False})
-        band = lvl.create_array("band", shape=(4,), dtype="int32", chunks=(4,), compressors=None, fill_value=0,
-                                dimension_names=["band"])
-        band[:] = np.arange(4, dtype=np.int32)
-    g.update_attributes(attrs)  # one write (attrs.update writes zarr.json once per key: see _open_levels)
-    return g
+            return
+
+    def fill(g: zarr.Group) -> None:
+        for k, (h, w) in enumerate(shapes):
+            lvl = g.create_group(str(k))
+            lvl.create_array("rgb", shape=(h, w, 4), dtype="uint8", chunks=(CHUNK, CHUNK, 4), fill_value=0,
+                             # crc32c after Blosc, as in the zone arrays: readers and validate --deep detect corruption
+                             compressors=[zarr.codecs.BloscCodec(cname="zstd", clevel=3, shuffle="shuffle"),
+                                          zarr.codecs.Crc32cCodec()],
+                             dimension_names=["lat", "lon", "band"], config={"write_empty_chunks": False})
+            band = lvl.create_array("band", shape=(4,), dtype="int32", chunks=(4,), compressors=None, fill_value=0,
+                                    dimension_names=["band"])
+            band[:] = np.arange(4, dtype=np.int32)
+        g.update_attributes(attrs)  # one write (attrs.update writes zarr.json once per key: see above)
+    write_group(path, fill)
 
 
 @dataclass(frozen=True)
@@ -102,11 +106,11 @@ def _lonlat_box(grid: ZoneGrid, box: tuple[float, float, float, float],
     return (t or _to_lonlat(grid)).transform_bounds(*box, densify_pts=21)
 
 
-def _zones(store: Path) -> list[ZoneInfo]:
+def _zones(store: Sink) -> list[ZoneInfo]:
     # Not the consolidated metadata: it is rewritten after the pyramid, so it may still hold a
     # zone's grid from before this build grew it.
     import zarr
-    root = zarr.open_group(zarr.storage.LocalStore(store), mode="r", use_consolidated=False)
+    root = zarr.open_group(store.zarr_store(), mode="r", use_consolidated=False)
     out = []
     for name in sorted(root.group_keys()):
         if conv.parse_zone_group_name(name) is None or "rgb" not in root[name]:
@@ -128,15 +132,15 @@ def _batches(chunks: list[tuple[int, int]], parts: int = 8, most: int = 32) -> l
     return [tuple(chunks[i:i + size]) for i in range(0, len(chunks), size)]
 
 
-def _render_level0(chunks: tuple[tuple[int, int], ...], store: str, res0: float,
+def _render_level0(chunks: tuple[tuple[int, int], ...], store: Sink, res0: float,
                    zones: list[ZoneInfo]) -> list[tuple[tuple[int, int], bool]]:
-    level = ChunkedArrayFiles(Path(store) / conv.GLOBAL_GROUP / "0" / "rgb")
+    level = _level_files(store, 0)
     transformers: dict[int, Transformer] = {}
     previews: dict[str, ShardedArrayFiles] = {}
     return [_render_chunk0(chunk, store, res0, zones, level, transformers, previews) for chunk in chunks]
 
 
-def _render_chunk0(chunk: tuple[int, int], store: str, res0: float, zones: list[ZoneInfo], level: ChunkedArrayFiles,
+def _render_chunk0(chunk: tuple[int, int], store: Sink, res0: float, zones: list[ZoneInfo], level: ChunkedArrayFiles,
                    transformers: dict, previews: dict) -> tuple[tuple[int, int], bool]:
     ci, cj = chunk
     lon, lat = conv.global_centres(ci * CHUNK, cj * CHUNK, CHUNK, res0)
@@ -156,7 +160,7 @@ def _render_chunk0(chunk: tuple[int, int], store: str, res0: float, zones: list[
         ra, rb = row[inside].min(), row[inside].max() + 1
         ca, cb = col[inside].min(), col[inside].max() + 1
         if z.name not in previews:
-            previews[z.name] = ShardedArrayFiles(Path(store) / z.name / "rgb")
+            previews[z.name] = ShardedArrayFiles(store / f"{z.name}/rgb")
         window = previews[z.name].read_region(ra, rb, ca, cb)
         vals = window[row[inside] - ra, col[inside] - ca]
         take = vals[:, 3] > 0
@@ -232,19 +236,13 @@ def reduce2x2(block: np.ndarray) -> np.ndarray:
     return out
 
 
-def _level_files(store: str, k: int) -> ChunkedArrayFiles:
-    return ChunkedArrayFiles(Path(store) / conv.GLOBAL_GROUP / str(k) / "rgb")
+def _level_files(store: Sink, k: int) -> ChunkedArrayFiles:
+    return ChunkedArrayFiles(store / f"{conv.GLOBAL_GROUP}/{k}/rgb")
 
 
-def _render_level(chunks: tuple[tuple[int, int], ...], store: str, k: int) -> list[tuple[tuple[int, int], bool]]:
+def _render_level(chunks: tuple[tuple[int, int], ...], store: Sink, k: int) -> list[tuple[tuple[int, int], bool]]:
     src, dst = _level_files(store, k - 1), _level_files(store, k)
     return [_render_chunk(chunk, src, dst) for chunk in chunks]
-
-
-def _render_top(levels: tuple[tuple[int, tuple[tuple[int, int], ...]], ...], store: str) -> list[tuple[tuple[int, int], bool]]:
-    """The chunks of several levels, coarser after finer: ((k, chunks), ...) in level order."""
-    return [_render_chunk(chunk, _level_files(store, k - 1), _level_files(store, k))
-            for k, chunks in levels for chunk in chunks]
 
 
 def _render_chunk(chunk: tuple[int, int], src: ChunkedArrayFiles, dst: ChunkedArrayFiles) -> tuple[tuple[int, int], bool]:
@@ -260,44 +258,32 @@ def _render_chunk(chunk: tuple[int, int], src: ChunkedArrayFiles, dst: ChunkedAr
     return chunk, bool(out[..., 3].any())
 
 
-def update_pyramid(store: Path, changed: dict[str, list], res0: float, runner: Runner,
+def update_pyramid(store: Sink, changed: dict[str, list], res0: float, runner: Runner,
                    checkpoint: Callable[[str], None] = lambda phase: None) -> int:
-    """Recompute the pyramid chunks over the shards in `changed` ({zone: [(grid, shards)]}).  Returns chunks written.
+    """Recompute the pyramid chunks over the shards in `changed` ({zone: [record.PyramidPending]}).  Returns chunks
+    written with data.
 
     Idempotent: every chunk is computed from the zones and the level below, so an interrupted update
     is finished by running it again over the same `changed`."""
-    store = Path(store)
     _open_levels(store, res0)
     shapes = level_shapes(res0)
     zones = _zones(store)
     dirty: set[tuple[int, int]] = set()
     for entries in changed.values():
-        for grid_d, shards in entries:
-            grid = ZoneGrid(**grid_d)
+        for entry in entries:
+            grid = entry.grid
             s, t = grid.step, _to_lonlat(grid)
-            for sr, sc in shards:
+            for sr, sc in entry.shards:
                 box = (grid.origin_e + sc * s, grid.origin_n - (sr + 1) * s, grid.origin_e + (sc + 1) * s,
                        grid.origin_n - sr * s)
                 dirty |= _chunks_for(_lonlat_box(grid, box, t), res0, shapes[0])
-    written = 0
-    results = runner.map(_render_level0, _batches(sorted(dirty)), f"global_rgb level 0: {len(dirty)} chunks",
-                         store=str(store), res0=res0, zones=zones)
-    written += sum(ok for batch in results for _, ok in batch)
-    checkpoint("pyramid-level0")
-    k = 1
-    while k < len(shapes):
+    if not dirty:
+        return 0
+    # level 0 (reprojecting every chunk from the zones) is never run in one task with the levels above it
+    levels = [lv.Level(0, _render_level0, sorted(dirty), {"store": store, "res0": res0, "zones": zones}, small=0,
+                       batches=_batches)]
+    for k in range(1, len(shapes)):
         dirty = {(ci // 2, cj // 2) for ci, cj in dirty}
-        if len(dirty) <= SMALL:  # this level and all coarser ones: few chunks, one task, level by level
-            top = []
-            for kk in range(k, len(shapes)):
-                top.append((kk, tuple(sorted(dirty))))
-                dirty = {(ci // 2, cj // 2) for ci, cj in dirty}
-            (results,) = runner.map(_render_top, [tuple(top)], f"global_rgb levels {k}-{len(shapes) - 1}",
-                                    store=str(store))
-            written += sum(ok for _, ok in results)
-            break
-        results = runner.map(_render_level, _batches(sorted(dirty)), f"global_rgb level {k}: {len(dirty)} chunks",
-                             store=str(store), k=k)
-        written += sum(ok for batch in results for _, ok in batch)
-        k += 1
-    return written
+        levels.append(lv.Level(k, _render_level, sorted(dirty), {"store": store, "k": k}, batches=_batches))
+    results = lv.run(runner, "global_rgb", "chunks", levels, checkpoint, phase="pyramid")
+    return sum(ok for level in results for _, ok in level)

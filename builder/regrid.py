@@ -1,10 +1,10 @@
-"""Growing a zone grid to the north or west: shard files move by whole shards, journalled (crash-safe,
-resumable).  See builder/grid.py for why whole shards suffice."""
+"""Growing a zone grid to the north or west: shard objects move by whole shards, journalled (crash-safe,
+resumable).  See builder/grid.py for why whole shards suffice.  The journal (`<zone>.regrid.json`) and the shards
+staged on the way (`<zone>.regrid.staging/`) are in the build record's sink; a move is a rename on a local disk and
+a copy then a delete on an object store (builder/sink.py), idempotent either way."""
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 from typing import Callable
 
 import zarr
@@ -13,37 +13,39 @@ from builder import extensions as ext
 from builder import overviews as ovr
 from builder.grid import ZoneGrid
 from builder.hooks import kill_point
-from builder.record import save_json, save_record
+from builder.record import BuildRecord, save_json, save_record
+from builder.sink import Sink
 from builder.store import SHARDED, move_shards, resize_zone
 
 
-def regrid(zone_dir: Path, old: ZoneGrid, new: ZoneGrid, n_bands: int, journal: Path, commit,
-            overviews: Callable[[zarr.Group, ZoneGrid], None] | None = None) -> None:
-    """Grow a zone grid to `new`, moving shard files by whole shards (crash-safe, resumable).
+def regrid(zone: Sink, old: ZoneGrid, new: ZoneGrid, n_bands: int, record: Sink, journal: str, commit,
+           overviews: Callable[[zarr.Group, ZoneGrid], None] | None = None) -> None:
+    """Grow a zone grid to `new`, moving shard objects by whole shards (crash-safe, resumable).
 
-    `commit()` records the new grid; it runs after the move and before the journal goes, so that a
-    re-run either finishes the journalled move or finds the new grid recorded, never moves twice.
+    `commit()` records the new grid; it runs after the move and before the journal (`journal`, a key of the
+    `record` sink) goes, so that a re-run either finishes the journalled move or finds the new grid recorded,
+    never moves twice.
     """
     dr, dc = new.offset_of(old)
     # every sharded array with its shift in its own shards: the zone's, then each overview level's
     shifts = [(name, dr, dc) for name in SHARDED] + ovr.moves(old, new, ovr.LEVELS)
-    staging = journal.with_suffix(".staging")
-    state = json.loads(journal.read_text()) if journal.exists() else None
+    staging = record / f"{journal.removesuffix('.json')}.staging"
+    raw = record.get(journal)
+    state = json.loads(raw) if raw is not None else None
     if state is None:
         state = {"phase": "stage", "old": old.__dict__, "new": new.__dict__}
-        save_json(journal, state)
-    group = zarr.open_group(zarr.storage.LocalStore(zone_dir), mode="r+", use_consolidated=False)
+        save_json(record, journal, state)
+    group = zarr.open_group(zone.zarr_store(), mode="r+", use_consolidated=False)
     if state["phase"] == "stage":
         for name, r, c in shifts:
-            if (zone_dir / name).exists():
-                move_shards(zone_dir / name, staging / name, r, c)
+            if zone.exists(f"{name}/zarr.json"):
+                move_shards(zone / name, staging / name, r, c)
                 kill_point("regrid-staged")
         state["phase"] = "commit"
-        save_json(journal, state)
+        save_json(record, journal, state)
     for name, _, _ in shifts:
-        if (staging / name).exists():
-            move_shards(staging / name, zone_dir / name, 0, 0)
-    shutil.rmtree(staging, ignore_errors=True)
+        move_shards(staging / name, zone / name, 0, 0)
+    staging.delete_all()
     resize_zone(group, new, n_bands)
     group.update_attributes(new.attrs())  # one write, not one per key (zarr's attrs.update)
     if overviews is not None and ext.OVR_GROUP in group:
@@ -51,25 +53,26 @@ def regrid(zone_dir: Path, old: ZoneGrid, new: ZoneGrid, n_bands: int, journal: 
     kill_point("regrid-moved")
     commit()
     kill_point("regrid-recorded")
-    journal.unlink()
+    record.delete(journal)
 
 
-def grow_zone(cfg, record: dict, name: str, want: ZoneGrid, n_bands: int,
+def grow_zone(cfg, record: BuildRecord, name: str, want: ZoneGrid, n_bands: int,
               overviews: Callable[[zarr.Group, ZoneGrid], None] | None) -> ZoneGrid:
     """The zone's recorded grid grown to contain `want`; an interrupted move is finished first."""
-    zrec = record["zones"][name]
-    zone_dir = Path(cfg.store) / name
-    journal = cfg.record_dir / f"{name}.regrid.json"
+    zrec = record.zones[name]
+    zone = cfg.store_sink / name
+    journal = f"{name}.regrid.json"
 
     def move(old: ZoneGrid, new: ZoneGrid) -> ZoneGrid:
         def commit():
-            zrec["grid"] = new.__dict__
-            save_record(cfg, record)
-        regrid(zone_dir, old, new, n_bands, journal, commit, overviews)
+            zrec.grid = new
+            save_record(cfg.record_sink, record)
+        regrid(zone, old, new, n_bands, cfg.record_sink, journal, commit, overviews)
         return new
 
-    grid = ZoneGrid(**zrec["grid"])
-    if journal.exists():
-        grid = move(grid, ZoneGrid(**json.loads(journal.read_text())["new"]))
+    grid = zrec.grid
+    raw = cfg.record_sink.get(journal)
+    if raw is not None:
+        grid = move(grid, ZoneGrid(**json.loads(raw)["new"]))
     target = grid.union(want)
     return move(grid, target) if target != grid else grid

@@ -219,6 +219,11 @@ def decode_window(buf: bytes | memoryview | None, shard_shape: tuple[int, ...], 
     return out[a0 - i0 * c0:a1 - i0 * c0, b0 - j0 * c1:b1 - j0 * c1]
 
 
+def array_shard_key(sr: int, sc: int, ndim: int) -> str:
+    """Key of shard (sr, sc) of a 2- or 3-D array inside the array, with the default '/' chunk key encoding."""
+    return "/".join(["c", str(sr), str(sc), *(["0"] * (ndim - 2))])
+
+
 def shard_key(name: str, sr: int, sc: int, ndim: int) -> str:
-    """Store key of shard (sr, sc) of a 2- or 3-D array with the default '/' chunk key encoding."""
-    return "/".join([name, "c", str(sr), str(sc), *(["0"] * (ndim - 2))])
+    """Store key of shard (sr, sc) of the 2- or 3-D array at `name`."""
+    return f"{name}/{array_shard_key(sr, sc, ndim)}"

@@ -1,23 +1,25 @@
 """Phase 3 of a build: one shard recomputed from the tiles over it, as a task the runner maps in parallel.
 
-The arrays' codec settings travel in the task (`ShardSpec`, read once per zone from the arrays' zarr.json),
-so no task re-reads or re-parses metadata.
+The task writes the shard's embeddings and scales, then hands the shard to the build's per-shard products
+(builder/products.py: the rgb preview, the overviews' level-0 code and quarter), and journals the shard as done.
+The arrays' codec settings travel in the task (`ShardSpec`, read once per zone from the arrays' zarr.json), and so
+do the zone's and the record's sinks (builder/sink.py): a task reads and writes nothing but through them, so it
+runs alike in a local worker process and on a Dask worker on another machine.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from builder import convention as conv
-from builder import overviews as ovr
+from builder.arrayfiles import ShardedArrayFiles, ShardSpec
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
 from builder.hooks import kill_point
-from builder.record import journal_done
-from builder.rgb import RGBModel
-from builder.arrayfiles import ShardedArrayFiles, ShardSpec
+from builder.products import ShardData, ShardProduct
+from builder.record import Journal
+from builder.sink import Sink
 from builder.tiles import Tile
 
 SAMPLE_ROWS = 40  # rows sampled per tile for the RGB PCA
@@ -26,16 +28,14 @@ SAMPLE_PER_ROW = 100
 
 @dataclass(frozen=True)
 class ShardTask:
-    zone_dir: str
+    zone: Sink  # the zone group
     grid: ZoneGrid
     shard: tuple[int, int]
     tiles: tuple[tuple[Tile, int, int], ...]  # tile with its (row, col) in the zone grid
     n_bands: int
-    rgb: dict | None
-    journal: str  # the zone's done file: "row,col" is appended once the shard's files are in place
-    specs: dict[str, ShardSpec]  # codec settings of the zone's sharded arrays, by array path in the zone
-    code: dict | None = None  # the overviews' CodeModel.to_json(): also write the level-0 code and the quarter
-    quarters: str | None = None  # the zone's quarter files (builder.overviews), by lattice index
+    journal: Journal  # the shard is journalled there once its objects are in place
+    specs: dict[str, ShardSpec]  # codec settings of the arrays written, by array path in the zone
+    products: tuple[ShardProduct, ...] = ()
 
 
 def write_shard(task: ShardTask) -> tuple[tuple[int, int], int]:
@@ -57,28 +57,16 @@ def write_shard(task: ShardTask) -> tuple[tuple[int, int], int]:
         sub_e[ok] = e[ok]
         sub_s[ok] = v[ok]
     n_valid = int((~np.isnan(scl)).sum())
-    zone = Path(task.zone_dir)
-    quarter = None
-    if task.quarters is not None:  # removed first: a quarter that exists matches the shard on disk
-        r, c = task.grid.lattice_origin(0)
-        quarter = ovr.quarter_path(Path(task.quarters), (r + sr, c + sc))
-        quarter.unlink(missing_ok=True)
-    # A shard with no valid pixel is all fill: its files are removed, never written.
-    ShardedArrayFiles(zone / "embeddings", task.specs["embeddings"]).write(sr, sc, emb)
-    ShardedArrayFiles(zone / "scales", task.specs["scales"]).write(sr, sc, scl)
-    # once, for the preview and the code; a build with neither (--no-rgb --no-overviews) needs none
-    ints = emb[conv.valid_mask(scl)].astype(np.float32) if task.rgb is not None or task.code is not None else None
-    if task.rgb is not None:
-        rgb = RGBModel.from_json(task.rgb).apply(emb, scl, ints)
-        ShardedArrayFiles(zone / "rgb", task.specs["rgb"]).write(sr, sc, rgb)
-    if task.code is not None:  # the level-0 code and the level-1 quarter while the shard is in memory
-        code, code_scales = ovr.CodeModel.from_json(task.code).encode(emb, scl, ints)
-        for name, data in (("code", code), ("code_scales", code_scales)):
-            path = ovr.level_path(0, name)
-            ShardedArrayFiles(zone / path, task.specs[path]).write(sr, sc, data)
-        ovr.save_quarter(quarter, emb, scl)
+    data = ShardData(task.zone, task.journal.zone, task.grid, task.shard, emb, scl, task.specs)
+    for product in task.products:
+        product.before(data)
+    # A shard with no valid pixel is all fill: its objects are removed, never written.
+    ShardedArrayFiles(task.zone / "embeddings", task.specs["embeddings"]).write(sr, sc, emb)
+    ShardedArrayFiles(task.zone / "scales", task.specs["scales"]).write(sr, sc, scl)
+    for product in task.products:
+        product.write(data)
     kill_point("shard-written")
-    journal_done(task.journal, (sr, sc))
+    task.journal.add(task.shard)
     return task.shard, n_valid
 
 

@@ -1,17 +1,16 @@
 """Zarr v3 layout of a year store: creating zone groups and their arrays.
 
 zarr-python does the format work (sharding codec, Blosc, metadata); this
-module only decides shapes, codecs and attributes from the convention.
-zarr's LocalStore writes each key to a temporary file and renames it into
-place, so a shard is either absent or complete on disk, never half-written.
+module only decides shapes, codecs and attributes from the convention.  The
+store is a builder.sink.Sink: zarr's LocalStore writes each key to a temporary
+file and renames it into place, an object store takes each key in one PUT, so a
+key is either absent or complete, never half-written.
 """
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import jsonschema
@@ -20,9 +19,9 @@ from zarr.codecs import BloscCodec, Crc32cCodec
 
 from builder import convention as conv
 from builder.describe import TESSERA, StoreError, describe
-from builder.atomic import PARTIAL
 from builder.errors import BuildError
 from builder.grid import ZoneGrid
+from builder.sink import Sink
 
 SHARDED = ("embeddings", "scales", "rgb")
 
@@ -42,56 +41,51 @@ class Layout:
         return BloscCodec(cname=self.cname, clevel=self.clevel, shuffle=shuffle)
 
 
-def read_root(path: Path) -> dict | None:
-    """The root zarr.json of the group at `path` (a directory), or None when there is no group there."""
-    meta = Path(path) / "zarr.json"
-    if not meta.exists():
+def read_root(sink: Sink) -> dict | None:
+    """The root zarr.json of the group at `sink`, or None when there is no group there."""
+    raw = sink.get("zarr.json")
+    if raw is None:
         return None
+    where = f"{sink}/zarr.json"
     try:
-        doc = json.loads(meta.read_text())
+        doc = json.loads(raw)
     except ValueError:
-        raise BuildError("zarr.json is not valid JSON", str(meta)) from None
+        raise BuildError("zarr.json is not valid JSON", where) from None
     if not isinstance(doc, dict) or doc.get("zarr_format") != 3 or doc.get("node_type") != "group":
-        raise BuildError("not a Zarr v3 group", str(meta))
+        raise BuildError("not a Zarr v3 group", where)
     return doc
 
 
-def open_year(path: Path, year: int) -> zarr.Group:
+def open_year(sink: Sink, year: int) -> zarr.Group:
     """Open or create the root group of a year store, refusing any other dataset (the root read by
     builder/describe.py, so a bad root is the same one line as everywhere else)."""
-    path = Path(path)
-    doc = read_root(path)
+    doc = read_root(sink)
     if doc is None:
-        if path.exists() and any(path.iterdir()):
-            raise BuildError("target exists and is not a Zarr store; refusing to write into it", str(path))
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise BuildError(f"cannot create the store ({e.strerror})", str(path)) from None
-        if not os.access(path, os.W_OK):
-            raise BuildError("target is not writable", str(path))
+        if not sink.is_empty():
+            raise BuildError("target exists and is not a Zarr store; refusing to write into it", str(sink))
+        sink.prepare()
         # Attributes in the same write as the group: a kill can never leave an unmarked root behind.
-        return zarr.open_group(zarr.storage.LocalStore(path), mode="w", zarr_format=3, attributes=conv.root_attrs(year))
-    if not os.access(path, os.W_OK):
-        raise BuildError("target is not writable", str(path))
+        return zarr.open_group(sink.zarr_store(), mode="w", zarr_format=3, attributes=conv.root_attrs(year))
+    sink.prepare()
     try:
-        info = describe(doc, str(path), jsonschema=jsonschema)
+        info = describe(doc, str(sink), jsonschema=jsonschema)
     except StoreError as e:
         if e.kind == "version":
             raise BuildError(f"store has tessera:dataset_version={e.version!r:.80}; this builder writes "
-                             f"{conv.DATASET_VERSION!r} and will not mix them", str(path)) from None
+                             f"{conv.DATASET_VERSION!r} and will not mix them", str(sink)) from None
         raise BuildError(str(e)) from None  # names the store already
     if info.kind != TESSERA:
-        raise BuildError(f"not a tessera: v1 year store but a {info.kind} root; refusing to write into it", str(path))
+        raise BuildError(f"not a tessera: v1 year store but a {info.kind} root; refusing to write into it", str(sink))
     if info.year != year:
-        raise BuildError(f"store is for year {info.year}, not {year}", str(path))
-    return zarr.open_group(zarr.storage.LocalStore(path), mode="r+", zarr_format=3, use_consolidated=False)
+        raise BuildError(f"store is for year {info.year}, not {year}", str(sink))
+    return zarr.open_group(sink.zarr_store(), mode="r+", zarr_format=3, use_consolidated=False)
 
 
-def consolidate(path: Path) -> None:
+def consolidate(sink: Sink) -> None:
     """Inline every child's metadata into the root zarr.json (zarr-python's v3 consolidated
-    metadata), so a browser learns the zones and arrays of a store from one request."""
-    zarr.consolidate_metadata(zarr.storage.LocalStore(path))
+    metadata), so a browser learns the zones and arrays of a store from one request.  The build's last
+    write: the store's commit point."""
+    zarr.consolidate_metadata(sink.zarr_store())
 
 
 def _sharded(group: zarr.Group, name: str, shape: tuple[int, ...], dtype: str, fill, layout: Layout,
@@ -117,16 +111,33 @@ def write_coords(group: zarr.Group, grid: ZoneGrid, n_bands: int) -> None:
         arr[:] = values
 
 
-def create_zone(root: zarr.Group, grid: ZoneGrid, n_bands: int, rgb: bool, layout: Layout) -> zarr.Group:
-    g = root.create_group(grid.name, overwrite=True)
-    h, w = grid.height, grid.width
-    for name, shape in (("embeddings", (h, w, n_bands)), ("scales", (h, w)), ("rgb", (h, w, 4))):
-        if name == "rgb" and not rgb:
-            continue
-        spec = conv.ZONE_ARRAYS[name]
-        _sharded(g, name, shape, spec["dtype"], spec["fill"], layout, spec["dims"])
-    write_coords(g, grid, n_bands)
-    return g
+def write_group(sink: Sink, fill: Callable[[zarr.Group], None]) -> None:
+    """Replace whatever is at `sink` with the group `fill(group)` makes: composed in memory by zarr-python, then
+    written in one batch (concurrently on an object store, where each of its documents would otherwise cost a
+    round trip or three through zarr's store calls), the group's own zarr.json last."""
+    docs: dict = {}
+    fill(zarr.open_group(zarr.storage.MemoryStore(docs), mode="w", zarr_format=3))
+    root = docs.pop("zarr.json")
+    sink.delete_all()
+    sink.write_many({key: buf.to_bytes() for key, buf in sorted(docs.items())})
+    sink.write("zarr.json", root.to_bytes())
+
+
+def create_zone(zone: Sink, grid: ZoneGrid, n_bands: int, rgb: bool, layout: Layout,
+                extra: Callable[[zarr.Group, ZoneGrid], None] | None = None) -> None:
+    """The zone group at `zone` with its arrays, and what `extra(group, grid)` adds to it (the overviews),
+    replacing whatever a killed creation left there (`write_group`)."""
+    def fill(g: zarr.Group) -> None:
+        h, w = grid.height, grid.width
+        for name, shape in (("embeddings", (h, w, n_bands)), ("scales", (h, w)), ("rgb", (h, w, 4))):
+            if name == "rgb" and not rgb:
+                continue
+            spec = conv.ZONE_ARRAYS[name]
+            _sharded(g, name, shape, spec["dtype"], spec["fill"], layout, spec["dims"])
+        write_coords(g, grid, n_bands)
+        if extra is not None:
+            extra(g, grid)
+    write_group(zone, fill)
 
 
 def resize_zone(group: zarr.Group, grid: ZoneGrid, n_bands: int) -> None:
@@ -137,24 +148,10 @@ def resize_zone(group: zarr.Group, grid: ZoneGrid, n_bands: int) -> None:
     write_coords(group, grid, n_bands)
 
 
-def clean_partials(where: Path) -> int:
-    """Remove temporary files left under `where` by a write that was killed (never visible as shard keys)."""
-    n = 0
-    for p in Path(where).rglob(f"*{PARTIAL}"):
-        p.unlink(missing_ok=True)
-        n += 1
-    return n
-
-
-def move_shards(src: Path, dst: Path, dr: int, dc: int) -> None:
-    """Move every shard file under src/c to dst/c, shifted by (dr, dc) shards.  Idempotent."""
-    base = src / "c"
-    if not base.exists():
-        return
-    for p in sorted(base.rglob("*")):
-        if p.is_file():
-            parts = p.relative_to(base).parts
-            target = dst.joinpath("c", str(int(parts[0]) + dr), str(int(parts[1]) + dc), *parts[2:])
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(p, target)
-    shutil.rmtree(base, ignore_errors=True)
+def move_shards(src: Sink, dst: Sink, dr: int, dc: int) -> None:
+    """Move every shard object of the array at src to the array at dst, shifted by (dr, dc) shards.  Idempotent:
+    a killed move is finished by moving again."""
+    for key in src.keys("c"):
+        parts = key.split("/")
+        src.move(key, dst, "/".join(["c", str(int(parts[1]) + dr), str(int(parts[2]) + dc), *parts[3:]]))
+    src.delete_all("c")

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.record import read_done
+from builder.record import Journal
+from builder.sink import LocalSink
 from conftest import REPO, run_cli, tree_digest
 
 LIMITED = """
@@ -157,21 +158,32 @@ def test_a_parquet_index_cut_by_a_full_disk_keeps_the_old_index(store, tmp_path)
 # -------------------------------------------------------------- record files --
 def test_the_build_record_cut_by_a_full_disk_keeps_the_old_record(data):
     record = data / "2024.zarr.build" / "record.json"
-    code = ("import sys; from pathlib import Path; from builder.record import load_record, save_json\n"
-            "class Cfg: record_dir = Path(sys.argv[1])\n"
-            "rec = load_record(Cfg); rec['zones']['utm30']['note'] = 'x' * 100_000; save_json(Path(sys.argv[1]) / 'record.json', rec)")
+    code = ("import sys; from pathlib import Path; from builder.record import load_record, save_record\n"
+            "from builder.sink import LocalSink\n"
+            "sink = LocalSink(Path(sys.argv[1])); rec = load_record(sink)\n"
+            "rec.zones['utm30'].tiles['x' * 100_000] = 'y'; save_record(sink, rec)")
     cut_short(record, record.stat().st_size + 10, "-c", code, str(record.parent))
 
 
-def test_a_done_journal_line_cut_by_a_full_disk_is_not_read_as_another_shard(tmp_path):
-    """A shard task journals `row,col` when its shard is written; a full disk can cut the append short, and
-    "12,3" of "12,34" named another shard, which a resumed build then skipped as done."""
-    journal = tmp_path / "utm30.done"
-    journal.write_text("plan-1\n0,7\n")
-    code = "import sys; from pathlib import Path; from builder.record import journal_done; journal_done(Path(sys.argv[1]), (12, 34))"
-    p = run_limited(journal.stat().st_size + 4, "-c", code, str(journal))
-    assert p.returncode != 0 and journal.read_text() == "plan-1\n0,7\n12,3", journal.read_text()
-    assert read_done(journal, "plan-1") == {(0, 7)}
+def test_a_done_journal_entry_cut_short_is_not_read_as_another_shard(tmp_path):
+    """A shard task journals its shard as one entry `<zone>.done/<plan>/<row>_<col>` (an object store has no
+    append), written whole: what a write cut short leaves is its temporary file, `12_34.<pid>.partial`, which
+    names no shard.  (The journal was one file of appended lines: "12,3" of "12,34", cut by a full disk, named
+    another shard, which a resumed build then skipped as done.)  Entries of another plan do not count either."""
+    sink = LocalSink(tmp_path)
+    Journal(sink, "utm30", "plan-0").add((5, 5))
+    journal = Journal(sink, "utm30", "plan-1")
+    journal.add((0, 7))
+    code = ("import sys; from pathlib import Path; from builder.record import Journal; from builder.sink import LocalSink\n"
+            "Journal(LocalSink(Path(sys.argv[1])), 'utm30', 'plan-1').add((12, 34))")
+    assert run_limited(0, "-c", code, str(tmp_path)).returncode == 0  # an entry is written under any file size limit
+    assert journal.done() == {(0, 7), (12, 34)}
+    left = tmp_path / "utm30.done" / "plan-1" / f"12_3.{99999}.partial"  # as a killed write leaves it
+    left.write_bytes(b"")
+    (tmp_path / "utm30.done" / "plan-1" / "12_34").unlink()
+    assert journal.done() == {(0, 7)}
+    # another plan's entries: removed when this plan's journal is read
+    assert not [p for p in (tmp_path / "utm30.done" / "plan-0").rglob("*") if p.is_file()]
 
 
 # ------------------------------------------------------------ other writers --

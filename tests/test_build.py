@@ -194,11 +194,11 @@ def test_interrupted_build_leaves_no_partial_shard_and_resumes(tmp_path, world):
     args = [sys.executable, "-m", "builder", "build", str(tiles), "--year", "2024", "--out", str(out),
             "--scheduler", "sync", "--no-global"]
     proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    journal = out / "2024.zarr.build" / "utm30.done"
+    journal = out / "2024.zarr.build" / "utm30.done"  # one entry per shard done: <plan>/<row>_<col>
 
     def journalled() -> set[str]:
-        lines = journal.read_text().splitlines()[1:] if journal.exists() else []
-        return {x for x in lines if re.fullmatch(r"\d+,\d+", x)}
+        entries = [p for p in journal.rglob("*") if p.is_file()] if journal.exists() else []
+        return {p.name.replace("_", ",") for p in entries if re.fullmatch(r"\d+_\d+", p.name)}
 
     try:
         wait_until(lambda: len(journalled()) >= 2, 120, "two shards journalled as done", proc)

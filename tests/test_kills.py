@@ -224,20 +224,28 @@ def test_global_rgb_attributes_are_written_in_one_piece(tiles_root, tmp_path, mo
     """Every version of global_rgb/zarr.json a build writes is a state a kill may leave, and a re-run keeps a
     group whose attributes name its levels (multiscales).  So no version may name them without the rest: the
     attributes were once written a key at a time (zarr's attrs.update), and a kill between two of those
-    writes left a store that validation refused after the re-run."""
+    writes left a store that validation refused after the re-run.  The group is written through zarr-python or
+    the build's sink: both are watched."""
     import json as json_
 
     import zarr
 
     from builder.cli import main
+    from builder.sink import LocalSink
     versions = []
-    set_ = zarr.storage.LocalStore.set
+    set_, write = zarr.storage.LocalStore.set, LocalSink.write
 
-    async def recording_set(self, key, value):
+    async def recording_set(self, key, value):  # written by zarr-python
         if key == "zarr.json" and str(self.root).endswith("global_rgb"):
             versions.append(json_.loads(value.to_bytes()).get("attributes", {}))
         return await set_(self, key, value)
+
+    def recording_write(self, key, data):  # written through the build's sink (builder/sink.py)
+        if key == "zarr.json" and str(self.root).endswith("global_rgb"):
+            versions.append(json_.loads(data).get("attributes", {}))
+        return write(self, key, data)
     monkeypatch.setattr(zarr.storage.LocalStore, "set", recording_set)
+    monkeypatch.setattr(LocalSink, "write", recording_write)
     assert main(["build", str(tiles_root), "--year", "2024", "--out", str(tmp_path), "--scheduler", "sync", "-q"]) == 0
     named = [sorted(v) for v in versions if "multiscales" in v]
     assert named, f"no version of global_rgb/zarr.json named its levels ({len(versions)} written)"

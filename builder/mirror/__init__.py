@@ -29,13 +29,13 @@ build then reads a per-bbox view of the cache (symlinks) through the ordinary lo
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import sys
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from builder.atomic import write_dir
 from builder.errors import BuildError
@@ -43,6 +43,9 @@ from builder.mirror.limits import FLAGS, Limits  # the rest when used: `python -
 
 
 SLUG_MAX = 120  # characters of a cache folder's name (NAME_MAX is 255 bytes)
+
+if TYPE_CHECKING:
+    from builder.sink import Sink
 
 
 # ------------------------------------------------------------------ view --
@@ -78,16 +81,12 @@ def _refuse_inside_store(cache: Path) -> None:
             raise BuildError("the tile cache may not be inside a Zarr store", str(cache))
 
 
-def stored_tiles(record_dirs: dict[int, Path]) -> dict[int, set[str]]:
-    """The tiles each year's store already holds (from its build record): the build must see them again,
-    or shards they share with new tiles would be rewritten without them."""
-    out: dict[int, set[str]] = {}
-    for year, d in record_dirs.items():
-        p = Path(d) / "record.json"
-        if p.exists():
-            rec = json.loads(p.read_text())
-            out[year] = {n for z in rec.get("zones", {}).values() for n in z.get("tiles", {})}
-    return out
+def stored_tiles(records: dict[int, Sink]) -> dict[int, set[str]]:
+    """The tiles each year's store already holds (from its build record, a builder.sink.Sink): the build must see
+    them again, or shards they share with new tiles would be rewritten without them."""
+    from builder.record import load_record
+    return {year: {n for z in rec.zones.values() for n in z.tiles}
+            for year, rec in ((y, load_record(sink)) for y, sink in records.items()) if rec.zones}
 
 
 def prepare(base: str, bbox, years: list[int], cache: Path, jobs: int = 8, retries: int | None = None,
@@ -122,8 +121,9 @@ def prepare(base: str, bbox, years: list[int], cache: Path, jobs: int = 8, retri
     return make_view(root, bbox, tiles)
 
 
-def tiles_from_args(a, default_cache: Path) -> str:
-    """cli glue: the tile root for `build`, from TILES or from --from/--bbox/--cache."""
+def tiles_from_args(a, default_cache: Path, records: dict) -> str:
+    """cli glue: the tile root for `build`, from TILES or from --from/--bbox/--cache; `records`: the build record
+    (a builder.sink.Sink) of each year's store."""
     given = {name: getattr(a, name) for name in FLAGS}  # the mirror's limits, as the flags gave them
     if a.mirror is None:
         if a.tiles is None:
@@ -137,9 +137,5 @@ def tiles_from_args(a, default_cache: Path) -> str:
     if not a.bbox:
         raise BuildError("--from needs --bbox W,S,E,N")
     cache = Path(a.cache) if a.cache else default_cache / "mirror"
-    records = {}
-    for y in a.year:  # the record dirs cmd_build will use
-        store = Path(a.store) if a.store else Path(a.out) / f"{y}.zarr"
-        records[y] = Path(a.record) / str(y) if a.record else Path(str(store) + ".build")
     return str(prepare(a.mirror, parse_bbox(a.bbox), list(a.year), cache, jobs=a.jobs, quiet=a.quiet,
                        keep=stored_tiles(records), limits=Limits.resolve(given)))
