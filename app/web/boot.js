@@ -78,7 +78,11 @@ function quietly(change) {
 function oversizedFile(event) {
   for (const e of event.events ?? [event]) {
     if (e.attr !== "value" || !e.model || e.model.type !== "FileInput" || e.value == null) continue;
-    const bytes = [e.value].flat().reduce((n, v) => n + Math.floor((String(v).length * 3) / 4), 0);
+    // the file's size from its base64 text: 3 bytes per 4 characters, less the '=' padding
+    const bytes = [e.value].flat().reduce((n, v) => {
+      const b64 = String(v);
+      return n + Math.floor((b64.length * 3) / 4) - (b64.endsWith("==") ? 2 : b64.endsWith("=") ? 1 : 0);
+    }, 0);
     if (bytes > window.tesseraJS.LIMITS.metadataBytes) return bytes;
   }
   return 0;
