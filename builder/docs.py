@@ -48,8 +48,12 @@ def external_loads(root: Path) -> list[str]:
 
 
 def build_docs(out: Path, source: Path = SOURCE) -> Path:
-    """Build the documentation into `out` (replaced whole); returns `out`."""
+    """Build the documentation into `out` (replaced whole); returns `out`.  An `out` that is, holds or lies in the
+    sources is refused: replacing it would delete them."""
     out = Path(out)
+    o, src = out.resolve(), Path(source).resolve()
+    if o == src or o in src.parents or src in o.parents:
+        raise BuildError("the documentation cannot be built into its own sources", str(out))
     with tempfile.TemporaryDirectory() as tmp:
         html = Path(tmp) / "html"
         p = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html",

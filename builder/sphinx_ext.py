@@ -140,7 +140,8 @@ class TesseraExplorer(Directive):
             attrs = {"id": o["name"], **attrs}
         tag = "<iframe " + " ".join(f'{k}="{html.escape(str(v)[:MAX_TEXT * 2], quote=True)}"'
                                     for k, v in attrs.items()) + "></iframe>"
-        return [nodes.raw("", f'<div class="tessera-explorer">{tag}</div>', format="html")]
+        # the frame takes the explorer's width (tessera-explorer.js): wider than the text column, its wrapper scrolls
+        return [nodes.raw("", f'<div class="tessera-explorer" style="overflow-x: auto">{tag}</div>', format="html")]
 
 
 def _page_script(app, pagename, templatename, context, doctree):

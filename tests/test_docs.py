@@ -67,7 +67,7 @@ def broken_links(root: Path, site: Path | None = None) -> list[str]:
             if not target.is_file():
                 bad.append(f"{where}: no file {target}")
                 continue
-            if u.fragment and target.suffix == ".html":
+            if u.fragment and tag == "a" and target.suffix == ".html":  # an iframe's hash is its page's state
                 ids = pages.setdefault(target, parse(target).ids)
                 if unquote(u.fragment) not in ids:
                     bad.append(f"{where}: no id {u.fragment!r} in {target.name}")
@@ -136,6 +136,17 @@ def test_a_docs_warning_fails_the_build_in_one_line_naming_it(tmp_path):
     msg = str(e.value)
     assert "\n" not in msg and "stores.md" in msg and "no-such-page" in msg and "WARNING" in msg
     assert not out.exists()  # nothing half-built is left
+
+
+def test_the_docs_are_never_built_over_their_sources(tmp_path, monkeypatch):
+    src = tmp_path / "docs"
+    shutil.copytree(REPO / "docs", src)
+    before = sorted(p.name for p in src.iterdir())
+    monkeypatch.chdir(tmp_path)
+    for out in (src, Path("docs"), src / "_build", tmp_path):
+        with pytest.raises(BuildError, match="cannot be built into its own sources"):
+            build_docs(out, source=src)
+    assert sorted(p.name for p in src.iterdir()) == before
 
 
 def test_the_extensions_registrations_point_at_their_sections_of_the_docs(built):

@@ -57,7 +57,11 @@
     const f = frames.get(frame);
     const min = Number(frame.dataset.tesseraMinHeight) || 0;
     resizer(frame.dataset.tesseraResizer).then(() => {
-      window.iFrameResize({ checkOrigin: [f.origin], minHeight: min, warningTimeout: 0, scrolling: false }, frame);
+      // Width too: the explorer's layout is wider than most text columns, and its wrapper scrolls sideways (a frame's
+      // own scroll bars would change the height it measures). Polled every 500 ms as well (a negative interval):
+      // the explorer's layout changes inside shadow roots, which iframe-resizer's mutation observer does not see.
+      window.iFrameResize({ checkOrigin: [f.origin], minHeight: min, sizeWidth: true, interval: -500,
+                            warningTimeout: 0, scrolling: false }, frame);
     }, (err) => console.warn("tessera-explorer: the frame keeps its height:", err.message));
   }
 
