@@ -156,6 +156,7 @@ class ExplorerUI(pn.viewable.Viewer):
             geo_box += [w["tiles"], w["tiles_opacity"]]
         side = pn.Column(*geo_box, w["year"], self.info, pn.Row(w["pin"], w["clear"]), w["similarity"], w["threshold"],
                          self.table, pn.Row(self.csv_btn, self.npy_btn), self.exports, self.status,
+                         self.tools_ui.exact,
                          *([self.tools_ui.layer_select, self.tools_ui.panel] if self.tools_ui.panel.objects else []),
                          width=400)
         side.append(self.side_plots)

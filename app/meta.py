@@ -26,6 +26,7 @@ class Zone:
     times: tuple[int, ...] = field(default=())  # geoemb: the years on this zone's time axis
     levels: tuple[ZoneGrid, ...] = field(default=(), repr=False)  # tessera-ovr: grid of level k at [k] (k = 0..)
     level: int = 0  # the overview level whose grid `grid` is (at_level)
+    code_dims: int = 0  # tessera-ovr: the compact code's dimensions (0: no overviews)
 
     zone = property(lambda self: self.grid.zone)
     south = property(lambda self: self.grid.south)
@@ -94,4 +95,5 @@ def zone_from_meta(name: str, attrs: dict, arrays: dict, overviews: tuple = ()) 
         levels = ()
     return Zone(name, grid, int(attrs["tessera:n_bands"]), bool(attrs.get("tessera:has_rgb_preview", False)),
                 geo.utm_bbox_lonlat(bbox, zone, south), str(attrs.get("tessera:model_version", "")),
-                str(attrs.get("tessera:build_version", "")), levels=levels)
+                str(attrs.get("tessera:build_version", "")), levels=levels,
+                code_dims=int((attrs.get("tessera-ovr:code") or {}).get("dims", 0)) if levels else 0)

@@ -25,6 +25,7 @@ MAX_REGION = 768  # pixels per side of a tool region (app/tools/region.py): 3 sh
 OVERVIEWS = True  # tool regions read tessera-ovr: levels when a zone has them (False: the capped 10 m path)
 MAX_CODE_SIDE = 4096  # pixels per side of a region read as an overview level's compact code (a link's window)
 REGION_BYTES = 20 * 1600 * 1000  # a tool region's read budget with overviews: 20 B per pixel of a 1600 x 1000 screen
+EXACT_PIXELS = MAX_REGION * MAX_REGION  # the most pixels per zone an exact (full-vector) result reads: ~300 MB float32
 
 
 class StoreModel:

@@ -15,6 +15,7 @@ from app import basemap, geo, layers, places, render, tiles, views
 from app.tools import Tools, share, similarity
 from app.model import Pixel, StoreModel
 from app.reader import JSSource, SourceError
+from app.tools.region import TooLarge
 from app.state import UrlState
 
 MAP_W, MAP_H = 760, 520
@@ -51,6 +52,9 @@ class Explorer(param.Parameterized):
     places = param.Dict({}, doc="country name -> lon/lat box (w, s, e, n), from world-atlas once loaded")
     tiles_url = param.String(None, allow_None=True, doc="XYZ tile URL template ({X}/{Y}/{Z}), None when not set")
     export_layer = param.Selector(objects=["similarity"], label="Layer to export", doc="a name of app/layers.PROVIDERS")
+    exact = param.Boolean(False, label="Exact (full vectors)",
+                          doc="the tools read every zone's full vectors at the view's level, not its compact code")
+    cost = param.String("", doc="what the tools read over the view, and what the exact result costs (plain text)")
 
     def __init__(self, catalog: list[dict], url_state: UrlState, source_factory=JSSource, **kw):
         super().__init__(**kw)
@@ -77,6 +81,7 @@ class Explorer(param.Parameterized):
         self.param.watch(lambda *e: self.spawn(self.compute_similarity()) if self.similarity_on else None,
                          ["sim_from", "sim_mode"])
         self.param.watch(lambda e: self.schedule_redraw(), "view")
+        self.param.watch(self._on_exact, "exact")
         self.param.watch(lambda e: self.goto(e.new) if e.new.strip() else None, "goto_text")
         try:
             self.tiles_url = tiles.check_template(url_state.basemap)
@@ -99,6 +104,9 @@ class Explorer(param.Parameterized):
             return
         if isinstance(task.exception(), SourceError):
             self.status = views.html("<b>Read failed:</b> {}", task.exception())
+            return
+        if isinstance(task.exception(), TooLarge):
+            self.status = views.html("<b>No exact result:</b> {}", task.exception())
             return
         import traceback
         traceback.print_exception(task.exception())
@@ -284,6 +292,9 @@ class Explorer(param.Parameterized):
         if self.model is not None:
             v = self.render_view()
             self.base = (v, await basemap.draw(self.model, v))
+            self.cost = read_cost(self.model, v, self.exact)
+
+
 
     # ------------------------------------------------------------ pixels --
     async def select(self, lon: float, lat: float) -> Pixel | None:
@@ -332,6 +343,13 @@ class Explorer(param.Parameterized):
         except SourceError as e:
             self.status = views.html("<b>Multi-year index read failed:</b> {}", e)
             return None
+
+    def _on_exact(self, e) -> None:
+        """The tools' representation changed: say what they read now, and search again if a search is on."""
+        if self.model is not None:
+            self.cost = read_cost(self.model, self.render_view(), self.exact)
+        if self.similarity_on:
+            self.spawn(self.compute_similarity())
 
     def _on_similarity(self, e) -> None:
         """Similarity turned on: search, and take a tool layer off the map (it is drawn above the similarity and
@@ -389,3 +407,20 @@ def centred_box(lon: float, lat: float, span_m: float) -> tuple[float, float, fl
     half_w = span_m / 2 / math.cos(math.radians(lat))
     half_h = half_w * MAP_H / MAP_W
     return float(cx - half_w), float(cx + half_w), float(cy - half_h), float(cy + half_h)
+
+
+def read_cost(model: StoreModel, v: render.View, exact: bool) -> str:
+    """What a tool over view `v` reads (app/tools/region.py plans), and what its exact result would cost, as one
+    plain line (the caller escapes it)."""
+    from app.tools import region as reg
+    ps = reg.plans(model, v, exact)
+    if not ps:
+        return "The view shows no zone of this store."
+    now, full = reg.cost(ps)
+    coded = [p for p in ps if p[3] == "code"]
+    what = (f"the {coded[0][0].code_dims}-d compact code at level {coded[0][0].level} ({coded[0][0].pixel:g} m), "
+            "an approximate answer" if coded else f"full {ps[0][0].n_bands}-d vectors ({ps[0][0].pixel:g} m), exact")
+    text = f"Tools read {what}: about {now / 1e6:.1f} MB."
+    if coded:
+        text += f" The exact result reads about {full / 1e6:.1f} MB."
+    return text

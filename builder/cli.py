@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import warnings
 
 from builder import convention as conv
 from builder.commands import (DEFAULT_CACHE, DEFAULT_STATIC, cmd_build, cmd_catalog, cmd_demo, cmd_index, cmd_publish,
                                cmd_sample, cmd_serve, cmd_site, cmd_up, cmd_validate)
 from builder.errors import BuildError
+from builder.mirror import limits as mirror_limits
 
 
 def _sched(p: argparse.ArgumentParser) -> None:
@@ -29,6 +32,13 @@ def _layout(p: argparse.ArgumentParser) -> None:
                    help="global_rgb level-0 resolution in degrees (default 0.0001)")
 
 
+def _demo_data(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-dense", action="store_true",
+                   help="leave out the dense site (three whole 0.1 degree tiles; the small tiles only)")
+    p.add_argument("--easy", action="store_true",
+                   help="the earlier, nearly low-rank generator with cleanly separable classes (not like real data)")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m builder",
                                 description="Build, validate and publish TESSERA (tessera: v1) Zarr stores and the explorer site.")
@@ -43,6 +53,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--bbox", help="W,S,E,N in degrees (with --from)")
     b.add_argument("--cache", help="tile cache for --from (default .cache/mirror); never inside a store")
     b.add_argument("--jobs", type=int, default=8, help="parallel downloads with --from (default 8)")
+    mirror_limits.add_arguments(b)
     g = b.add_mutually_exclusive_group(required=True)
     g.add_argument("--out", help="directory receiving one {year}.zarr per year (and catalog.json)")
     g.add_argument("--store", help="path of the single year store to build or extend")
@@ -67,6 +78,7 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--record", default=str(DEFAULT_CACHE / "demo-build"), help="build records directory")
     d.add_argument("--px", type=int, default=384, help="tile edge in pixels (default 384)")
     d.add_argument("--years", type=int, nargs="+", default=[2023, 2024])
+    _demo_data(d)
     _layout(d)
     _sched(d)
     d.set_defaults(fn=cmd_demo)
@@ -115,6 +127,7 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--px", type=int, default=384)
     u.add_argument("--years", type=int, nargs="+", default=[2023, 2024])
     u.add_argument("--rebuild", action="store_true", help="rebuild the demo stores even if present")
+    _demo_data(u)
     _layout(u)
     _sched(u)
     u.set_defaults(fn=cmd_up)
@@ -149,10 +162,29 @@ def _join_bbox(argv: list[str]) -> list[str]:
     return out
 
 
+@contextlib.contextmanager
+def _no_library_warnings():
+    """Libraries' warnings (zarr-python's ZarrUserWarning about consolidated metadata, say) speak to developers,
+    not to the user of the command: none is shown, from this process or its worker processes (which start with
+    this interpreter's -W options).  The builder's own problems are errors, never warnings.  Warnings the user
+    asked for (python -W, PYTHONWARNINGS) and TESSERA_DEBUG=1 leave them on."""
+    if sys.warnoptions or os.environ.get("TESSERA_DEBUG"):
+        yield
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sys.warnoptions.append("ignore")
+        try:
+            yield
+        finally:
+            sys.warnoptions.remove("ignore")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(_join_bbox(sys.argv[1:] if argv is None else argv))
     try:
-        return args.fn(args)
+        with _no_library_warnings():
+            return args.fn(args)
     except BuildError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -77,14 +77,21 @@ def cmd_demo(a) -> int:
     tiles = Path(a.tiles)
     out = Path(a.out)
     t0 = time.time()
-    demo.write_demo_tiles(tiles, years=a.years, px=a.px)
-    print(f"wrote {len(a.years) * len(demo.PLACES)} synthetic tiles to {tiles} in {time.time() - t0:.1f}s")
+    from builder.parallel import cores
+    written = demo.write_demo_tiles(tiles, years=a.years, px=a.px, dense=not a.no_dense, easy=a.easy,
+                                    workers=a.workers or cores())
+    print(f"wrote {len(written)} synthetic tiles ({'easy' if a.easy else 'realistic'}) and their ground truth "
+          f"to {tiles} in {time.time() - t0:.1f}s")
     layout = _make_layout(a)
+    version = demo.EASY_MODEL_VERSION if a.easy else demo.MODEL_VERSION
+    for y in a.years:
+        _drop_other_demo(out / f"{y}.zarr", Path(a.record) / str(y), version)
     with Runner(a.scheduler, a.workers, a.quiet) as runner:
         for y in a.years:
             store = out / f"{y}.zarr"
             t0 = time.time()
-            cfg = BuildConfig(tiles=str(tiles), store=store, year=y, model_version=demo.MODEL_VERSION,
+            cfg = BuildConfig(tiles=str(tiles), store=store, year=y,
+                              model_version=version,
                               build_version=f"{__import__('builder').BUILD_VERSION} (synthetic demo tiles)",
                               record=Path(a.record) / str(y), layout=layout, global_res=a.global_res,
                               quiet=a.quiet)
@@ -95,6 +102,27 @@ def cmd_demo(a) -> int:
         print(f"multi-year index: {write_years_index(out, [out / f'{y}.zarr' for y in a.years])}")
     print(f"catalog: {write_catalog(out)}")
     return 0
+
+
+def _demo_version(record: Path) -> str | None:
+    """The model_version of the demo store whose build record is in `record` (None: no record)."""
+    import json
+    try:
+        return json.loads((record / "record.json").read_text()).get("model_version")
+    except (OSError, ValueError):
+        return None
+
+
+def _drop_other_demo(store: Path, record: Path, version: str) -> None:
+    """A demo store built from another demo generator's tiles (an earlier version, or --easy against the realistic
+    world) cannot be extended with these tiles (its model_version differs): it is the demo's own output, so it
+    is removed, with its record, and built again."""
+    import shutil
+    have = _demo_version(record)
+    if have is not None and have != version and have.startswith("synthetic-demo"):
+        print(f"{store}: built from the {have} demo tiles; rebuilding it from {version}")
+        shutil.rmtree(store, ignore_errors=True)
+        shutil.rmtree(record, ignore_errors=True)
 
 
 def cmd_validate(a) -> int:
@@ -145,7 +173,10 @@ def cmd_up(a) -> int:
     args = argparse.Namespace(**vars(a))
     args.tiles, args.out, args.record = str(DEFAULT_CACHE / "demo-tiles"), str(static / "data"), str(DEFAULT_CACHE / "demo-build")
     catalog = static / "data" / "catalog.json"
-    if a.rebuild or not catalog.exists():
+    from builder import demo
+    version = demo.EASY_MODEL_VERSION if a.easy else demo.MODEL_VERSION
+    stale = any(_demo_version(Path(args.record) / str(y)) != version for y in a.years)
+    if a.rebuild or stale or not catalog.exists():
         cmd_demo(args)
     from builder.site import build_site
     build_site(static, DEFAULT_CACHE, quiet=a.quiet)

@@ -42,7 +42,7 @@ from builder.geotiff import read_band, read_geoinfo
 
 EMBEDDINGS_DIR = "global_0.1_degree_representation"
 LANDMASKS_DIR = "global_0.1_degree_tiff_all"
-_GRID_RE = re.compile(r"^grid_(-?\d+\.\d+)_(-?\d+\.\d+)$")
+_GRID_RE = re.compile(r"grid_(-?\d+\.\d+)_(-?\d+\.\d+)")  # a tile's whole name (fullmatch: no "\n" after it)
 TILE_DEG = 0.1  # tiles are 0.1 degree cells, named by their centre
 HASH_BLOCK = 4 << 20  # bytes read at a time while fingerprinting (bounded memory; ranged reads on URLs)
 
@@ -77,7 +77,7 @@ class TileRef:
 
     @property
     def lonlat(self) -> tuple[float, float]:
-        m = _GRID_RE.match(self.name)
+        m = _GRID_RE.fullmatch(self.name)
         return float(m.group(1)), float(m.group(2))
 
 
@@ -95,20 +95,33 @@ class NpyHeader:
         return int(np.prod(self.shape)) * self.dtype.itemsize
 
 
+class PickledNpy(ValueError):
+    """A .npy file of Python objects: its data is a pickle (which runs code when loaded), not array bytes."""
+
+
+def npy_header(f) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """(shape, fortran_order, dtype) of the .npy file `f` is open at the start of, leaving `f` at its data.
+    Raises ValueError or EOFError when it is not a .npy file, PickledNpy for an object array."""
+    version = npy_format.read_magic(f)
+    read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
+    shape, fortran, dtype = read(f)
+    if np.dtype(dtype).hasobject:
+        raise PickledNpy(f"pickled object arrays are refused (dtype {np.dtype(dtype)})")
+    return shape, fortran, np.dtype(dtype)
+
+
 def read_npy_header(url: str) -> NpyHeader:
     """Parse a .npy header with one small range read and check the file is complete."""
     fs, path = fsspec.core.url_to_fs(url)
     try:
         size = fs.size(path)
         with fs.open(path, "rb", block_size=4096) as f:
-            version = npy_format.read_magic(f)
-            if version == (1, 0):
-                shape, fortran, dtype = npy_format.read_array_header_1_0(f)
-            else:
-                shape, fortran, dtype = npy_format.read_array_header_2_0(f)
+            shape, fortran, dtype = npy_header(f)
             offset = f.tell()
     except FileNotFoundError:
         raise BuildError("file not found", url) from None
+    except PickledNpy as e:
+        raise BuildError(str(e), url) from None
     except (ValueError, EOFError) as e:
         raise BuildError(f"not a valid .npy file ({e})", url) from None
     h = NpyHeader(url, tuple(int(s) for s in shape), np.dtype(dtype), bool(fortran), offset, int(size))
@@ -220,7 +233,9 @@ def content_digest(urls: tuple[str, ...]) -> str:
     h = hashlib.blake2b(digest_size=16)
     for url in urls:
         n = 0
-        with fsspec.open(url, "rb", block_size=HASH_BLOCK) as f:
+        fs, path = fsspec.core.url_to_fs(url)
+        with fs.open(path, "rb", block_size=HASH_BLOCK) as f:  # not fsspec.open(url, block_size=...): that makes it a
+            # storage option, which s3fs passes on to its aiobotocore session (a TypeError)
             while block := f.read(HASH_BLOCK):
                 h.update(block)
                 n += len(block)
@@ -254,7 +269,7 @@ def discover(root: str, year: int) -> list[TileRef]:
     if not fs.exists(path):
         raise BuildError(f"no tiles for year {year} (expected directory {EMBEDDINGS_DIR}/{year}/)", root)
     names = sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False))
-    refs = [TileRef(root, year, n) for n in names if _GRID_RE.match(n)]
+    refs = [TileRef(root, year, n) for n in names if _GRID_RE.fullmatch(n)]
     if not refs:
         raise BuildError(f"no grid_<lon>_<lat> tile directories for year {year}", base)
     return refs

@@ -54,13 +54,14 @@ def wait_http(url: str, proc: subprocess.Popen | None = None, deadline_s: float 
     raise TimeoutError(f"{url} did not answer within {deadline_s:.0f} s (last error: {last})")
 
 
-def build_test_site(dest: Path, work: Path, px: int = 256) -> Path:
-    """The real site (python -m builder site) with demo stores of `px` px tiles in data/ (the benchmarks use it too)."""
+def build_test_site(dest: Path, work: Path, px: int = 256, dense: bool = False) -> Path:
+    """The real site (python -m builder site) with demo stores of `px` px tiles in data/ (the benchmarks use it too);
+    the dense site's whole tiles too when `dense` (the benchmarks'; the tests keep to the small tiles)."""
     run = lambda *a: subprocess.run([sys.executable, "-m", "builder", *a], cwd=REPO, check=True,
                                     capture_output=True, text=True)
     run("site", "--out", str(dest), "-q")
     run("demo", "--out", str(dest / "data"), "--tiles", str(work / "tiles"), "--record", str(work / "record"),
-        "--px", str(px), "--scheduler", "threads", "-q")
+        "--px", str(px), "--scheduler", "threads", "-q", *([] if dense else ["--no-dense"]))
     return dest
 
 

@@ -295,3 +295,32 @@ def test_catalog_of_a_missing_or_storeless_directory(tmp_path):
     p = run_cli("catalog", str(tmp_path / "empty"), check=False)
     assert "empty" in refused(p, "no tessera store")
     assert not (tmp_path / "empty" / "catalog.json").exists()
+
+
+# ------------------------------------------------ tile names, pickled arrays --
+def test_a_tile_name_with_a_trailing_newline_is_ignored_like_any_other_junk_name(tmp_path, world):
+    """Only a directory named exactly grid_<lon>_<lat> is a tile.  `grid_-0.05_50.75\\n` (its files and landmask
+    named the same way) is junk, like `grid_-0.05_50.75.bak`, `grid_-0.05_50.75 ` or `notes`: the store equals
+    the one built without them."""
+    good = tmp_path / "good"
+    demo.write_tile(good, 2024, *GOOD, PX, world=world)
+    junk = tmp_path / "junk"
+    shutil.copytree(good, junk)
+    for name in ("grid_-0.05_50.75\n", "grid_-0.05_50.75.bak", "grid_-0.05_50.75 "):
+        demo.write_tile(junk, 2024, -0.05, 50.75, PX, world=world, name=name)
+    tile_dir(junk, "notes").mkdir()
+    assert "grid_-0.05_50.75\n" in {p.name for p in (junk / EMBEDDINGS_DIR / "2024").iterdir()}
+    for root in (good, junk):
+        run_cli("build", str(root), "--year", "2024", "--out", str(tmp_path / f"{root.name}-out"), "--scheduler", "sync",
+                "-q", "--no-global")
+    assert tree_digest(tmp_path / "junk-out" / "2024.zarr") == tree_digest(tmp_path / "good-out" / "2024.zarr")
+
+
+@pytest.mark.parametrize("which", ["embeddings", "scales"])
+def test_a_pickled_npy_is_refused_as_pickled_not_as_truncated(setup, which):
+    """np.save(allow_pickle=True) of an object array: its header says dtype object ('|O'); refused for what it is."""
+    bad, out = setup
+    f = tile_dir(bad, BAD) / (f"{BAD}.npy" if which == "embeddings" else f"{BAD}_scales.npy")
+    np.save(f, np.load(f).astype(object), allow_pickle=True)
+    assert np.load(f, allow_pickle=True).dtype == object  # numpy itself wrote a pickled array
+    assert f.name in expect_error(bad, out, "pickled object arrays are refused")

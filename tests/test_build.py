@@ -321,6 +321,14 @@ def test_local_worker_processes_build_the_same_store(tmp_path, tiles_root, store
     assert tree_digest(out / "2024.zarr") == tree_digest(store)  # every file, overviews and global_rgb included
 
 
+def test_a_build_prints_no_library_warning(tmp_path, tiles_root):
+    """zarr-python warns (ZarrUserWarning) that consolidated metadata is not in the Zarr v3 spec; the user of the
+    CLI gets no library warning, from this process or from its worker processes (the default scheduler)."""
+    p = run_cli("build", str(tiles_root), "--year", "2024", "--out", str(tmp_path / "out"), "--workers", "2", "-q")
+    assert "warning" not in p.stderr.lower(), p.stderr
+    assert p.stderr == "", p.stderr  # -q: nothing at all on stderr
+
+
 def test_a_worker_process_that_dies_fails_the_build_in_one_line_and_a_rerun_resumes(tmp_path, tiles_root, store):
     """A worker SIGKILLed in a shard task (out of memory, say): one line naming it, exit 2, no traceback; the
     same command then finishes the store, equal to an uninterrupted build file for file."""

@@ -11,15 +11,33 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO, run_cli, tree_digest
 from test_publish import S3_ENV, s3_server  # noqa: F401  (s3_server: the moto fixture)
 
 DEADLINE_S = 300.0  # a loaded 2-core machine; each wait ends as soon as its condition holds
 
 
+_started: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left():
+    """A test that fails while a command it started is held at a phase kills it (it would wait for ever)."""
+    yield
+    while _started:
+        p = _started.pop()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def start(*args: str, env: dict) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "builder", *args], cwd=REPO, env=dict(os.environ, **env),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-m", "builder", *args], cwd=REPO, env=dict(os.environ, **env),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _started.append(p)
+    return p
 
 
 def wait_until(cond, procs: list[subprocess.Popen], what: str) -> None:

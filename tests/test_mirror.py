@@ -3,7 +3,9 @@
 The mirror serves demo tiles in geotessera's layout with a manifest.parquet (server paths, like
 geotessera's scan) and a landmasks.parquet.  A plan function decides, per path and per attempt
 (deterministic by request count), whether a request is answered, dropped, answered 503/404, slowly,
-with a truncated body, or left hanging mid-body.  Builds run the real CLI in a subprocess.
+with a truncated body, or left hanging mid-body; or how it lies: a body without Content-Length that never
+ends, a body trickled a byte at a time, a redirect to another host.  The server counts the bytes it sends
+per path.  Builds run the real CLI in a subprocess.
 """
 from __future__ import annotations
 
@@ -12,11 +14,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
 from collections import Counter
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -35,6 +39,8 @@ BBOX = "-0.1,50.7,0.1,50.9"  # the three Sussex tiles, not the Cape
 IN_BBOX = [grid_name(lon, lat) for lon, lat in MIRROR_PLACES[:3]]
 ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "TESSERA_MIRROR_BACKOFF": "0.02"}
 DEADLINE = 120.0
+ENDLESS = 64 << 20  # an "endless" body stops after this many bytes (a test's own bound, far above any limit checked)
+TRICKLE_S = 0.25  # a "trickle" body sends one byte per this many seconds
 
 
 def tile_files(names, year=YEAR) -> set[str]:
@@ -53,6 +59,7 @@ class Mirror:
         self.root, self.plan = root, plan
         self.requests: list[str] = []
         self.counts: Counter = Counter()
+        self.sent: Counter = Counter()  # body bytes written to the socket, per path
         self.lock = threading.Lock()
         self.hung = threading.Event()  # a "hang" response has sent half its body
         self.release = threading.Event()
@@ -63,6 +70,43 @@ class Mirror:
 
             def log_message(self, *a):
                 pass
+
+            def send(self, path: str, data: bytes) -> None:
+                self.wfile.write(data)
+                self.wfile.flush()
+                with mirror.lock:
+                    mirror.sent[path] += len(data)
+
+            def lie(self, action: str, path: str, data: bytes) -> None:
+                """The lying answers: the server goes on until the client hangs up (or the test moves on)."""
+                self.close_connection = True
+                release = mirror.release
+                if action.startswith("redirect "):
+                    self.send_response(302)
+                    self.send_header("Location", action.split(" ", 1)[1])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                if action == "trickle":
+                    self.send_header("Content-Length", str(len(data)))
+                else:  # "endless": no Content-Length, the file and then zeros, until the connection closes
+                    self.send_header("Connection", "close")
+                self.end_headers()
+                try:
+                    if action == "trickle":
+                        for i in range(len(data)):
+                            self.send(path, data[i:i + 1])
+                            if release.wait(TRICKLE_S):
+                                return
+                    else:
+                        self.send(path, data)
+                        zeros, n = bytes(1 << 16), len(data)
+                        while n < ENDLESS and not release.is_set():
+                            self.send(path, zeros)
+                            n += len(zeros)
+                except OSError:  # the client hung up
+                    pass
 
             def do_GET(self):
                 path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
@@ -84,20 +128,21 @@ class Mirror:
                     self.wfile.write(body)
                     return
                 data = f.read_bytes()
+                if action in ("endless", "trickle") or action.startswith("redirect "):
+                    return self.lie(action, path, data)
                 if action == "slow":
                     time.sleep(0.3)
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 if action in ("truncate", "hang"):
-                    self.wfile.write(data[: len(data) // 2])
-                    self.wfile.flush()
+                    self.send(path, data[: len(data) // 2])
                     if action == "hang":
                         mirror.hung.set()
                         mirror.release.wait(DEADLINE)
                     self.close_connection = True
                     return
-                self.wfile.write(data)
+                self.send(path, data)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -113,16 +158,17 @@ class Mirror:
             self.hung, self.release = threading.Event(), threading.Event()
             self.requests.clear()
             self.counts.clear()
+            self.sent.clear()
             self.plan = plan
 
 
 @contextmanager
-def serve(root: Path, plan=None):
+def serve(root: Path, plan=None, probe: str = "/v1/manifest.parquet"):
     m = Mirror(root, plan)
     t = threading.Thread(target=m.httpd.serve_forever, daemon=True)
     t.start()
     try:
-        wait_http(m.base + "/manifest.parquet", deadline_s=30)
+        wait_http(f"http://127.0.0.1:{m.httpd.server_address[1]}{probe}", deadline_s=30)
         m.reset(plan)
         yield m
     finally:
@@ -142,7 +188,9 @@ def wait_until(cond, what: str, deadline_s: float = DEADLINE):
 
 
 # -------------------------------------------------------------- fixtures --
-def write_manifest(v1: Path, sizes_wrong: str | None = None) -> None:
+def write_manifest(v1: Path, sizes_wrong: str | None = None, change: dict | None = None) -> None:
+    """geotessera's manifest of the tiles below v1 (server paths); `change` maps a tile name to the values its
+    row takes instead (a lying size, a path with '..')."""
     rows = []
     for d in sorted((v1 / EMBEDDINGS_DIR).glob("*/grid_*")):
         lon, lat = (float(x) for x in d.name.split("_")[1:])
@@ -150,7 +198,7 @@ def write_manifest(v1: Path, sizes_wrong: str | None = None) -> None:
         rows.append({"year": int(d.parent.name), "lon": lon, "lat": lat, "directory": str(d.resolve()),
                      "grid_path": str(g.resolve()), "scales_path": str(s.resolve()),
                      "grid_size": g.stat().st_size + (7 if d.name == sizes_wrong else 0),
-                     "scales_size": s.stat().st_size})
+                     "scales_size": s.stat().st_size, **(change or {}).get(d.name, {})})
     pd.DataFrame(rows).to_parquet(v1 / "manifest.parquet", index=False)
     import hashlib
     lms = []
@@ -450,3 +498,228 @@ def test_a_file_that_differs_from_the_registry_hash_is_refused(registry_root, tm
     assert f"{IN_BBOX[1]}.npy" in lines[0] and "sha256" in lines[0], lines[0]
     assert not (out / f"{YEAR}.zarr").exists()
     assert not list((tmp_path / "cache").rglob("*.partial-*"))
+
+
+# ------------------------------------------------------------ a lying mirror --
+# Each attack runs the real CLI once, measured: exit code, its one line, seconds, peak memory, and the bytes
+# the server sent.  The CLI's address space is capped (MEMORY), so that an unbounded read fails fast instead
+# of taking the machine's memory.
+TILE = f"/v1/{EMBEDDINGS_DIR}/{YEAR}/{IN_BBOX[0]}/{IN_BBOX[0]}.npy"
+SLACK = 16 << 20  # bytes socket buffers may hold between the server's writes and the moment the reader stops
+MEMORY = 3 << 30
+
+
+@dataclass
+class Attack:
+    returncode: int
+    stderr: str
+    seconds: float
+    max_rss: int  # bytes: the CLI's peak resident memory (VmHWM)
+
+
+# The CLI with its address space capped, reporting its peak memory as it ends (VmHWM of its own process, which
+# counts from its exec: the rusage of a child also counts the test process it was forked from).
+CAPPED_CLI = """
+import resource, runpy, sys
+resource.setrlimit(resource.RLIMIT_AS, ({memory}, {memory}))
+report, sys.argv = sys.argv[1], ["builder", *sys.argv[2:]]
+try:
+    runpy.run_module("builder", run_name="__main__", alter_sys=True)
+finally:
+    with open("/proc/self/status") as f, open(report, "w") as out:
+        out.write(next(line.split()[1] for line in f if line.startswith("VmHWM:")))
+"""
+
+
+def attack(base: str, work: Path, *extra: str, env: dict | None = None, timeout: float = 90.0) -> Attack:
+    """`build --from base` (the real CLI) into work/out with cache work/cache; fails the test if it is still
+    running after `timeout` seconds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "rss"
+        args = [sys.executable, "-c", CAPPED_CLI.format(memory=MEMORY), str(report), "build", "--from", base,
+                f"--bbox={BBOX}", "--year", str(YEAR), "--out", str(work / "out"), "--cache", str(work / "cache"),
+                "--scheduler", "threads", "-q", *extra]
+        t0 = time.monotonic()
+        try:
+            p = subprocess.run(args, cwd=REPO, env=dict(os.environ) | ENV | (env or {}), capture_output=True, text=True,
+                               timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the build was still reading from the mirror after {timeout:.0f} s")
+        a = Attack(p.returncode, p.stderr, time.monotonic() - t0, int(report.read_text()) * 1024)
+    print(f"\n{os.environ.get('PYTEST_CURRENT_TEST', '').split(' ')[0]}: exit {a.returncode} in {a.seconds:.1f} s, "
+          f"peak RSS {a.max_rss / 2**20:.0f} MiB: {a.stderr.strip()[:300]}")
+    return a
+
+
+def assert_refused(a: Attack, work: Path, *needles: str) -> str:
+    """One line, exit 2, no store and no partial file left in the cache."""
+    lines = a.stderr.strip().splitlines()
+    assert a.returncode == 2, a.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), a.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+    assert not (work / "out" / f"{YEAR}.zarr").exists()
+    assert not [p for p in (work / "cache").rglob("*") if ".partial" in p.name]
+    return lines[0]
+
+
+def test_a_body_longer_than_the_manifest_says_is_cut_at_that_size(m, mirror_root, tmp_path):
+    """No Content-Length and no end (geotessera's manifest says 1.2 MB): read up to the manifest's size and
+    one byte more, then refused."""
+    size = (mirror_root / TILE.lstrip("/")).stat().st_size
+    m.reset(lambda p, a: "endless" if p == TILE else "ok")
+    a = attack(m.base, tmp_path)
+    print(f"bytes sent: {m.sent[TILE]} of a {size} byte file")
+    assert m.sent[TILE] <= size + SLACK
+    assert_refused(a, tmp_path, IN_BBOX[0], f"more than the {size} bytes")
+
+
+@pytest.fixture(scope="module")
+def huge_root(tmp_path_factory, mirror_root) -> Path:
+    """The mirror, its manifest saying one tile's grid is 50 GB."""
+    root = tmp_path_factory.mktemp("mirror-huge")
+    shutil.copytree(mirror_root / "v1", root / "v1")
+    write_manifest(root / "v1", change={IN_BBOX[0]: {"grid_size": 50 * 10**9}})
+    return root
+
+
+def test_a_file_the_manifest_says_is_larger_than_the_limit_is_never_requested(huge_root, tmp_path):
+    with serve(huge_root, lambda p, a: "endless" if p == TILE else "ok") as w:
+        a = attack(w.base, tmp_path)
+        assert TILE not in w.requests and w.sent[TILE] == 0
+    assert_refused(a, tmp_path, IN_BBOX[0], "50000000000 bytes", "--max-file-size")
+
+
+def test_an_endless_manifest_is_cut_at_the_manifest_limit(m, tmp_path):
+    m.reset(lambda p, a: "endless" if p.endswith("manifest.parquet") else "ok")
+    a = attack(m.base, tmp_path, env={"TESSERA_MIRROR_MAX_MANIFEST_SIZE": str(4 << 20)})
+    print(f"bytes sent: {m.sent['/v1/manifest.parquet']} with a limit of {4 << 20}")
+    assert m.sent["/v1/manifest.parquet"] <= (4 << 20) + SLACK
+    assert_refused(a, tmp_path, "/v1/manifest.parquet", "--max-manifest-size")
+    assert m.tile_requests() == []
+
+
+MANY_ROWS = 200_000_000
+
+
+@pytest.fixture(scope="module")
+def many_rows_root(tmp_path_factory, mirror_root) -> Path:
+    """The mirror with a manifest of 2x10^8 rows (all null: a few MB of Parquet that claim it in their footer)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    root = tmp_path_factory.mktemp("mirror-rows")
+    shutil.copytree(mirror_root / "v1", root / "v1")
+    schema = pq.read_schema(root / "v1" / "manifest.parquet")
+    n = 5_000_000
+    block = pa.table([pa.nulls(n, f.type) for f in schema], schema=schema)
+    with pq.ParquetWriter(root / "v1" / "manifest.parquet", schema, compression="zstd") as w:
+        for _ in range(MANY_ROWS // n):
+            w.write_table(block, row_group_size=n)
+    assert pq.ParquetFile(root / "v1" / "manifest.parquet").metadata.num_rows == MANY_ROWS
+    return root
+
+
+def test_a_manifest_whose_footer_claims_too_many_rows_is_refused_before_it_is_read(many_rows_root, tmp_path):
+    size = (many_rows_root / "v1" / "manifest.parquet").stat().st_size
+    with serve(many_rows_root) as w:
+        a = attack(w.base, tmp_path)
+        assert w.sent["/v1/manifest.parquet"] == size and w.tile_requests() == []
+    print(f"a {size} byte manifest of {MANY_ROWS} rows")
+    assert a.max_rss < 1 << 30
+    assert_refused(a, tmp_path, "/v1/manifest.parquet", f"{MANY_ROWS} rows", "--max-manifest-rows")
+
+
+def test_a_file_trickled_a_byte_at_a_time_is_given_up_at_its_deadline(m, tmp_path):
+    """One byte every 0.25 s keeps each socket read under any per-read timeout; the file's deadline (2 s here)
+    bounds the whole download, retries included."""
+    m.reset(lambda p, a: "trickle" if p == TILE else "ok")
+    a = attack(m.base, tmp_path, env={"TESSERA_MIRROR_FILE_TIMEOUT": "2"}, timeout=60)
+    print(f"bytes sent: {m.sent[TILE]}")
+    assert m.sent[TILE] <= 2 * 2 / TRICKLE_S  # the bytes of twice the deadline (the watchdog may be late on a busy machine)
+    assert_refused(a, tmp_path, IN_BBOX[0], "not complete within 2 s", "--file-timeout")
+
+
+@pytest.mark.parametrize("flag, needle", [("--max-manifest-size=1000", "more than the limit of 1000 bytes"),
+                                          ("--max-manifest-rows=3", "5 rows, more than the limit of 3"),
+                                          ("--max-file-size=1000", "more than the limit of 1000 bytes")])
+def test_each_limit_is_a_flag(m, tmp_path, flag, needle):
+    """Lowered here: each refused in one line naming its flag, before any tile is requested."""
+    a = attack(m.base, tmp_path, flag)
+    assert_refused(a, tmp_path, needle, flag.split("=")[0])
+    assert m.tile_requests() == []
+
+
+def test_a_flag_raises_a_limit_set_in_the_environment(m, reference, tmp_path):
+    a = attack(m.base, tmp_path, "--max-file-size", "2M", env={"TESSERA_MIRROR_MAX_FILE_SIZE": "1000"})
+    assert a.returncode == 0, a.stderr
+    assert_same_values(tmp_path / "out" / f"{YEAR}.zarr", reference)
+
+
+def test_a_redirect_to_the_same_host_is_followed(m, reference, tmp_path):
+    m.reset(lambda p, a: f"redirect {m.base}{p[len('/v1'):]}" if p == TILE and a == 1 else "ok")
+    build_from(m.base, tmp_path / "out", tmp_path / "cache")
+    assert m.counts[TILE] == 2
+    assert_same_values(tmp_path / "out" / f"{YEAR}.zarr", reference)
+
+
+def test_a_redirect_to_another_host_is_refused_unless_allowed(m, mirror_root, reference, tmp_path):
+    """The other host: a second server, named `localhost` where the mirror is `127.0.0.1`."""
+    with serve(mirror_root) as other:
+        there = other.base.replace("127.0.0.1", "localhost") + TILE[len("/v1"):]
+        m.reset(lambda p, a: f"redirect {there}" if p == TILE else "ok")
+        a = attack(m.base, tmp_path / "refused")
+        assert other.requests == []
+        assert_refused(a, tmp_path / "refused", IN_BBOX[0], "redirected to another host", "localhost",
+                       "--allow-other-hosts")
+        m.reset(lambda p, a: f"redirect {there}" if p == TILE else "ok")
+        build_from(m.base, tmp_path / "allowed", tmp_path / "allowed-cache", "--allow-other-hosts")
+        assert other.requests == [TILE]
+    assert_same_values(tmp_path / "allowed" / f"{YEAR}.zarr", reference)
+
+
+@pytest.mark.parametrize("column, value", [
+    ("grid_path", f"{EMBEDDINGS_DIR}/{YEAR}/../../../secret/{{n}}.npy"),  # below the layout's anchor
+    ("scales_path", "{base}/../secret/{n}_scales.npy"),  # a URL below the mirror's own
+    ("landmask_path", f"{LANDMASKS_DIR}/%2e%2e/%2E%2E/secret/{{n}}.tiff"),  # percent-encoded
+])
+def test_a_manifest_path_with_dotdot_is_refused(column, value, mirror_root, tmp_path):
+    """Each path leads out of the mirror's root to `secret/`, which holds true copies of the tile's files: only
+    the path can tell.  Refused before any tile is requested."""
+    root = tmp_path / "mirror"
+    shutil.copytree(mirror_root, root)
+    n = IN_BBOX[0]
+    (root / "secret").mkdir()
+    for f in (root / "v1" / EMBEDDINGS_DIR / str(YEAR) / n).iterdir():
+        shutil.copy(f, root / "secret")
+    shutil.copy(root / "v1" / LANDMASKS_DIR / f"{n}.tiff", root / "secret")
+    with serve(root) as w:
+        write_manifest(root / "v1", change={n: {column: value.format(n=n, base=w.base)}})
+        a = attack(w.base, tmp_path / "run")
+        assert not [r for r in w.requests if "secret" in r]
+        assert w.tile_requests() == []
+    assert_refused(a, tmp_path / "run", column, "'..'")
+
+
+# ------------------------------------------------------------ the cache folder --
+@pytest.mark.parametrize("path", ["/..", "/.", "/../..", "/./", "/%2e%2e", "/a/..", "/..%2f..", "/" + "x" * 5000],
+                         ids=lambda p: p if len(p) < 20 else f"{len(p)} characters")
+def test_the_cache_folder_of_any_mirror_url_is_one_folder_inside_the_cache(tmp_path, path):
+    from builder.mirror import cache_dir_for
+    d = cache_dir_for(tmp_path / "cache", f"http://127.0.0.1:8000{path}")
+    assert d.parent == tmp_path / "cache" and d.name not in (".", "..") and len(d.name) <= 255
+
+
+def test_a_mirror_at_dotdot_keeps_its_files_inside_the_cache(mirror_root, reference, tmp_path_factory):
+    """`--from http://host/..` (a server that answers for /..) made the cache folder `..`: the tiles went to the
+    cache's parent."""
+    srv = tmp_path_factory.mktemp("mirror-dotdot")
+    shutil.copytree(mirror_root / "v1", srv, dirs_exist_ok=True)
+    write_manifest(srv)
+    (srv / "x").mkdir()  # the server's root: /.. is srv
+    work = tmp_path_factory.mktemp("work")
+    with serve(srv / "x", probe="/../manifest.parquet") as w:
+        base = f"http://127.0.0.1:{w.httpd.server_address[1]}/.."
+        build_from(base, work / "out", work / "cache")
+        assert set(w.tile_requests()) == {"/.." + p[len("/v1"):] for p in tile_files(IN_BBOX)}
+    assert sorted(p.name for p in work.iterdir()) == ["cache", "out"]
+    assert_same_values(work / "out" / f"{YEAR}.zarr", reference)

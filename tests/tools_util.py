@@ -55,11 +55,25 @@ def level_vectors(store: Path, zone: str, k: int):
     return vec, item["spatial:transform"], int(g.attrs["proj:code"].split(":")[1])
 
 
-def level_change(on: Path, other: Path, zone: str, k: int, window) -> np.ndarray:
-    """1 - cosine of level k's code reconstructions (zarr-python + numpy) of two year stores over `window` of the
-    store `on`'s level grid; the other store's level grid is aligned by its spatial:transform (NaN off it)."""
-    va, ta, _ = level_vectors(on, zone, k)
-    vb, tb, _ = level_vectors(other, zone, k)
+def level_full(store: Path, zone: str, k: int):
+    """Overview level k by zarr-python + numpy: (its full vectors (H, W, B) float32, NaN where no data; the
+    level's spatial:transform; the zone's EPSG code). Level 0 is the zone's own arrays."""
+    g = zarr.open_group(Path(store) / zone, mode="r")
+    epsg = int(g.attrs["proj:code"].split(":")[1])
+    if k == 0:
+        return zone_vectors(store, zone), g.attrs["spatial:transform"], epsg
+    item = next(it for it in g.attrs["tessera-ovr:levels"] if it["level"] == k)
+    o = Path(store) / zone / "overviews" / str(k)
+    vec = read_array(o / "embeddings").astype(np.float32) * read_array(o / "scales")[..., None]
+    return vec, item["spatial:transform"], epsg
+
+
+def level_change(on: Path, other: Path, zone: str, k: int, window, read=level_vectors) -> np.ndarray:
+    """1 - cosine of level k's vectors as `read` gives them (level_vectors: the code's reconstructions; level_full:
+    the full vectors; zarr-python + numpy) of two year stores over `window` of the store `on`'s level grid; the
+    other store's level grid is aligned by its spatial:transform (NaN off it)."""
+    va, ta, _ = read(on, zone, k)
+    vb, tb, _ = read(other, zone, k)
     dr, dc = round((tb[5] - ta[5]) / ta[0]), round((ta[2] - tb[2]) / ta[0])
     r0, r1, c0, c1 = window
     b = np.full((r1 - r0, c1 - c0, vb.shape[-1]), np.nan)

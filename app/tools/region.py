@@ -264,12 +264,22 @@ def level_for(zone: Zone, v: render.View) -> int:
     return k
 
 
-def use_for(zone: Zone, window) -> str:
-    """What a (level) zone window is read as: "vectors" (full B-d) when they fit model.MAX_REGION per side and
-    model.REGION_BYTES (level 0 only), else "code" (the level's compact code)."""
+def full_bytes(zone: Zone, window) -> int:
+    """What the full vectors of a (level) zone window cost to read, about: B int8 values and a scale per pixel."""
     r0, r1, c0, c1 = window
-    fits = zone.level == 0 and max(r1 - r0, c1 - c0) <= app_model.MAX_REGION \
-        and (r1 - r0) * (c1 - c0) * (zone.n_bands + FULL_BYTES) <= app_model.REGION_BYTES
+    return (r1 - r0) * (c1 - c0) * (zone.n_bands + FULL_BYTES)
+
+
+def use_for(zone: Zone, window, exact: bool = False) -> str:
+    """What a (level) zone window is read as: "vectors" (its level's full B-d vectors) when they fit
+    model.REGION_BYTES (and, at level 0, model.MAX_REGION per side), or when the exact result is asked for
+    (`exact`; the caller keeps the window within model.EXACT_PIXELS); else "code" (the level's compact code, a
+    first, approximate answer: benchmarks/accuracy.py measures how approximate on data like real embeddings)."""
+    r0, r1, c0, c1 = window
+    if exact:
+        return "vectors"
+    fits = (zone.level > 0 or max(r1 - r0, c1 - c0) <= app_model.MAX_REGION) \
+        and full_bytes(zone, window) <= app_model.REGION_BYTES
     return "vectors" if fits else "code"
 
 
@@ -277,21 +287,50 @@ def overviews(zone: Zone) -> bool:
     return bool(zone.levels) and app_model.OVERVIEWS
 
 
-def zone_plan(model: StoreModel, v: render.View, zone: Zone, capped, full):
+def zone_plan(model: StoreModel, v: render.View, zone: Zone, capped, full, exact: bool = False):
     """(zone at its level, window, full window, "vectors" | "code") of the view in `zone`: without overviews the
-    capped 10 m window and "vectors"; with them the whole view on the grid of the level level_for picks."""
+    capped 10 m window and "vectors"; with them the whole view on the grid of the level level_for picks, as full
+    vectors when they fit the budget or `exact` asks for them, else as the level's compact code."""
     if not overviews(zone):
         return zone, capped, full, "vectors"
     lz = zone.at_level(level_for(zone, v))
     window = render.edge_window(lz, v)
     if window is None:
         return zone, capped, full, "vectors"
-    return lz, window, window, use_for(lz, window)
+    return lz, window, window, use_for(lz, window, exact)
 
 
-def plans(model: StoreModel, v: render.View) -> list:
+def plans(model: StoreModel, v: render.View, exact: bool = False) -> list:
     """zone_plan of every zone the view shows, the primary zone first ([] when it shows none)."""
-    return [zone_plan(model, v, *w) for w in view_windows(model, v)]
+    return [zone_plan(model, v, *w, exact=exact) for w in view_windows(model, v)]
+
+
+class TooLarge(ValueError):
+    """The exact result of a view holding more pixels than model.EXACT_PIXELS in one zone."""
+
+
+def check_exact(ps: list) -> None:
+    """Refuse (TooLarge, one line) plans whose full vectors exceed model.EXACT_PIXELS in a zone."""
+    for zone, window, _, use in ps:
+        r0, r1, c0, c1 = window
+        if use == "vectors" and (r1 - r0) * (c1 - c0) > app_model.EXACT_PIXELS:
+            raise TooLarge(f"the exact result of this view needs {(r1 - r0) * (c1 - c0):,} {zone.pixel:g} m pixels of "
+                           f"{zone.name}, more than {app_model.EXACT_PIXELS:,}: zoom in, or use the compact code")
+
+
+def cost(ps: list) -> tuple[int, int]:
+    """(bytes of the plans as they are, bytes of the same windows' full vectors), about: what a tool reads now, and
+    what its exact result would read."""
+    now = exact = 0
+    for zone, window, _, use in ps:
+        full = full_bytes(zone, window)
+        exact += full
+        if use == "vectors":
+            now += full
+        else:
+            r0, r1, c0, c1 = window
+            now += (r1 - r0) * (c1 - c0) * (zone.code_dims + FULL_BYTES)
+    return now, exact
 
 
 def plan(model: StoreModel, v: render.View):
@@ -318,18 +357,22 @@ def tool_plans(app, model: StoreModel | None = None) -> list:
     """plans() of the region a tool runs on: a link's windows while its tool layer is re-run (`app.tool_window`:
     [(zone name, overview level, window), ...], the primary first; set by app/tools/share.py), else the view's."""
     model = model or app.model
+    exact = bool(getattr(app, "exact", False))
     if app.tool_window is None:
-        return plans(model, app.render_view())
-    out = []
-    for name, level, window in app.tool_window:
-        zone = model.zones.get(name)
-        if zone is None:
-            continue
-        if not overviews(zone):
-            out.append((zone, tuple(window), tuple(window), "vectors"))
-        else:
-            lz = zone.at_level(level)
-            out.append((lz, tuple(window), tuple(window), use_for(lz, window)))
+        out = plans(model, app.render_view(), exact)
+    else:
+        out = []
+        for name, level, window in app.tool_window:
+            zone = model.zones.get(name)
+            if zone is None:
+                continue
+            if not overviews(zone):
+                out.append((zone, tuple(window), tuple(window), "vectors"))
+            else:
+                lz = zone.at_level(level)
+                out.append((lz, tuple(window), tuple(window), use_for(lz, window, exact)))
+    if exact:
+        check_exact(out)
     return out
 
 
@@ -374,8 +417,13 @@ async def read_plans(model: StoreModel, ps: list) -> Regions | None:
     return Regions(list(await asyncio.gather(*(read_plan(model, p) for p in ps))))
 
 
-async def read(model: StoreModel, v: render.View) -> Regions | None:
-    return await read_plans(model, plans(model, v))
+async def read(model: StoreModel, v: render.View, exact: bool = False) -> Regions | None:
+    """The view's region in every zone (plans), as full vectors everywhere when `exact` (TooLarge past
+    model.EXACT_PIXELS in a zone)."""
+    ps = plans(model, v, exact)
+    if exact:
+        check_exact(ps)
+    return await read_plans(model, ps)
 
 
 async def read_tool(app) -> Regions | None:

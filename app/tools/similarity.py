@@ -36,7 +36,7 @@ async def compute(app) -> None:
                                 else "Pin pixels with data first.")
         return
     t0 = time.perf_counter()
-    region = await reg.read(app.model, app.render_view())
+    region = await reg.read(app.model, app.render_view(), app.exact)
     if region is None:
         app.status = views.html("The view shows no zone of this store.")
         return

@@ -61,6 +61,9 @@ class ToolsUI:
             ("Similarity", later(lambda: w(state.param, parameters=["sim_from", "sim_mode"]))),
             ("Scatter", later(lambda: self.scatter.view())))))
         self.panel = pn.Tabs(*(every[name] for name in tabs), name="tools", width=400, dynamic=True)
+        self.exact = pn.Column(pn.widgets.Toggle.from_param(state.param.exact, button_type="primary"),
+                               pn.pane.HTML(views.html("{}", state.cost), name="read-cost", width=380))
+        state.param.watch(lambda e: setattr(self.exact[1], "object", views.html("{}", e.new)), "cost")
         self.layer_select = pn.widgets.Select.from_param(t.param.shown)
         L.param.watch(self._draw_labels, ["classes", "points", "active"])
         t.param.watch(self._draw_layer, ["shown"])

@@ -19,9 +19,10 @@ Accepted layout (see docs/stores.md, "Building from a TESSERA HTTP mirror"):
 
 Only tiles whose 0.1 degree cell meets the bbox are fetched, by a bounded pool of threads, each
 request retried with exponential backoff on dropped connections, timeouts, 5xx/429 and short
-bodies.  Every file is checked (size against the manifest and Content-Length, .npy header against
-the size, TIFF header, sha256 when the manifest has one) and written to the cache as a temporary
-file renamed into place, so the cache only ever holds complete, checked files: a killed run
+bodies.  What a mirror may send is bounded (limits.py: file and manifest sizes, manifest rows, a
+deadline per file, no redirect to another host), and a manifest path with '..' is refused.  Every
+file is checked (size against the manifest and Content-Length, .npy header against the size, TIFF
+header, sha256 when the manifest has one) and written to the cache as a temporary file renamed into place, so the cache only ever holds complete, checked files: a killed run
 leaves at most `*.partial-<pid>` files, which the next run deletes and fetches again.  The
 build then reads a per-bbox view of the cache (symlinks) through the ordinary local build path.
 """
@@ -29,21 +30,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import shutil
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from builder.atomic import write_dir
 from builder.errors import BuildError
-from builder.mirror.fetch import RETRIES, fetch_file
-from builder.mirror.manifest import parse_bbox, plan
-from builder.tiles import EMBEDDINGS_DIR, LANDMASKS_DIR
+from builder.mirror.limits import FLAGS, Limits  # the rest when used: `python -m builder` imports this package
+
+
+SLUG_MAX = 120  # characters of a cache folder's name (NAME_MAX is 255 bytes)
 
 
 # ------------------------------------------------------------------ view --
@@ -51,28 +50,25 @@ def cache_dir_for(cache: Path, base: str) -> Path:
     """One cache subdirectory per mirror root path (e.g. `v1`), whatever the host and port: a mirror that
     moved, or another mirror of the same version, reuses it.  A cached file is reused only when it matches
     the manifest (size, .npy header, sha256 when listed; fetch.fetch_file), otherwise fetched again."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", urllib.parse.urlsplit(base).path).strip("_") or "mirror"
-    return cache / slug
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", urllib.parse.urlsplit(base).path)[:SLUG_MAX].strip("_.") or "mirror"
+    return cache / slug  # never "." nor "..": no dot at either end
 
 
 def make_view(cache: Path, bbox, tiles: list[tuple[int, str]]) -> Path:
     """A tile root holding exactly `tiles` (symlinks into the cache), stable per bbox."""
+    from builder.tiles import EMBEDDINGS_DIR, LANDMASKS_DIR
     key = "_".join(f"{v:g}" for v in bbox) + "-" + hashlib.sha256(repr(sorted(tiles)).encode()).hexdigest()[:12]
     view = cache / "views" / key
-    tmp = cache / "views" / f".{key}.partial-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    for year, name in tiles:
-        for rel in (f"{EMBEDDINGS_DIR}/{year}/{name}/{name}.npy", f"{EMBEDDINGS_DIR}/{year}/{name}/{name}_scales.npy",
-                    f"{LANDMASKS_DIR}/{name}.tiff"):
-            link = tmp / rel
-            link.parent.mkdir(parents=True, exist_ok=True)
-            if not link.exists():
-                link.symlink_to((cache / rel).resolve())
-    old = cache / "views" / f".{key}.old-{os.getpid()}"
-    if view.exists():
-        os.replace(view, old)
-    os.replace(tmp, view)
-    shutil.rmtree(old, ignore_errors=True)
+
+    def fill(tmp: Path) -> None:
+        for year, name in tiles:
+            for rel in (f"{EMBEDDINGS_DIR}/{year}/{name}/{name}.npy",
+                        f"{EMBEDDINGS_DIR}/{year}/{name}/{name}_scales.npy", f"{LANDMASKS_DIR}/{name}.tiff"):
+                link = tmp / rel
+                link.parent.mkdir(parents=True, exist_ok=True)
+                if not link.exists():
+                    link.symlink_to((cache / rel).resolve())
+    write_dir(view, fill)  # whole or not at all: a build never reads a half-made view
     return view
 
 
@@ -94,19 +90,23 @@ def stored_tiles(record_dirs: dict[int, Path]) -> dict[int, set[str]]:
     return out
 
 
-def prepare(base: str, bbox, years: list[int], cache: Path, jobs: int = 8, retries: int = RETRIES,
-            quiet: bool = False, keep: dict[int, set[str]] | None = None) -> Path:
+def prepare(base: str, bbox, years: list[int], cache: Path, jobs: int = 8, retries: int | None = None,
+            quiet: bool = False, keep: dict[int, set[str]] | None = None, limits: Limits = Limits()) -> Path:
     """Fetch what the bbox needs into the cache; return a tile root for the local build."""
+    from builder.mirror.fetch import RETRIES, fetch_file
+    from builder.mirror.manifest import plan
+    retries = RETRIES if retries is None else retries
     base = base.rstrip("/")
     if urllib.parse.urlsplit(base).scheme not in ("http", "https"):
         raise BuildError("--from takes an http(s):// URL of a mirror", base)
     cache = Path(cache)
     _refuse_inside_store(cache)
     root = cache_dir_for(cache, base)
+    root.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    remotes, tiles = plan(base, bbox, years, retries, keep)
+    remotes, tiles = plan(base, bbox, years, limits, root, retries, keep)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(fetch_file, r, root, retries) for r in remotes]
+        futures = [pool.submit(fetch_file, r, root, limits, retries) for r in remotes]
         done, err = [], None
         for f in futures:
             try:
@@ -124,12 +124,14 @@ def prepare(base: str, bbox, years: list[int], cache: Path, jobs: int = 8, retri
 
 def tiles_from_args(a, default_cache: Path) -> str:
     """cli glue: the tile root for `build`, from TILES or from --from/--bbox/--cache."""
+    given = {name: getattr(a, name) for name in FLAGS}  # the mirror's limits, as the flags gave them
     if a.mirror is None:
         if a.tiles is None:
             raise BuildError("build needs TILES or --from URL --bbox W,S,E,N")
-        if a.bbox or a.cache:
-            raise BuildError("--bbox and --cache go with --from URL")
+        if a.bbox or a.cache or any(given.values()):
+            raise BuildError(f"--bbox, --cache, {', '.join(FLAGS.values())} go with --from URL")
         return a.tiles
+    from builder.mirror.manifest import parse_bbox
     if a.tiles is not None:
         raise BuildError("give either TILES or --from URL, not both")
     if not a.bbox:
@@ -140,4 +142,4 @@ def tiles_from_args(a, default_cache: Path) -> str:
         store = Path(a.store) if a.store else Path(a.out) / f"{y}.zarr"
         records[y] = Path(a.record) / str(y) if a.record else Path(str(store) + ".build")
     return str(prepare(a.mirror, parse_bbox(a.bbox), list(a.year), cache, jobs=a.jobs, quiet=a.quiet,
-                       keep=stored_tiles(records)))
+                       keep=stored_tiles(records), limits=Limits.resolve(given)))
