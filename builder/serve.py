@@ -171,9 +171,10 @@ def make_app(root: Path, ranges: bool = True, cors: bool = True) -> web.Applicat
 
 
 def urls(root: Path, host: str, port: int) -> list[tuple[str, str]]:
-    """(what, URL) of the pages a user opens in the site at `root`: the explorer, and the documentation when built."""
+    """(what, URL) of the pages a user opens in the site at `root`: the explorer, and the documentation and the
+    notebook (JupyterLite) when built."""
     base = f"http://{host}:{port}/"
-    pages = [("explorer", "index.html"), ("documentation", "docs/index.html")]
+    pages = [("explorer", "index.html"), ("documentation", "docs/index.html"), ("notebook", "lab/index.html")]
     return [(what, base + page) for what, page in pages if (Path(root) / page).is_file()]
 
 

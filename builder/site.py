@@ -210,6 +210,10 @@ def _build_site(out: Path, cache: Path, say) -> dict:
     say("site: the documentation (Sphinx, docs/ -> docs/)")
     from builder.docs import build_docs
     build_docs(out / "docs")
+    say("site: the notebook (JupyterLite on the site's Pyodide, lab/)")
+    from builder.lab import build_lab
+    from builder.sitepkgs import provisa_wheel
+    build_lab(out, provisa_wheel(cache))
     doc = _manifest(out)
     total = sum(f["bytes"] for f in doc["files"].values())
     say(f"site: {len(doc['files'])} files, {total / 1e6:.1f} MB in {out}")

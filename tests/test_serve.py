@@ -318,3 +318,8 @@ def test_serve_prints_the_explorers_url_and_the_documentations_beside_it(tmp_pat
     (tmp_path / "docs" / "index.html").write_text("<!doctype html><title>docs</title>")
     assert _printed_urls(tmp_path) == ["explorer: http://127.0.0.1:PORT/index.html",
                                        "documentation: http://127.0.0.1:PORT/docs/index.html"]
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "index.html").write_text("<!doctype html><title>lab</title>")
+    assert _printed_urls(tmp_path) == ["explorer: http://127.0.0.1:PORT/index.html",
+                                       "documentation: http://127.0.0.1:PORT/docs/index.html",
+                                       "notebook: http://127.0.0.1:PORT/lab/index.html"]
