@@ -23,7 +23,7 @@ from app.catalog import absolute, load_catalog
 from app.export import to_csv, to_npy
 from app.reader import SourceError, bridge
 from app.session import MAP_H, MAP_W, Explorer, year_options
-from app.state import UrlState
+from app.state import TOOL_TABS, UrlState
 from app.tools import share, similarity
 from app.tools.labels import BrowserStorage
 from app.tools.ui import ToolsUI
@@ -55,7 +55,8 @@ class ExplorerUI(pn.viewable.Viewer):
             ("coast-source", dict(x=[], y=[])), ("border-source", dict(x=[], y=[])),
             ("scale-source", views.scale_bar_data(state.view)))}
         self.map_fig = self._map_figure()
-        self.tools_ui = ToolsUI(state, self.map_fig)  # labels, classify, clusters, change (app/tools/)
+        tabs = state.url_state.tools
+        self.tools_ui = ToolsUI(state, self.map_fig, TOOL_TABS if tabs is None else tabs)  # app/tools/: the link's tools=
         # Where the mouse rests over the map (the scatter's hover source: after 40 ms at rest), its pixel is read ahead.
         self.tools_ui.scatter.mouse.on_change("data", self._on_hover)
         # The plots' sources are in the first document (the map figure's tags hold them), so selections made before
@@ -155,7 +156,9 @@ class ExplorerUI(pn.viewable.Viewer):
             geo_box += [w["tiles"], w["tiles_opacity"]]
         side = pn.Column(*geo_box, w["year"], self.info, pn.Row(w["pin"], w["clear"]), w["similarity"], w["threshold"],
                          self.table, pn.Row(self.csv_btn, self.npy_btn), self.exports, self.status,
-                         self.tools_ui.exact, self.tools_ui.layer_select, self.tools_ui.panel, width=400)
+                         self.tools_ui.exact,
+                         *([self.tools_ui.layer_select, self.tools_ui.panel] if self.tools_ui.panel.objects else []),
+                         width=400)
         side.append(self.side_plots)
         return pn.Row(pn.Column(pn.pane.Bokeh(self.map_fig), self.plots), side)
 
@@ -249,9 +252,8 @@ class ExplorerUI(pn.viewable.Viewer):
     def _draw_pixels(self, event) -> None:
         """The spectrum goes to the page alone; the map's marker and pins and the side bar's text follow its frame.
         Sent with it, the marker's and pins' patches (each a Bokeh patch of its own, which the worker encodes and the
-        page applies) and the URL's (_write_url) shared its frame: an A/B probe of scripted clicks on 28 cold shards
-        gave 0.86x-0.91x of the old order's median (the old order against itself 1.03x); benchmarks/pixel.py, a
-        click where the mouse rested 48 -> 43 ms, a scripted one 75 -> 75 ms (README, "Data path")."""
+        page applies) and the URL's (_write_url) would share its frame (docs/internals.md, "The data path"; the
+        figures: benchmarks/README.md)."""
         s = self.state
         spectrum, data = self.sources["spectrum-source"], views.spectrum_data(s.selected, s.pins)
         if data != dict(spectrum.data):  # equal after a tap that showed it ahead (_on_tap): sent again, it is painted again

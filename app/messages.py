@@ -7,9 +7,11 @@
 
 Only origins in a setting are obeyed: the explorer's own origin, plus the page parameter
 `?origins=https://a.example,https://b.example` and the catalog's `"embed_origins": [...]`. A message
-from any other origin gets no reply and no action (the refusal is logged in the console). Messages
-without `"tessera": 1` are not ours and are ignored. The reply goes to the sender only, addressed to
-its origin. Errors are one line; the page's status line shows them escaped.
+from any other origin gets no reply and no action (the refusal is logged in the console). `"tessera"` is
+the contract's version: a message of another version (`"tessera": 2`) gets no reply and no action, and one
+line in the console; messages without a `"tessera"` key are not ours and are ignored. The reply goes to the
+sender only, addressed to its origin. Errors are one line; the page's status line shows them escaped.
+The contract is documented in docs/embedding.md.
 """
 from __future__ import annotations
 
@@ -57,8 +59,22 @@ def allowed_origins(own: str, param: str | None, catalog) -> tuple[list[str], li
     return allowed, bad
 
 
+def _version_ok(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v == PROTOCOL
+
+
 def is_ours(data) -> bool:
-    return isinstance(data, dict) and data.get("tessera") == PROTOCOL and "cmd" in data
+    return isinstance(data, dict) and _version_ok(data.get("tessera")) and "cmd" in data
+
+
+def version_refusal(data, origin: str) -> str | None:
+    """The console line refusing a message of another contract version; None for any other message."""
+    if not isinstance(data, dict) or "tessera" not in data or _version_ok(data["tessera"]):
+        return None
+    shown = repr(data["tessera"])
+    shown = shown if len(shown) <= 40 else shown[:39] + "…"
+    return (f"tessera: refused a message of contract version {shown} from {str(origin)[:200]} "
+            f"(this explorer speaks version {PROTOCOL})")
 
 
 def parse(data: dict, commands: dict) -> tuple[str, list]:
@@ -127,10 +143,13 @@ def install(state, commands: dict, origins: list[str], queue) -> None:
         if isinstance(data, dict) and "unreadable" in data:  # the page could not copy it (app/web/boot.js)
             unreadable = f"the message cannot be read ({_plain(data['unreadable'])})"
         origin = str(msg.origin)
-        if is_ours(data) and origin in allowed:
+        refusal = version_refusal(data, origin)
+        if refusal:
+            page.post({"type": "console", "level": "warn", "text": refusal})
+        elif is_ours(data) and origin in allowed:
             queue.submit(handle(msg.id, origin, data, unreadable))
             return
-        if is_ours(data):
+        elif is_ours(data):
             page.post({"type": "console", "level": "warn",
                        "text": f"tessera: refused a message from {origin} (allowed: {', '.join(origins)})"})
         page.post({"type": "host-reply", "id": msg.id, "reply": None})  # no answer: the page forgets it

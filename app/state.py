@@ -1,6 +1,6 @@
 """Shareable state: what the URL holds, and how it is written and read back.
 
-    index.html?store=URL&embed=1#year=2024&lon=0.05&lat=50.85&span=3000&sel=0.051,50.849&pins=lon,lat;lon,lat&sim=0.8
+    index.html?store=URL&embed=1&tools=classify,clusters#year=2024&lon=0.05&lat=50.85&span=3000&sel=0.051,50.849&pins=lon,lat;lon,lat&sim=0.8
         &sim_from=pins&sim_mode=max (the similarity's source and mode, with sim: app/tools/similarity.py restore)
         &labels=[["class",...]] (a small label set, JSON: see app/tools/labels.py `saved`)
         &tool=cluster,k:5,seed:0,win:... (the tool layer shown and its settings: app/tools/share.py)
@@ -14,6 +14,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, quote, urlencode
+
+
+TOOL_TABS = ("labels", "classify", "clusters", "change", "similarity", "scatter")  # app/tools/ui.py's tabs, by name
 
 
 @dataclass
@@ -35,6 +38,7 @@ class UrlState:
     tool: str | None = None  # the tool layer shown, re-run on load (app/tools/share.py)
     basemap: str | None = None  # ?basemap=TEMPLATE: an XYZ tile URL template (app/tiles.py), off until turned on
     origins: str | None = None  # ?origins=A,B: host page origins whose postMessage commands are obeyed (app/messages.py)
+    tools: list | None = None  # ?tools=a,b: the tool tabs shown (names in TOOL_TABS; "none": no tools); None: all
     embed_origins: list | None = None  # the catalog's "embed_origins" (same meaning), set by app/main.py
     problems: list = field(default_factory=list)  # hash fields left out as unreadable, one phrase each (shown once)
 
@@ -97,6 +101,7 @@ class UrlState:
         s.pins = [p for p in (read("pins", raw, _finite_pair, "is not lon,lat")
                               for raw in (h.get("pins") or "").split(";")) if p is not None]
         s.sim = read("sim", h.get("sim"), float, "is not a number")
+        s.tools = read("tools", query.get("tools"), tool_tabs, f"is not a list of tools ({', '.join(TOOL_TABS)}) or none")
         return s
 
 
@@ -105,6 +110,16 @@ SHOWN = 60  # characters of a refused link value quoted back (here, app/tools/sh
 
 def _clip(text: str) -> str:
     return text if len(text) <= SHOWN else text[:SHOWN] + "..."
+
+
+def tool_tabs(text: str) -> list[str]:
+    """The tool tabs a `tools` parameter names (comma-separated names of TOOL_TABS, or "none": no tab)."""
+    names = [t.strip().lower() for t in str(text).split(",") if t.strip()]
+    if names == ["none"]:
+        return []
+    if not names or any(n not in TOOL_TABS for n in names):
+        raise ValueError(text)
+    return [n for n in TOOL_TABS if n in names]
 
 
 def _finite_pair(text: str) -> tuple[float, float]:

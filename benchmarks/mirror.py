@@ -11,7 +11,7 @@ and order, times (wall clock of the real CLI in a subprocess):
 * mirror warm: the same into a new store with the cache of the cold run (no tile request).
 
 Prints each run and min / median of each, and the cold and warm overhead against the local build.
-Run it under the machine's lock: `flock /tmp/heavy.lock python benchmarks/mirror.py`.
+Run it with nothing else heavy on the machine (its figures are wall times).
 """
 from __future__ import annotations
 

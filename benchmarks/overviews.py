@@ -1,6 +1,6 @@
 """Embedding overviews (tessera-ovr:): accuracy and bytes per pixel per level, and what they cost a build.
 
-    flock /tmp/heavy.lock python benchmarks/overviews.py [--px 384] [--scheduler threads] [--dims 4,8,16]
+    python benchmarks/overviews.py [--px 384] [--scheduler threads] [--dims 4,8,16]
 
 Same run, same demo tiles:
   * build time of the demo store with overviews (the default) and with --no-overviews (the baseline),

@@ -9,7 +9,7 @@ document read that way and raises MetadataError (a ValueError, one line naming t
 The sizes a store's metadata may claim before anything is allocated from them (the reader checks them,
 validate reports them): COORD_VALUES_MAX values of one coordinate array (a zone grid's rows or columns,
 whose coordinates a reader materialises), CHUNK_BYTES_MAX bytes of one decoded inner chunk, BANDS_MAX
-bands.  README, "Guarantees", states them.
+bands.  docs/guarantees.md states them.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ tessera-ovr:) in builder/extensions.py.  This module re-exports the first three,
 definitions, the validator (`builder.validate`) checks stores against them, and the browser app
 (`app/`) imports them inside Pyodide: stdlib + numpy only.
 
-Full text of the convention: ../shared/seeds/tessera-convention-v1.md
+The convention's own text is at its registration's `spec_url` (`TESSERA` below).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ tiles side by side inland in Sussex (either side of the meridian), where data fi
 10 m per screen pixel.
 
 The vectors come from the realistic world (builder/synth/): fields, woods, towns, roads, rivers and hedges,
-with embeddings calibrated to behave like real TESSERA vectors (README, "The demo data").  `--easy` writes
+with embeddings calibrated to behave like real TESSERA vectors (docs/demo.md).  `--easy` writes
 the earlier generator's tiles instead (builder/synth/easy.py: nearly low-rank, cleanly separable classes).
 
 Ground truth is written beside the tiles, in ROOT/ground_truth/:

@@ -2,7 +2,7 @@
 
 * tessera-stack: a multi-year virtual index (builder.virtual);
 * tessera-ovr: embedding overviews in a zone group's `overviews/` subgroup (builder/overviews.py).
-Specs: README.md, "Multi-year index extension" and "Embedding overviews".
+Specs: docs/extensions.md, where the registrations' spec_url and schema_url point.
 """
 from __future__ import annotations
 
@@ -11,19 +11,34 @@ from typing import Any
 
 from builder.convention import PROJ, ROOT_SCHEMA, SPATIAL, ZONE_ARRAYS, ZONE_SCHEMA
 
+# The page that specifies both extensions (docs/extensions.md); the registrations' URLs point at its sections.
+SPEC = "https://github.com/ucam-eo/tessera-explorer/blob/main/docs/extensions.md"
+_FORMER_SPEC = "https://github.com/ucam-eo/tessera-explorer/blob/main/README.md"  # where the specs were before
+
+
+class Registration(dict):
+    """A convention's registration (the dict a group's zarr_conventions holds) and the (schema_url, spec_url)
+    pairs it was written with before (`former`): a group registering one of those still registers it
+    (builder/schemacheck.py registered).  `dict(reg)` is what a store gets: the current URLs alone."""
+
+    def __init__(self, fields: dict[str, str], former: tuple[tuple[str, str], ...] = ()):
+        super().__init__(fields)
+        self.former = former
+
+
 # ---- multi-year index (tessera-stack:) -------------------------------------
 # A multi-year virtual index (builder.virtual) stacks tessera: v1 year stores along a leading `year`
 # dimension.  It is not a v1 year store (no tessera:year), so it does not register tessera:; it registers
-# this extension instead (spec: README.md, "Multi-year index extension").  Its groups carry
+# this extension instead (spec: docs/extensions.md, "Multi-year index extension").  Its groups carry
 # tessera-stack:years and, unchanged in meaning, the tessera: v1 properties that hold for every stacked
 # year (composition by reference, as the Zarr conventions spec allows); zone groups keep proj:/spatial:.
-STACK = {
-    "schema_url": "https://github.com/ucam-eo/tessera-explorer/blob/main/README.md#tessera-stack-schema",
-    "spec_url": "https://github.com/ucam-eo/tessera-explorer/blob/main/README.md#multi-year-index-extension-tessera-stack",
+STACK = Registration({
+    "schema_url": f"{SPEC}#tessera-stack-schema",
+    "spec_url": f"{SPEC}#multi-year-index-extension-tessera-stack",
     "uuid": "7789f970-f176-4ae4-9cec-d7244be8f2b4",
     "name": "tessera-stack:",
     "description": "tessera: v1 year stores stacked along a year dimension (multi-year virtual index)",
-}
+}, former=((f"{_FORMER_SPEC}#tessera-stack-schema", f"{_FORMER_SPEC}#multi-year-index-extension-tessera-stack"),))
 STACK_YEARS = "tessera-stack:years"
 STACK_DIM = "year"
 STACK_ROOT_CONVENTIONS = [STACK]
@@ -53,14 +68,14 @@ STACK_ARRAYS: dict[str, dict[str, Any]] = {
 # ---- embedding overviews (tessera-ovr:) ------------------------------------
 # Additional content of a v1 zone group (the convention allows it): coarser levels of 2x2 means and a
 # compact code at every level, in the subgroup `overviews/`.  Declared on the zone group by the
-# registration below and the tessera-ovr:* properties (spec: README.md, "Embedding overviews").
-OVR = {
-    "schema_url": "https://github.com/ucam-eo/tessera-explorer/blob/main/README.md#tessera-ovr-schema",
-    "spec_url": "https://github.com/ucam-eo/tessera-explorer/blob/main/README.md#embedding-overviews-tessera-ovr",
+# registration below and the tessera-ovr:* properties (spec: docs/extensions.md, "Embedding overviews").
+OVR = Registration({
+    "schema_url": f"{SPEC}#tessera-ovr-schema",
+    "spec_url": f"{SPEC}#embedding-overviews-tessera-ovr",
     "uuid": "2aa942d3-6f5d-4e07-9d51-0605d06e1902",
     "name": "tessera-ovr:",
     "description": "Embedding overviews: 2x2-mean levels and a compact PCA code per level",
-}
+}, former=((f"{_FORMER_SPEC}#tessera-ovr-schema", f"{_FORMER_SPEC}#embedding-overviews-tessera-ovr"),))
 OVR_VERSION = 1
 OVR_GROUP = "overviews"
 OVR_CODE_METHOD = "pca-int8"

@@ -3,7 +3,8 @@
 * `tessera:` v1 (builder/convention.py; what this project builds): one store per year; zone arrays
   embeddings (H, W, B) and scales (H, W); NaN scale = no data.  v1 records water and missing coverage
   alike as NaN (the land mask is applied at build time and not stored), so a v1 NaN is "nodata".
-* `geoemb:` (the TESSERA maintainers' multi-year layout, /work/shared/geoemb-layout.md): years on a
+* `geoemb:` (the TESSERA maintainers' multi-year layout, the geo-embeddings
+  `embeddings-zarr-convention` v1): years on a
   `time` axis; embeddings (T, B, H, W), scales (T, H, W); finite scale = valid, NaN = water, +inf = no data
   (also the fill of unwritten shards); zone grids always in the northern CRS EPSG:326NN, southern data at
   negative northings; inner chunks 32 x 32 (all bands, 128 KiB), shards 4096 x 4096.

@@ -27,12 +27,15 @@ def schema_problems(jsonschema, attrs: Any, schema: dict[str, Any], where: str) 
 
 
 def registered(attrs: dict[str, Any], required: Iterable[dict[str, str]]) -> list[str]:
-    """Names of the conventions in `required` that `attrs['zarr_conventions']` does not register exactly."""
+    """Names of the conventions in `required` that `attrs['zarr_conventions']` does not register exactly: the same
+    uuid and name, and the same schema_url and spec_url, or a pair the registration lists as `former` (URLs it
+    was written with before; builder/extensions.py Registration)."""
     have = attrs.get("zarr_conventions") or []
     missing = []
     for conv in required:
-        ok = any(isinstance(c, dict) and all(c.get(k) == conv[k] for k in ("uuid", "name", "schema_url", "spec_url"))
-                 for c in have)
+        urls = {(conv["schema_url"], conv["spec_url"]), *getattr(conv, "former", ())}
+        ok = any(isinstance(c, dict) and c.get("uuid") == conv["uuid"] and c.get("name") == conv["name"]
+                 and (c.get("schema_url"), c.get("spec_url")) in urls for c in have)
         if not ok:
             missing.append(conv["name"])
     return missing

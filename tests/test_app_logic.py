@@ -87,6 +87,18 @@ def test_a_broken_field_in_a_link_is_named_and_the_others_still_apply():
     assert UrlState.from_url("", UrlState(year=2024, lon=0.05, lat=50.85, span=3000, sim=0.5).to_hash()).problems == []
 
 
+def test_the_link_names_the_tool_tabs_shown():
+    """`?tools=` (what the tessera-explorer directive's :tools: writes): the tabs in the explorer's order, none, or
+    all; anything else is named once and all tabs are shown."""
+    assert UrlState.from_url("?tools=Scatter,similarity", "").tools == ["similarity", "scatter"]
+    assert UrlState.from_url("?tools=none", "").tools == []
+    assert UrlState.from_url("", "").tools is None and UrlState.from_url("?tools=", "").tools is None
+    bad = UrlState.from_url("?tools=similarity,<b>umap</b>", "")
+    assert bad.tools is None and bad.problems == [
+        "tools 'similarity,<b>umap</b>' is not a list of tools (labels, classify, clusters, change, similarity, "
+        "scatter) or none"]  # escaped where it is shown (views.html), as every other problem
+
+
 def run(coro):
     return run_async(coro)
 

@@ -104,7 +104,7 @@ def test_zones_hemispheres_and_metadata(store):
 def test_xarray_and_zarr_read_identical_values(store):
     root = zarr.open_group(store, mode="r")
     # The convention names rgb's last dimension "band" too (size 4 against 128),
-    # so xarray needs rgb dropped to build one Dataset; see README.
+    # so xarray needs rgb dropped to build one Dataset; see docs/stores.md.
     ds = xr.open_zarr(store, group="utm30", consolidated=False, drop_variables=["rgb"])
     assert ds["embeddings"].dims == ("northing", "easting", "band")
     sel = ds["scales"].isel(northing=slice(100, 200), easting=slice(0, 300)).values

@@ -216,6 +216,21 @@ def test_message_dispatch_runs_commands_and_answers_errors_in_one_line(store):
         {"tessera": 2, "cmd": "pin"})
 
 
+def test_a_message_of_another_contract_version_is_refused_in_one_line():
+    """`"tessera"` is the contract's version (docs/embedding.md): another one is refused in one console line, and a
+    message without the key is not ours (iframe-resizer's, say): no line."""
+    line = messages.version_refusal({"tessera": 2, "id": 1, "cmd": "pin"}, "http://127.0.0.1:9")
+    assert line == "tessera: refused a message of contract version 2 from http://127.0.0.1:9 (this explorer speaks version 1)"
+    for other in ("1", True, 1.5, None, [1], {"v": 1}):
+        assert f"contract version {other!r} from" in messages.version_refusal({"tessera": other, "cmd": "pin"}, "o")
+        assert not messages.is_ours({"tessera": other, "cmd": "pin"})
+    long = messages.version_refusal({"tessera": "<b>" + "x" * 500}, "o")
+    assert "\n" not in long and len(long) < 150
+    for ours_or_none in ({"tessera": 1, "cmd": "pin"}, {"cmd": "pin"}, "[iFrameSizer]message", None, [1, 2]):
+        assert messages.version_refusal(ours_or_none, "o") is None
+    assert messages.is_ours({"tessera": 1, "cmd": "pin"})
+
+
 def test_region_is_capped_at_max_region_around_the_view_centre(store, monkeypatch):
     import app.model
     monkeypatch.setattr(app.model, "MAX_REGION", 40)  # the demo zones are smaller than 768 px

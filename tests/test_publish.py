@@ -35,7 +35,7 @@ def s3_server():
 
 
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-MARKER = ".tessera-publish.json"  # what publish writes at a destination it owns (README: publish's rules)
+MARKER = ".tessera-publish.json"  # what publish writes at a destination it owns (docs/guarantees.md: publish's rules)
 LOCK = ".tessera.lock"  # publish's lock at a local destination (builder/lock.py), left by a killed publish
 
 

@@ -1,6 +1,6 @@
 """The demo data behaves like real TESSERA embeddings, and its ground truth is what the world says.
 
-Calibration (README, "The demo data"): on 128 x 128 windows of demo tiles, read back from the .npy files
+Calibration (docs/demo.md): on 128 x 128 windows of demo tiles, read back from the .npy files
 `builder demo` writes, the first 16 principal components hold at most about 60 % of the variance, a 16-d PCA
 summary keeps at most half of each pixel's 100 nearest cosine neighbours, and the int8 vectors compress by at most
 1.5x with the store's codec.  The earlier generator (`--easy`) fails every one of these: it is what the figures

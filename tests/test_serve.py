@@ -291,3 +291,35 @@ def test_if_range_serves_the_range_only_for_the_file_as_it_is(port, site_root):
     status, headers, body = raw(port, "GET", target, {"Range": "bytes=100-199", "If-Range": etag})
     assert (status, body) == (200, SHARD[::-1] + b"longer") and headers["etag"] != etag
     assert "If-Range" in raw(port, "OPTIONS", target)[1]["access-control-allow-headers"]
+
+
+def _printed_urls(root: Path) -> list[str]:
+    """The lines `python -m builder serve` prints as it starts, after its first (port numbers as PORT)."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "builder", "serve", "--root", str(root), "--port", str(port)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/index.html", proc)
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lines = [line.strip() for line in out.splitlines()]
+    assert lines[0] == f"serving {root} at http://127.0.0.1:{port}/"
+    return [line.replace(str(port), "PORT") for line in lines[1:]]
+
+
+def test_serve_prints_the_explorers_url_and_the_documentations_beside_it(tmp_path):
+    (tmp_path / "index.html").write_text("<!doctype html><title>explorer</title>")
+    assert _printed_urls(tmp_path) == ["explorer: http://127.0.0.1:PORT/index.html"]  # no docs built: none named
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.html").write_text("<!doctype html><title>docs</title>")
+    assert _printed_urls(tmp_path) == ["explorer: http://127.0.0.1:PORT/index.html",
+                                       "documentation: http://127.0.0.1:PORT/docs/index.html"]
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "index.html").write_text("<!doctype html><title>lab</title>")
+    assert _printed_urls(tmp_path) == ["explorer: http://127.0.0.1:PORT/index.html",
+                                       "documentation: http://127.0.0.1:PORT/docs/index.html",
+                                       "notebook: http://127.0.0.1:PORT/lab/index.html"]

@@ -36,7 +36,7 @@ def histogram(values: np.ndarray) -> dict:
 
 def shifted(window, zone_from, zone_to):
     """The same ground as `window` of zone_from, in zone_to's rows/cols (both on one level's grid: grids of a zone
-    lie on one lattice of that level's pixels, README "Embedding overviews", so they differ by whole pixels)."""
+    lie on one lattice of that level's pixels, docs/extensions.md "Embedding overviews", so they differ by whole pixels)."""
     dr = int(round((zone_to.origin_n - zone_from.origin_n) / zone_from.pixel))
     dc = int(round((zone_from.origin_e - zone_to.origin_e) / zone_from.pixel))
     r0, r1, c0, c1 = window

@@ -7,7 +7,7 @@ point also selects its pixel on the map. A map pixel (hovered or tapped) is proj
 and marked in the scatter.
 
 UMAP is not offered: umap-learn needs numba (and pynndescent, also numba), which has no
-Pyodide/wasm build (none in the Pyodide 0.27.7 lock, none on PyPI); see the README.
+Pyodide/wasm build (none in the Pyodide 0.27.7 lock, none on PyPI); see docs/explorer.md, "Analysis tools".
 """
 from __future__ import annotations
 

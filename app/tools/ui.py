@@ -9,12 +9,14 @@ from bokeh.models import ColumnDataSource
 from bokeh.plotting import figure
 
 from app import geo, page, views
+from app.state import TOOL_TABS
 from app.tools import labels as lab, panes
 from app.tools.scatter_ui import ScatterUI
 
 
 class ToolsUI:
-    def __init__(self, state, fig):
+    def __init__(self, state, fig, tabs=TOOL_TABS):
+        """`tabs`: the names of the tool tabs shown (app/state.py TOOL_TABS, in that order; the link's `tools=`)."""
         self.state = state
         t = state.tools
         L = t.labels
@@ -51,7 +53,7 @@ class ToolsUI:
         # The tabs are dynamic (a hidden tab is not in the document) and the tabs but the first are built when
         # first opened, not while the explorer starts: their widgets and figures cost Python's start-up nothing.
         later = lambda build: pn.param.ParamFunction(build, lazy=True)
-        self.panel = pn.Tabs(
+        every = dict(zip(TOOL_TABS, (
             ("Labels", pn.Column(pn.widgets.Toggle.from_param(L.param.mode, button_type="success"),
                                  pn.widgets.TextInput.from_param(L.param.new_name), add, self.active,
                                  pn.Row(self.rename_to, rename), delete, self.labels_pane, export, self.upload)),
@@ -61,8 +63,8 @@ class ToolsUI:
             ("Change", later(lambda: pn.Column(w(ch.param, parameters=["y0", "y1", "threshold", "run"]),
                                                self._histogram()))),
             ("Similarity", later(lambda: w(state.param, parameters=["sim_from", "sim_mode"]))),
-            ("Scatter", later(lambda: self.scatter.view())),
-            name="tools", width=400, dynamic=True)
+            ("Scatter", later(lambda: self.scatter.view())))))
+        self.panel = pn.Tabs(*(every[name] for name in tabs), name="tools", width=400, dynamic=True)
         self.exact = pn.Column(pn.widgets.Toggle.from_param(state.param.exact, button_type="primary"),
                                pn.pane.HTML(views.html("{}", state.cost), name="read-cost", width=380))
         state.param.watch(lambda e: setattr(self.exact[1], "object", views.html("{}", e.new)), "cost")

@@ -259,6 +259,10 @@ async function main() {
     console.warn("tessera: no localStorage here (labels will not persist):", err && err.message);
   }
   const framed = window.parent !== window;
+  // In a frame, iframe-resizer's content script lets a host page size the frame to the explorer (docs/embedding.md);
+  // it does nothing until the host asks. A failure costs the sizing only.
+  if (framed) loadScript("vendor/iframe-resizer/iframeResizer.contentWindow.min.js")
+    .catch((err) => console.warn("tessera: the frame cannot size itself:", err.message));
   const host = location.ancestorOrigins && location.ancestorOrigins.length ? location.ancestorOrigins[0] : null;
   worker.postMessage({ type: "boot", boot, bridgeOptions: window.tesseraBridgeOptions,
                        page: { href: location.href, search: location.search, hash: location.hash,

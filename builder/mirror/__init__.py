@@ -4,7 +4,7 @@ fetch.py does HTTP and the checked cache, manifest.py decides which files a bbox
 module makes the per-bbox view the build reads.
 
 URL is the root of one model version on the mirror (the directory that holds the manifest).
-Accepted layout (see README, "Building from a mirror"):
+Accepted layout (see docs/stores.md, "Building from a TESSERA HTTP mirror"):
 
     URL/manifest.parquet     one row per (year, tile): year, lon, lat (the 0.1 degree cell centre),
                              grid_path, scales_path (relative to URL, a URL below it, or a server path

@@ -11,8 +11,8 @@ directions holds the data:
 - per-pixel noise, new each year (p = 0.25: nearly white).
 Line features (roads, rivers, hedges) mix their class's vector into the pixel by their cover fraction.
 
-The weights of the parts are calibrated so that, on a 128 x 128 window of the demo (tests/test_realism.py and
-benchmarks/realism.py measure it), the first 16 principal components hold at most about 60 % of the variance,
+The weights of the parts are calibrated so that, on a 128 x 128 window of the demo (tests/test_realism.py
+measures it), the first 16 principal components hold at most about 60 % of the variance,
 a 16-d PCA summary keeps at most half of each pixel's 100 nearest cosine neighbours, and the int8 vectors
 compress losslessly by at most about 1.5x with the store's codec: the facts measured on real TESSERA stores.
 """

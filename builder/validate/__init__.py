@@ -4,7 +4,7 @@ Every rule comes from builder.convention; this package only walks the store
 (local path or any fsspec URL) and reports each violation as one line
 "where: what".  One module per job:
 
-  documents.py  bounded, cached reads of zarr.json documents; the bounds (README, "Validating untrusted stores")
+  documents.py  bounded, cached reads of zarr.json documents; the bounds (docs/guarantees.md, "Validate")
   nodes.py      a node's attributes (schema, registrations), array metadata, coordinate values
   root.py       `validate`: open the store, the root group, consolidated metadata, every group
   zone.py       a zone group (utmNN): attributes, arrays, coordinates

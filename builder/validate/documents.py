@@ -17,7 +17,7 @@ from zarr.core.sync import sync
 from builder.bounds import CHUNK_BYTES_MAX, COORD_VALUES_MAX  # noqa: F401  (the validator's too: deep.py, nodes.py)
 from builder.bounds import NODE_JSON_MAX, ROOT_JSON_MAX, MetadataError, mib, parse_json
 
-# Bounds on what the validator reads (documented in README.md, "Validating untrusted stores"); those a reader
+# Bounds on what the validator reads (documented in docs/guarantees.md, "Validate"); those a reader
 # shares are builder/bounds.py's.
 METADATA_TOTAL_MAX = 64 * 2**20  # all zarr.json documents of a store together
 NODES_MAX = 10_000               # consolidated entries, and children listed per group

@@ -1,4 +1,4 @@
-"""Where an index's references and a catalog's stores may point (README, "Guarantees": virtual indexes and
+"""Where an index's references and a catalog's stores may point (docs/guarantees.md: virtual indexes and
 catalogs are contained).
 
 Every reference is checked before anything is read: it must lie below `base` (when given) or the index's

@@ -1,8 +1,9 @@
 """Serialising a ManifestStore as a Kerchunk reference index.
 
 `write_tile_index(store, output, segments=None, *, template_base=None,
-url_overrides=None, zarr_format=3, parquet_engine="pyarrow")` has the meaning of
-the seed document's function of that name:
+url_overrides=None, zarr_format=3, parquet_engine="pyarrow")` writes the
+references of `store` (a ManifestStore from builder.virtual.parsers) to `output`;
+`segments` keeps only those top-level groups (tile names, zones, levels):
   * `.json` -> Kerchunk v1 JSON; `.parquet` -> a Kerchunk Parquet directory in the
     sparse record layout (builder.virtual.parquet: one row per existing chunk),
     for Zarr v2 and v3 alike, written with pyarrow or fastparquet;
