@@ -21,7 +21,7 @@ async def draw(model: StoreModel, v: render.View) -> np.ndarray:
     """RGBA (H, W, 4) of the view."""
     lon, lat = v.lonlat_grid()
     lvl = render.choose_level(model.levels, v)
-    ijs = list(render.chunks_in_view(lvl, v)) if lvl is not None else []
+    ijs = render.chunks_with_zones(lvl, render.chunks_in_view(lvl, v), model.zones.values()) if lvl is not None else []
     zoomed_in = v.metres_per_pixel() <= render.ZONE_ZOOM_M
     wins = zone_windows(model, v, lon, lat) if zoomed_in else []
     # The level's chunks and the zones' previews are read at once: a pan zoomed in waits for one round trip, not for

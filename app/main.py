@@ -13,16 +13,17 @@ import numpy as np
 
 import panel as pn
 from bokeh.events import Tap
-from bokeh.models import ColumnDataSource, CustomJS, HoverTool, Range1d, WMTSTileSource
+from bokeh.models import ColorBar, ColumnDataSource, CustomJS, HoverTool, Label, LinearColorMapper, Range1d, WMTSTileSource
+from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
-from app import api, geo, messages, page, places, views
+from app import api, footprints, geo, legend, messages, page, places, views
 from app.downloads import ExportButtons
 from app.figures import change_figure, lines_figure
 from app.catalog import absolute, load_catalog
 from app.export import to_csv, to_npy
 from app.reader import SourceError, bridge
-from app.session import MAP_H, MAP_W, Explorer, year_options
+from app.session import MAP_H, MAP_W, Explorer, fit_box, year_options
 from app.state import TOOL_TABS, UrlState
 from app.tools import share, similarity
 from app.tools.labels import BrowserStorage
@@ -53,7 +54,8 @@ class ExplorerUI(pn.viewable.Viewer):
             ("years-source", dict(xs=[], ys=[], color=[], label=[])),
             ("change-source", dict(year=[], cosine=[], label=[])), ("tap-source", dict(x=[], y=[])),
             ("coast-source", dict(x=[], y=[])), ("border-source", dict(x=[], y=[])),
-            ("scale-source", views.scale_bar_data(state.view)))}
+            ("scale-source", views.scale_bar_data(state.view)),
+            ("footprint-source", dict(xs=[], ys=[], name=[])), ("footprint-marker-source", dict(x=[], y=[], name=[])))}
         self.map_fig = self._map_figure()
         tabs = state.url_state.tools
         self.tools_ui = ToolsUI(state, self.map_fig, TOOL_TABS if tabs is None else tabs)  # app/tools/: the link's tools=
@@ -101,6 +103,9 @@ class ExplorerUI(pn.viewable.Viewer):
         state.param.watch(self._send_ahead, ["ahead", "pins"])
         state.tools.labels.param.watch(self._send_ahead, ["mode"])
         state.param.watch(self._show_view, ["view"])
+        state.tools.param.watch(self._draw_legend, ["shown"])
+        for tool in (state.tools.classify, state.tools.cluster, state.tools.change):
+            tool.param.watch(self._draw_legend, ["result"])
         state.param.watch(self._draw_layers, ["show_coast", "show_borders", "geo_opacity", "show_tiles",
                                               "tiles_opacity", "embedding_opacity"])
         state.param.watch(self._write_url, ["year", "view", "selected", "pins", "similarity_on", "threshold", "sim_from",
@@ -131,6 +136,23 @@ class ExplorerUI(pn.viewable.Viewer):
         fig.segment("x0", "y", "x1", "y", source=scale, line_color="black", line_width=3, name="scale-bar")
         fig.text("lx", "ly", text="label", source=scale, text_align="center", text_font_size="11px",
                  name="scale-label")
+        # The zones' footprints (app/footprints.py): outlines at every zoom, a marker where a zone is a few pixels.
+        self.sources["footprint-source"].data = footprints.outlines(self._zones())
+        self.sources["footprint-marker-source"].data = footprints.markers(self._zones(), self.state.view, MAP_W)
+        fig.multi_line("xs", "ys", source=self.sources["footprint-source"], line_color="#e76f00", line_width=1.5,
+                       name="footprints")
+        fig.scatter("x", "y", source=self.sources["footprint-marker-source"], size=12, marker="square",
+                    fill_color="#e76f00", fill_alpha=0.6, line_color="#7a3b00", name="footprint-markers")
+        # The legend (app/legend.py): a colour bar for the continuous layer on top, a caption of what the map shows.
+        self.legend_mapper = LinearColorMapper(palette=Viridis256, low=0.0, high=1.0, name="legend-mapper")
+        self.colour_bar = ColorBar(color_mapper=self.legend_mapper, name="legend-colorbar", location="top_right",
+                                   orientation="horizontal", width=180, height=10, title="", visible=False,
+                                   background_fill_alpha=0.8, title_text_font_size="11px")
+        fig.add_layout(self.colour_bar)
+        self.caption = Label(x=8, y=MAP_H - 92, x_units="screen", y_units="screen", text=legend.caption(self.state),
+                             name="map-caption",
+                             text_font_size="11px", background_fill_color="white", background_fill_alpha=0.75)
+        fig.add_layout(self.caption)
         self._draw_layers()
         # The pins and the selection marker on the overlay level: BokehJS paints that level on a canvas of its own,
         # so a click repaints them alone, not the map's images and coastlines below (the primary canvas).
@@ -149,6 +171,9 @@ class ExplorerUI(pn.viewable.Viewer):
         self.y_range.on_change("end", self._on_range)
         return fig
 
+    def _zones(self) -> list:
+        return list(self.state.model.zones.values()) if self.state.model is not None else []
+
     def __panel__(self):
         w = self.widgets
         geo_box = [w["goto"], pn.Row(w["coast"], w["borders"]), w["geo_opacity"], w["embedding_opacity"]]
@@ -166,12 +191,14 @@ class ExplorerUI(pn.viewable.Viewer):
         """The spectrum, years and change plots: built after the map is interactive (building their views holds the
         page's thread for a while; the map, its controls and clicks work without them)."""
         spec = lines_figure(self.sources["spectrum-source"], "spectrum", "Embedding (dequantised)", 260)
-        spec.add_tools(HoverTool(tooltips=[("pixel", "@label")]))  # Bokeh shows field values as text
+        spec.add_tools(HoverTool(tooltips=[("pixel", "@label")],  # Bokeh shows field values as text
+                                 renderers=list(spec.select(name="spectrum-lines"))))
         plots = [pn.pane.Bokeh(spec)]
         if self.state.years_model is not None:
             plots.append(pn.pane.Bokeh(lines_figure(self.sources["years-source"], "years",
                                                     "The selected pixel across years", 240)))
-            self.side_plots.objects = [pn.pane.Bokeh(change_figure(self.sources["change-source"]))]
+            self.side_plots.objects = [pn.pane.Bokeh(change_figure(self.sources["change-source"],
+                                                                                 self.state.years_model.years))]
         self.plots.objects = plots
 
     # ------------------------------------------------------------ browser -> state --
@@ -185,6 +212,10 @@ class ExplorerUI(pn.viewable.Viewer):
             shown = ahead[0] if ahead is not None and ahead[1] == self._spectra_sent else None
             if shown is not None:
                 self.sources["spectrum-source"].set_from_json("data", shown, setter="js")
+            zone = footprints.zone_at(self._zones(), self.state.view, MAP_W, new["x"][0], new["y"][0])
+            if zone is not None:  # a zone a few pixels wide: the tap zooms to it
+                self.state.view = fit_box(*zone.lonlat)
+                return
             lon, lat = geo.merc_to_lonlat(new["x"][0], new["y"][0])
             self.state.click(float(lon), float(lat))  # selects, or labels in label mode
             if shown is not None and self.state.tools.labels.mode:  # a label selects nothing: the selection's again
@@ -204,6 +235,7 @@ class ExplorerUI(pn.viewable.Viewer):
     def _show_view(self, event) -> None:
         x0, x1, y0, y1 = event.new
         self.sources["scale-source"].data = views.scale_bar_data(event.new)
+        self.sources["footprint-marker-source"].data = footprints.markers(self._zones(), event.new, MAP_W)
         self._showing = True  # the ranges' own change callbacks must not write a half-updated view back
         try:
             self.x_range.update(start=x0, end=x1)
@@ -248,6 +280,15 @@ class ExplorerUI(pn.viewable.Viewer):
         v = s.base[0] if s.base else s.render_view()  # drawn for the same view as the base layer
         self.sources["overlay-source"].data = views.image_data(views.similarity_image(s.sim, s.threshold,
                                                                                       s.similarity_on, v), v)
+        self._draw_legend()
+
+    def _draw_legend(self, *events) -> None:
+        bar = legend.colour_bar(self.state)
+        if bar is not None:
+            self.colour_bar.title = bar[0]
+            self.legend_mapper.update(low=bar[1], high=bar[2])
+        self.colour_bar.visible = bar is not None
+        self.caption.text = legend.caption(self.state)
 
     def _draw_pixels(self, event) -> None:
         """The spectrum goes to the page alone; the map's marker and pins and the side bar's text follow its frame.

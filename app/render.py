@@ -75,6 +75,21 @@ def chunks_in_view(level: Level, view: View) -> list[tuple[int, int]]:
     return conv.global_chunks(view.lonlat_box(), level.res, (level.height, level.width), level.chunk)
 
 
+def chunks_with_zones(level: Level, chunks: list[tuple[int, int]], zones) -> list[tuple[int, int]]:
+    """Those of `chunks` that touch a zone's lon/lat box (grown by one level pixel): the builder writes a
+    global_rgb chunk only where a zone has data (builder/pyramid.py), so a sparse pyramid has no others, and
+    asking for them is a request that fails (a 404 in the page's console) for a chunk known to be empty."""
+    boxes = [(w - level.res, s - level.res, e + level.res, n + level.res) for w, s, e, n in (z.lonlat for z in zones)]
+    step = level.res * level.chunk
+    out = []
+    for i, j in chunks:
+        cw, cn = conv.GLOBAL_BBOX[0] + j * step, conv.GLOBAL_BBOX[3] - i * step
+        ce, cs = cw + step, cn - step
+        if any(w < ce and e > cw and s < cn and n > cs for w, s, e, n in boxes):
+            out.append((i, j))
+    return out
+
+
 def sample_level(level: Level, chunks: dict[tuple[int, int], np.ndarray], lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
     """RGBA (H, W, 4) of the view from the level's chunks (missing chunks are transparent).
 
@@ -219,8 +234,10 @@ _VIRIDIS = np.array([[int(h[i:i + 2], 16) for i in (1, 3, 5)] for h in Viridis25
 
 
 def similarity_rgba(sim: np.ndarray, threshold: float) -> np.ndarray:
-    """Colour a cosine-similarity map; transparent below `threshold` and where NaN."""
-    return ramp_rgba(sim, threshold, -1.0, 1.0)
+    """Colour a cosine-similarity map over the range it shows, `threshold` to 1 (the map's colour bar,
+    app/legend.py); transparent below `threshold` and where NaN. (Over -1..1, every pixel above a 0.8 threshold
+    was nearly the same yellow.)"""
+    return ramp_rgba(sim, threshold, min(float(threshold), 1.0 - 1e-6), 1.0)
 
 
 def ramp_rgba(values: np.ndarray, threshold: float, lo: float, hi: float) -> np.ndarray:

@@ -11,7 +11,7 @@ import math
 
 import param
 
-from app import basemap, geo, layers, places, render, tiles, views
+from app import basemap, footprints, geo, layers, places, render, tiles, views
 from app.tools import Tools, share, similarity
 from app.model import Pixel, StoreModel
 from app.reader import JSSource, SourceError
@@ -267,13 +267,8 @@ class Explorer(param.Parameterized):
         return render.View(*self.view, MAP_W, MAP_H)
 
     def fit_zones(self) -> None:
-        """Fit the first cluster of zones (zones whose boxes lie within 2 degrees of the first)."""
-        zones = sorted(self.model.zones.values(), key=lambda z: z.name)
-        w0, s0, e0, n0 = zones[0].lonlat
-        near = [z.lonlat for z in zones if z.lonlat[0] < e0 + 2 and z.lonlat[2] > w0 - 2 and z.lonlat[1] < n0 + 2
-                and z.lonlat[3] > s0 - 2]
-        ws, ss, es, ns = zip(*near)
-        self.view = fit_box(min(ws), min(ss), max(es), max(ns))
+        """Fit the largest group of zones (app/footprints.py first_box: the JS preview frames by the same rule)."""
+        self.view = fit_box(*footprints.first_box([z.lonlat for z in self.model.zones.values()]))
 
     def centre_view(self, lon: float, lat: float, span_m: float) -> None:
         self.view = centred_box(lon, lat, span_m)
@@ -418,9 +413,24 @@ def read_cost(model: StoreModel, v: render.View, exact: bool) -> str:
         return "The view shows no zone of this store."
     now, full = reg.cost(ps)
     coded = [p for p in ps if p[3] == "code"]
-    what = (f"the {coded[0][0].code_dims}-d compact code at level {coded[0][0].level} ({coded[0][0].pixel:g} m), "
-            "an approximate answer" if coded else f"full {ps[0][0].n_bands}-d vectors ({ps[0][0].pixel:g} m), exact")
+    what = f"the {_read_as(ps)}, an approximate answer" if coded else f"{_read_as(ps)}, exact"
     text = f"Tools read {what}: about {now / 1e6:.1f} MB."
     if coded:
         text += f" The exact result reads about {full / 1e6:.1f} MB."
     return text
+
+
+def _read_as(ps) -> str:
+    """The representation a tool reads for plans `ps` (app/tools/region.py plans): the compact code at a level, or the
+    full vectors."""
+    coded = [p for p in ps if p[3] == "code"]
+    if coded:
+        return f"{coded[0][0].code_dims}-d compact code at level {coded[0][0].level} ({coded[0][0].pixel:g} m)"
+    return f"full {ps[0][0].n_bands}-d vectors ({ps[0][0].pixel:g} m)"
+
+
+def representation(model: StoreModel, v: render.View, exact: bool) -> str:
+    """What the tools' layers over view `v` are computed from (the map's caption), '' where the view shows no zone."""
+    from app.tools import region as reg
+    ps = reg.plans(model, v, exact)
+    return _read_as(ps) if ps else ""

@@ -21,7 +21,8 @@ def layout():
     import numpy as np
     import panel as pn
     from bokeh.events import Tap
-    from bokeh.models import ColumnDataSource, CustomJS, HoverTool, Range1d
+    from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, FixedTicker, HoverTool, Label, LinearColorMapper,
+                              Range1d)
     from bokeh.plotting import figure
 
     img = ColumnDataSource(dict(image=[np.zeros((2, 2), np.uint32)], x=[0.0], y=[0.0], dw=[1.0], dh=[1.0]))
@@ -37,6 +38,10 @@ def layout():
     m.scatter("x", "y", source=xy, size=8, marker="square", fill_color="color", level="overlay")
     m.scatter("x", "y", source=xy, size=16, marker="cross", level="overlay")
     m.js_on_event(Tap, CustomJS(args=dict(src=xy), code=""))
+    m.multi_line("xs", "ys", source=lines)
+    m.add_layout(ColorBar(color_mapper=LinearColorMapper(palette=["#000000", "#ffffff"], low=0, high=1),
+                          orientation="horizontal", width=50, height=5))
+    m.add_layout(Label(x=1, y=1, x_units="screen", y_units="screen", text="t"))
     spectrum = figure(width=300, height=150, title="t", x_axis_label="x", y_axis_label="y",
                       tools="pan,wheel_zoom,reset,save")
     spectrum.multi_line("xs", "ys", source=lines, line_color="color", legend_field="label")
@@ -45,6 +50,7 @@ def layout():
     change.line("x", "y", source=xy)
     change.scatter("x", "y", source=xy)
     change.quad(left="x", right="y", top="y", bottom=0, source=xy)
+    change.xaxis.ticker = FixedTicker(ticks=[0, 1])
     side = pn.Column(
         pn.widgets.TextInput(name="t", placeholder="p"), pn.Row(pn.widgets.Checkbox(name="c")),
         pn.widgets.FloatSlider(name="s", start=0, end=1), pn.widgets.Select(name="s", options=["a", "b"]),

@@ -529,8 +529,10 @@ json.dumps([e.name for e in js.performance.getEntriesByType('resource')])`)).con
 
 def test_the_first_map_reads_its_overview_chunks_at_once_not_one_after_another(page, server):
     """The first draw's global_rgb chunks are fetched together: one after another, each costs a round trip
-    (about 30 of them, 1.4 s over a 40 ms link, before the explorer was interactive)."""
-    assert open_app(page, server + "index.html") == "ready"
+    (about 30 of them, 1.4 s over a 40 ms link, before the explorer was interactive). A view of the Sussex tiles at
+    about level 0's resolution, whose first map reads a dozen chunks (the first view with no view in the link
+    frames the zones now, at the level of its screen pixel: a few chunks)."""
+    assert open_app(page, server + "index.html#lon=-0.02&lat=50.8&span=6000") == "ready"
     log = [e for e in page.evaluate("window.tesseraWorker.stats().then((s) => s.log)")
            if "/global_rgb/" in e["url"] and not e["url"].endswith(".json")]
     assert len(log) >= 8, log

@@ -7,22 +7,31 @@ import { latToY, lonToX } from "./mercator.js";
 // gets flat x/y arrays (NaN between lines) ready for one Bokeh line glyph per layer,
 // plus each country's name and lon/lat box for the "go to" box.
 
+// A step of more than 180 degrees of longitude between two points of a line crosses the antimeridian
+// (Fiji, Chukotka): the line is broken there (NaN) rather than drawn across the whole map.
 function lines(multi) {
   let n = 0;
-  for (const line of multi.coordinates) n += line.length + 1;
+  for (const line of multi.coordinates) n += 2 * line.length;
   const xs = new Float64Array(n), ys = new Float64Array(n);
   let i = 0;
   for (const line of multi.coordinates) {
+    let last = null;
     for (const [lon, lat] of line) {
+      if (last !== null && Math.abs(lon - last) > 180) {
+        xs[i] = NaN;
+        ys[i] = NaN;
+        i += 1;
+      }
       xs[i] = lonToX(lon);
       ys[i] = latToY(lat);
       i += 1;
+      last = lon;
     }
     xs[i] = NaN;
     ys[i] = NaN;
     i += 1;
   }
-  return { xs, ys };
+  return { xs: xs.slice(0, i), ys: ys.slice(0, i) };
 }
 
 // The lon/lat box of a country's largest polygon (by points): a country split by the

@@ -80,6 +80,8 @@ class ToolsUI:
     def _histogram(self):
         hist = figure(width=380, height=200, title="Change histogram (1 - cosine)", name="change-hist", tools="save")
         hist.quad(left="left", right="right", top="count", bottom=0, source=self.hist_src)
+        from app.figures import anchor
+        anchor(hist)  # no "could not set initial ranges" before a change is computed
         return hist
 
     def _guard(self, fn) -> None:

@@ -44,11 +44,85 @@ function levels(rootMeta) {
   for (const it of layout) {
     const arr = nodes[`global_rgb/${it.asset}/rgb`], t = it["spatial:transform"];
     const [height, width] = (arr && Array.isArray(arr.shape) && arr.shape) || [];
-    const lvl = { index: Number(it.asset), res: Array.isArray(t) ? t[0] : NaN, height, width };
+    const chunk = arr?.chunk_grid?.configuration?.chunk_shape?.[0];
+    const lvl = { index: Number(it.asset), res: Array.isArray(t) ? t[0] : NaN, height, width, chunk };
     const count = (v) => Number.isSafeInteger(v) && v > 0;
-    if (Number.isSafeInteger(lvl.index) && lvl.res > 0 && lvl.res < 360 && count(height) && count(width)) out.push(lvl);
+    if (Number.isSafeInteger(lvl.index) && lvl.res > 0 && lvl.res < 360 && count(height) && count(width) && count(chunk)) out.push(lvl);
   }
   return out.sort((a, b) => a.res - b.res); // store metadata is data: anything odd is left out
+}
+
+// The zones' lon/lat boxes (w, s, e, n) from the consolidated metadata (proj:code EPSG:326NN / 327NN and the
+// UTM spatial:bbox): where the store has data.  The transverse Mercator inverse to first order of Krueger's
+// series (app/geo.py has it to third order), off by under 0.001 degree; readWindow grows the boxes by
+// ZONE_GROW_DEG.  Only global_rgb chunks touching them are read (the builder writes no other: a
+// sparse pyramid's missing chunks would each be a failed request), and the first view frames them (firstBox).
+// Anything odd in a zone's attributes leaves that zone out.
+// The rectifying radius, k0, and the series' first terms beta_1 and delta_1 (WGS 84).
+const ZONE_GROW_DEG = 0.002, TM_A = 6367449.146, TM_K0 = 0.9996, TM_B1 = 0.00083773182, TM_D1 = 0.0033565515;
+function zoneBoxes(rootMeta) {
+  const nodes = (rootMeta.consolidated_metadata || {}).metadata || {};
+  const out = [];
+  for (const [name, node] of Object.entries(nodes)) {
+    const a = (node && node.attributes) || {};
+    const m = /^EPSG:(32[67])(\d{2})$/.exec(String(a["proj:code"] || ""));
+    const b = a["spatial:bbox"];
+    if (!/^utm\d{2}$/.test(name) || !m || !Array.isArray(b) || b.length !== 4 || !b.every(Number.isFinite)) continue;
+    const cm = -183 + 6 * Number(m[2]), north0 = m[1] === "327" ? 1e7 : 0;
+    let w = Infinity, s = Infinity, e = -Infinity, n = -Infinity;
+    for (const E of [b[0], (b[0] + b[2]) / 2, b[2]]) {
+      for (const N of [b[1], (b[1] + b[3]) / 2, b[3]]) {
+        const eta0 = (E - 500000) / (TM_K0 * TM_A), xi0 = (N - north0) / (TM_K0 * TM_A);
+        const xi = xi0 - TM_B1 * Math.sin(2 * xi0) * Math.cosh(2 * eta0), eta = eta0 - TM_B1 * Math.cos(2 * xi0) * Math.sinh(2 * eta0);
+        const chi = Math.asin(Math.sin(xi) / Math.cosh(eta));
+        const lat = (chi + TM_D1 * Math.sin(2 * chi)) / D, lon = cm + Math.atan2(Math.sinh(eta), Math.cos(xi)) / D;
+        w = Math.min(w, lon); e = Math.max(e, lon); s = Math.min(s, lat); n = Math.max(n, lat);
+      }
+    }
+    if ([w, s, e, n].every(Number.isFinite)) out.push([w, s, e, n]);
+  }
+  return out;
+}
+
+// The lon/lat box to frame first: the union of the largest group (by area) of the zones' boxes, boxes within
+// GAP_DEG of each other being one group (app/footprints.py first_box: the rule Python applies when there is
+// no preview).  Sussex and the Cape are two groups: the first view shows one of them, not the sea between.
+const GAP_DEG = 2;
+function firstBox(boxes) {
+  const close = (a, b) => a[0] < b[2] + GAP_DEG && b[0] < a[2] + GAP_DEG && a[1] < b[3] + GAP_DEG && b[1] < a[3] + GAP_DEG;
+  let groups = [];
+  for (const b of boxes) {
+    const near = groups.filter((g) => g.some((o) => close(b, o)));
+    groups = [...groups.filter((g) => !near.includes(g)), [b, ...near.flat()]];
+  }
+  const area = (g) => g.reduce((t, [w, s, e, n]) => t + (e - w) * (n - s), 0);
+  const best = groups.reduce((a, g) => (a === null || area(g) > area(a) ? g : a), null);
+  if (!best) return [-180, -60, 180, 75];
+  return [Math.min(...best.map((b) => b[0])), Math.min(...best.map((b) => b[1])),
+          Math.max(...best.map((b) => b[2])), Math.max(...best.map((b) => b[3]))];
+}
+
+// A window of a level, read chunk by chunk: only the chunks that touch a zone's box (zoneBoxes), pasted into
+// one transparent RGBA image of the window.  Resolves to {data, shape} as js.read does, or throws.
+async function readWindow(js, url, lvl, win, zones) {
+  const h = win.r1 - win.r0, w = win.c1 - win.c0, data = new Uint8Array(h * w * 4), c = lvl.chunk, step = c * lvl.res;
+  const reads = [];
+  for (let i = Math.floor(win.r0 / c); i * c < win.r1; i++) {
+    for (let j = Math.floor(win.c0 / c); j * c < win.c1; j++) {
+      const cw = -180 + j * step, cn = 90 - i * step;
+      const g = ZONE_GROW_DEG + lvl.res;
+      if (!zones.some(([zw, zs, ze, zn]) => zw - g < cw + step && ze + g > cw && zs - g < cn && zn + g > cn - step)) continue;
+      const r0 = Math.max(win.r0, i * c), r1 = Math.min(win.r1, (i + 1) * c), c0 = Math.max(win.c0, j * c), c1 = Math.min(win.c1, (j + 1) * c);
+      reads.push(js.read(url, `global_rgb/${lvl.index}/rgb`, [[r0, r1], [c0, c1], null], "region").then((got) => {
+        const v = unwrap(got);
+        for (let r = 0; r < r1 - r0; r++) {
+          data.set(v.data.subarray(r * (c1 - c0) * 4, (r + 1) * (c1 - c0) * 4), ((r0 - win.r0 + r) * w + (c0 - win.c0)) * 4);
+        }
+      }));
+    }
+  }
+  await Promise.all(reads);
+  return { data, shape: [h, w, 4] };
 }
 
 // Rows and columns of `lvl` covering a lon/lat box, clamped to the level.
@@ -212,9 +286,14 @@ class Preview {
                    n <= 90 - im.r0 * res && s >= 90 - (im.r0 + im.h) * res;
     if ((res <= lvl.res && covers) || size(win) === 0 || size(win) > MAX_WINDOW_PX) return;
     const ticket = ++this.ticket;
-    const got = await src.js.read(src.url, `global_rgb/${lvl.index}/rgb`, [[win.r0, win.r1], [win.c0, win.c1], null], "region");
-    if (!got.ok || this.closed || ticket !== this.ticket) return; // a failed or overtaken read keeps the image drawn
-    this.img = { data: got.value.data, level: lvl, r0: win.r0, c0: win.c0, h: got.value.shape[0], w: got.value.shape[1] };
+    let got;
+    try {
+      got = await readWindow(src.js, src.url, lvl, win, src.zones);
+    } catch {
+      return; // a failed read keeps the image drawn
+    }
+    if (this.closed || ticket !== this.ticket) return; // an overtaken read too
+    this.img = { data: got.data, level: lvl, r0: win.r0, c0: win.c0, h: got.shape[0], w: got.shape[1] };
     this.draw(); // at once: the canvas never shows another level than this.img
   }
 
@@ -246,22 +325,22 @@ export async function startPreview(js, root, geographyUrl, onPaint) {
   const p = (window.tesseraPreview = new Preview(root)); // at once: Python's handover() always finds it
   const q = new URLSearchParams(location.search), h = new URLSearchParams(location.hash.slice(1));
   const url = await chooseStore(js, q, h);
-  const lv = levels(JSON.parse(unwrap(await js.openSource(url))));
+  const meta = JSON.parse(unwrap(await js.openSource(url)));
+  const lv = levels(meta), zones = zoneBoxes(meta);
   if (!lv.length) return null;
   let lvl, win;
   const lon = parseFloat(h.get("lon")), lat = parseFloat(h.get("lat"));
   if (Number.isFinite(lon) && Number.isFinite(lat)) { // the view the URL names, at about screen resolution
     p.centred(lon, lat, parseFloat(h.get("span")) || DEFAULT_SPAN_M);
     ({ lvl, win } = levelFor(lv, ...p.lonlatBox()));
-  } else { // the whole coarsest level, framed on where it has data
-    lvl = lv[lv.length - 1];
-    win = { r0: 0, r1: lvl.height, c0: 0, c1: lvl.width };
+  } else { // the largest group of zones, framed (firstBox), at about screen resolution
+    p.fit(...firstBox(zones));
+    ({ lvl, win } = levelFor(lv, ...p.lonlatBox()));
   }
   if (size(win) > MAX_WINDOW_PX) return null; // no level small enough
-  const got = unwrap(await js.read(url, `global_rgb/${lvl.index}/rgb`, [[win.r0, win.r1], [win.c0, win.c1], null], "region"));
+  const got = await readWindow(js, url, lvl, win, zones);
   p.img = { data: got.data, level: lvl, r0: win.r0, c0: win.c0, h: got.shape[0], w: got.shape[1] };
-  p.source = { js, url, levels: lv };
-  if (!p.view) p.fit(...dataBox(p.img));
+  p.source = { js, url, levels: lv, zones };
   p.store = url;
   if (p.closed || p.frozen || document.body.dataset.state) return p; // Python (or an error) got there first
   root.hidden = false;
@@ -277,16 +356,3 @@ export async function startPreview(js, root, geographyUrl, onPaint) {
   return p;
 }
 
-// The lon/lat box of the window's pixels with data (alpha > 0); the world when there are none.
-function dataBox(im) {
-  let r0 = Infinity, r1 = -1, c0 = Infinity, c1 = -1;
-  for (let r = 0; r < im.h; r++) {
-    for (let c = 0; c < im.w; c++) {
-      if (im.data[(r * im.w + c) * 4 + 3] === 0) continue;
-      r0 = Math.min(r0, r); r1 = Math.max(r1, r); c0 = Math.min(c0, c); c1 = Math.max(c1, c);
-    }
-  }
-  if (r1 < 0) return [-180, -60, 180, 75];
-  const res = im.level.res;
-  return [-180 + (im.c0 + c0) * res, 90 - (im.r0 + r1 + 1) * res, -180 + (im.c0 + c1 + 1) * res, 90 - (im.r0 + r0) * res];
-}

@@ -1,0 +1,204 @@
+"""The page a newcomer meets, in real headless Chromium: the first view holds the data, the zones' footprints
+are drawn and clickable from the world view, no map line crosses the antimeridian, and the console stays quiet
+through a session of clicks, tools and year switches."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import zarr
+from pyproj import Transformer
+
+from browser_util import all_text, map_click_point, model_data, wait_state, wait_text
+
+pytestmark = pytest.mark.browser
+
+W, H = 760, 520  # the map's size (app/session.py MAP_W, MAP_H)
+R = 6378137.0
+TO_LONLAT = Transformer.from_crs("EPSG:3857", "EPSG:4326", always_xy=True)
+RANGES = """() => { const m = Bokeh.documents[0].get_model_by_name('map');
+    return [m.x_range.start, m.x_range.end, m.y_range.start, m.y_range.end]; }"""
+
+
+def zone_box(store, zone: str) -> tuple[float, float, float, float]:
+    """The zone grid's lon/lat box (w, s, e, n), by pyproj from its attributes."""
+    a = zarr.open_group(store / zone, mode="r").attrs
+    t = Transformer.from_crs(int(a["proj:code"].split(":")[1]), 4326, always_xy=True)
+    return t.transform_bounds(*a["spatial:bbox"], densify_pts=21)
+
+
+def union(*boxes):
+    return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+
+
+def lonlat_box(x0, x1, y0, y1):
+    (w, e), (s, n) = TO_LONLAT.transform([x0, x1], [y0, y1])
+    return w, s, e, n
+
+
+def merc(lon, lat):
+    return math.radians(lon) * R, R * math.log(math.tan(math.pi / 4 + math.radians(lat) / 2))
+
+
+def holds(outer, inner) -> bool:
+    return outer[0] <= inner[0] and outer[1] <= inner[1] and outer[2] >= inner[2] and outer[3] >= inner[3]
+
+
+def test_the_first_view_frames_the_largest_group_of_zones_and_the_map_opens_on_it(page, server, site):
+    """No view in the link: Sussex (utm30 and utm31, side by side) fills the view, not Europe and Africa from
+    Sussex to the Cape (utm34), where the demo's tiles were a few pixels wide. The preview frames it while Python
+    loads, and the Panel map opens on the same view."""
+    store = site / "data" / "2024.zarr"
+    sussex, cape = union(zone_box(store, "utm30"), zone_box(store, "utm31")), zone_box(store, "utm34")
+    page.goto(server + "index.html")
+    page.wait_for_function("document.body.dataset.state === 'map'", timeout=60_000)
+    v = page.evaluate("({...window.tesseraPreview.view})")
+    shown = lonlat_box(v["cx"] - W / 2 * v["mpp"], v["cx"] + W / 2 * v["mpp"],
+                       v["cy"] - H / 2 * v["mpp"], v["cy"] + H / 2 * v["mpp"])
+    assert holds(shown, sussex), (shown, sussex)
+    assert not (shown[0] < cape[2] and cape[0] < shown[2] and shown[1] < cape[3] and cape[1] < shown[3])
+    assert (sussex[2] - sussex[0]) >= 0.5 * (shown[2] - shown[0])  # the data fill the view: not a few pixels
+    assert wait_state(page) == "ready"
+    x0, x1, y0, y1 = page.evaluate(RANGES)
+    mpp = v["mpp"]  # the same view: nothing jumps at "ready"
+    assert abs(x0 - (v["cx"] - W / 2 * mpp)) < mpp and abs(x1 - (v["cx"] + W / 2 * mpp)) < mpp
+    assert abs(y0 - (v["cy"] - H / 2 * mpp)) < mpp and abs(y1 - (v["cy"] + H / 2 * mpp)) < mpp
+
+
+def test_zone_footprints_are_drawn_at_every_zoom_and_a_click_on_one_zooms_to_it(page, server, site):
+    store = site / "data" / "2024.zarr"
+    page.goto(server + "index.html")
+    assert wait_state(page) == "ready"
+    outlines = model_data(page, "footprint-source")
+    assert sorted(outlines["name"]) == ["utm30", "utm31", "utm34"]
+    for name, xs, ys in zip(outlines["name"], outlines["xs"], outlines["ys"]):
+        lon, lat = TO_LONLAT.transform(xs, ys)
+        want = zone_box(store, name)
+        got = (min(lon), min(lat), max(lon), max(lat))
+        assert np.allclose(got, want, atol=2e-4), (name, got, want)  # the zone's grid, outlined
+    # The world view: every zone is a few pixels wide, so each has a marker at its centre.
+    page.evaluate("async () => await window.tesseraApi.view(0, 0, 30000000)")
+    page.wait_for_function("""() => { const d = Bokeh.documents[0].get_model_by_name('footprint-marker-source').data;
+        return (d instanceof Map ? d.get('name') : d.name).length === 3; }""", timeout=30_000)
+    marks = model_data(page, "footprint-marker-source")
+    cape = zone_box(store, "utm34")
+    i = marks["name"].index("utm34")
+    cx, cy = merc((cape[0] + cape[2]) / 2, (cape[1] + cape[3]) / 2)
+    assert abs(marks["x"][i] - cx) < 1000 and abs(marks["y"][i] - cy) < 2000
+    assert page.evaluate("Bokeh.documents[0].get_model_by_name('footprint-markers').visible")
+    # A click on the Cape's marker zooms to the Cape's zone.
+    page.mouse.click(*map_click_point(page, marks["x"][i], marks["y"][i]))
+    page.wait_for_function("""([w, s, e, n]) => { const m = Bokeh.documents[0].get_model_by_name('map');
+        return m.x_range.start < w && m.x_range.end > e && m.y_range.start < s && m.y_range.end > n
+            && m.x_range.end - m.x_range.start < 4 * Math.max(e - w, (n - s) * 760 / 520); }""",
+                           arg=[*merc(cape[0], cape[1]), *merc(cape[2], cape[3])], timeout=30_000)
+    # Zoomed in, the zone is wide on screen: no marker for it, its outline stays.
+    page.wait_for_function("""() => { const d = Bokeh.documents[0].get_model_by_name('footprint-marker-source').data;
+        return !(d instanceof Map ? d.get('name') : d.name).includes('utm34'); }""", timeout=30_000)
+
+
+def test_no_coastline_or_border_segment_spans_more_than_180_degrees_of_longitude(page, server):
+    """Fiji's polygon crosses the antimeridian: joined across it, it drew a line over the whole map at 17 S."""
+    page.goto(server + "index.html")
+    assert wait_state(page) == "ready"
+    page.wait_for_function("""() => { const d = Bokeh.documents[0].get_model_by_name('coast-source').data;
+        return (d instanceof Map ? d.get('x') : d.x).length > 1000; }""", timeout=60_000)
+    for name in ("coast-source", "border-source"):
+        d = model_data(page, name)
+        x = np.asarray(d["x"], float)
+        step = np.abs(np.diff(x))
+        both = np.isfinite(x[1:]) & np.isfinite(x[:-1])
+        widest = float(step[both].max()) / R * 180 / math.pi
+        assert widest <= 180, f"{name}: a segment spans {widest:.1f} degrees of longitude"
+    coast = model_data(page, "coast-source")
+    lon, lat = TO_LONLAT.transform(np.nan_to_num(coast["x"]), np.nan_to_num(coast["y"]))
+    fiji = (np.abs(np.asarray(lon)) > 177) & (np.asarray(lat) > -19.5) & (np.asarray(lat) < -15.5)
+    assert fiji.sum() > 20  # Fiji is still drawn, either side of the antimeridian
+
+
+def test_a_session_of_clicks_tools_and_year_switches_logs_a_handful_of_console_messages(page, server, site):
+    """The console had 27 failed requests for global_rgb chunks a sparse pyramid never wrote, and Bokeh's
+    "could not set initial ranges" at every repaint of an empty plot (553 in one session)."""
+    from tools_util import pixel_lonlat
+    msgs = []
+    page.on("console", lambda m: msgs.append((m.type, m.text)))
+    page.goto(server + "index.html")
+    assert wait_state(page) == "ready"
+    store = site / "data" / "2024.zarr"
+    scales = zarr.open_group(store / "utm30", mode="r")["scales"][:]
+    rows, cols = np.nonzero(np.isfinite(scales) & (scales > 0))
+    lon, lat = pixel_lonlat(store, "utm30", int(rows[len(rows) // 2]), int(cols[len(cols) // 2]))
+    call = lambda expr, *a: page.evaluate("async ([e, a]) => await window.tesseraApi[e](...a)", [expr, list(a)])
+    call("view", lon, lat, 6000)
+    for k in range(3):  # clicks on the map
+        page.mouse.click(*map_click_point(page, *merc(lon + 0.002 * (k - 1), lat)))
+    call("select", lon, lat)
+    call("pin")
+    call("similarity", True)
+    call("change", 2023, 2024)
+    call("view", 0, 30, 20000000)  # the world
+    call("view", lon, lat, 20000)
+    page.get_by_label("Year", exact=True).select_option("2023")
+    wait_text(page, "year 2023")  # the selected pixel, read again in 2023's store
+    page.get_by_label("Year", exact=True).select_option("2024")
+    wait_text(page, "year 2024")
+    call("view", lon, lat, 8000)
+    page.evaluate("async () => await window.tesseraApi.redraw()")
+    loud = [(t, m) for t, m in msgs if t in ("warning", "error")]
+    assert not [m for _, m in loud if "could not set initial ranges" in m], loud
+    # Chunks are asked for only where a zone's grid is (app/render.py chunks_with_zones, preview.js readWindow):
+    # a zone's grid is whole shards, wider than its tiles, so a chunk of it may still hold no data (404).
+    assert len([m for _, m in loud if "404" in m]) <= 4, loud
+    assert len(loud) <= 6, "\n".join(f"{t}: {m[:200]}" for t, m in loud)
+
+
+def test_the_map_legend_names_what_it_shows_and_its_colour_bar_spans_the_similarity_shown(page, server, site):
+    """Similarity was viridis over -1..1 with a 0.8 threshold (every pixel shown nearly the same yellow), with no
+    colour bar, and nothing said which year or representation the map showed."""
+    from bokeh.palettes import Viridis256
+    from tools_util import pixel_lonlat
+    store = site / "data" / "2024.zarr"
+    scales = zarr.open_group(store / "utm30", mode="r")["scales"][:]
+    rows, cols = np.nonzero(np.isfinite(scales) & (scales > 0))
+    lon, lat = pixel_lonlat(store, "utm30", int(rows[len(rows) // 2]), int(cols[len(cols) // 2]))
+    page.goto(server + f"index.html#lon={lon}&lat={lat}&span=4000")
+    assert wait_state(page) == "ready"
+    caption = lambda: page.evaluate("Bokeh.documents[0].get_model_by_name('map-caption').text")
+    bar = lambda: page.evaluate("""() => { const d = Bokeh.documents[0], c = d.get_model_by_name('legend-colorbar');
+        const m = d.get_model_by_name('legend-mapper');
+        return {visible: c.visible, title: c.title, low: m.low, high: m.high, palette: Array.from(m.palette)}; }""")
+    assert caption().startswith("2024 · embedding preview · ") and not bar()["visible"]
+    page.evaluate("async ([lon, lat]) => { await window.tesseraApi.select(lon, lat);"
+                  " await window.tesseraApi.similarity(true); }", [lon, lat])
+    page.wait_for_function("Bokeh.documents[0].get_model_by_name('legend-colorbar').visible", timeout=30_000)
+    b = bar()
+    assert b["title"] == "cosine similarity" and b["low"] == pytest.approx(0.8) and b["high"] == 1.0
+    assert [c.lower() for c in b["palette"]] == [c.lower() for c in Viridis256]
+    text = caption()
+    assert text.startswith("2024 · similarity · ")
+    read_as = text.split(" · ")[-1]  # the representation: as the tools' read-cost line says
+    assert ("vectors" in read_as or "compact code at level" in read_as) and read_as in all_text(page)
+    # The overlay's colours are the colour bar's: each shown pixel's similarity on [low, high] picks its colour, and
+    # the selected pixel (cosine 1 with itself) has the bar's top colour.
+    img = page.evaluate("""() => { const d = Bokeh.documents[0].get_model_by_name('overlay-source').data;
+        const g = (k) => d instanceof Map ? d.get(k) : d[k];
+        const im = g('image')[0];
+        return {v: Array.from(im), shape: im.shape, x: g('x')[0], y: g('y')[0], dw: g('dw')[0], dh: g('dh')[0]}; }""")
+    h, w = img["shape"]
+    v = np.asarray(img["v"], np.uint32).reshape(h, w)
+    rgba = np.stack([(v >> s) & 255 for s in (0, 8, 16, 24)], axis=-1)
+    shown = rgba[..., 3] > 0
+    palette = {tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in Viridis256}
+    assert shown.sum() > 0 and all(tuple(int(x) for x in p) in palette for p in rgba[shown][:, :3])
+    sx, sy = merc(lon, lat)
+    col, row = int((sx - img["x"]) / img["dw"] * w), int((sy - img["y"]) / img["dh"] * h)  # Bokeh: bottom row first
+    top = tuple(int(Viridis256[-1][i:i + 2], 16) for i in (1, 3, 5))
+    assert tuple(rgba[row, col, :3]) == top, (rgba[row, col], top)
+    # The values shown spread over the whole bar: those near the threshold take its lower half. (Over -1..1, every
+    # pixel above 0.8 took one of the palette's top 26 colours.)
+    index = {tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)): k for k, c in enumerate(Viridis256)}
+    assert min(index[tuple(int(x) for x in p)] for p in rgba[shown][:, :3]) < 128
+    page.get_by_label("Year", exact=True).select_option("2023")
+    page.wait_for_function("Bokeh.documents[0].get_model_by_name('map-caption').text.startsWith('2023 · ')",
+                           timeout=60_000)
