@@ -85,6 +85,11 @@ def commands(state: Explorer, tools_ui=None) -> dict:
         await raster.ensure_writer("png")
         return (await layers.layer(state, name, zone)).png()
 
+    async def export_gis(name="similarity"):
+        """The layer's GIS bundle (zip: GeoTIFF with colour table and class names, .tif.aux.xml, PNG, .pgw,
+        .png.aux.xml per zone; app/layers.py gis_files)."""
+        return (await layers.download(state, name, "gis"))[1]
+
     async def export_region():
         """region.npy + region.json of the view's window at its overview level (capped at model.MAX_REGION per
         side), zipped."""
@@ -93,6 +98,7 @@ def commands(state: Explorer, tools_ui=None) -> dict:
     cmds = {"goto": goto, "layers": layers_, "select": select, "timeSimilarity": time_similarity,
             "pin": pin, "simAt": state.sim_at, "view": view, "redraw": redraw,
             "exportGeoTIFF": export_geotiff, "exportPNG": export_png, "exportRegion": export_region,
+            "exportGIS": export_gis,
             "layerZones": lambda name="similarity": layers.zones(state, str(name))}
     tools = tools_api.commands(state, tools_ui)  # label, classify, cluster, change, value, ...
     view_sim = tools.pop("similarity")
