@@ -7,7 +7,7 @@ and PNG by `tesseraApi.exportGeoTIFF(name)`, `exportPNG(name)` and the page's bu
   * "similarity": the last similarity map, float32 cosines on its zone window, NaN where no data
     (PNG: the map's colours, transparent below the threshold);
   * "base": the embedding preview (the zone's rgb array) over the view's window of one zone;
-  * "class", "cluster", "change": the analysis tools' maps (app/tools/);
+  * "class", "cluster", "change", "regression", "examples": the analysis tools' maps (app/tools/);
   * "scatter": the pixels of the points brushed in the embedding scatter, uint8: 1 brushed, 0 the region's
     other pixels with data, 255 no data (PNG: the map's magenta on transparent).
 
@@ -17,6 +17,7 @@ names it (default: the view's primary zone, the one holding its centre); `zones(
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 
 import numpy as np
@@ -86,7 +87,7 @@ def tool_layer(name: str):
             raise ExportError(f"no {name} map yet: " + ("brush points in the scatter first" if name == "scatter"
                                                           else f"run the {name} tool first"))
         layer = part(layer, zone)
-        if name == "change":
+        if name in ("change", "regression", "examples"):
             return RasterLayer(name, layer.values.astype(np.float32), layer.zone, layer.window, float("nan"),
                                colours=lambda v: layer.rgba)
         idx = np.where(np.isfinite(layer.values), layer.values, 255).astype(np.uint8)
@@ -110,7 +111,8 @@ def classes(state, name: str) -> tuple[tuple[str, ...] | None, list | None]:
 
 
 PROVIDERS = {"similarity": similarity_layer, "base": base_layer, "class": tool_layer("class"),
-             "cluster": tool_layer("cluster"), "change": tool_layer("change"), "scatter": tool_layer("scatter")}
+             "cluster": tool_layer("cluster"), "change": tool_layer("change"), "scatter": tool_layer("scatter"),
+             "regression": tool_layer("regression"), "examples": tool_layer("examples")}
 
 
 async def layer(state, name: str, zone: str | None = None) -> RasterLayer:
@@ -154,6 +156,9 @@ async def download(state, name: str, kind: str) -> tuple[str, bytes, str, list[R
     if kind == "gis":
         files = {f: data for lay in lays
                  for f, data in gis_files(lay, f"tessera-{year}-{lay.zone.name}-{lay.name}").items()}
+        if name == "class" and state.tools.classify.evaluation:  # the held-out report of the map's model
+            files[f"tessera-{year}-class-evaluation.json"] = json.dumps(state.tools.classify.evaluation,
+                                                                        indent=1).encode()
     else:
         files = {f"tessera-{year}-{lay.zone.name}-{lay.name}.{kind}": lay.geotiff() if kind == "tif" else lay.png()
                  for lay in lays}

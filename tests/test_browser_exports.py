@@ -215,7 +215,23 @@ def test_gis_bundle_of_a_class_map_opens_in_gdal(page, server, site, tmp_path):
         z.extractall(tmp_path)
         files = sorted(z.namelist())
     stem = "tessera-2024-utm30-class"
-    assert files == sorted(f"{stem}{s}" for s in (".tif", ".tif.aux.xml", ".png", ".pgw", ".png.aux.xml"))
+    assert files == sorted([f"{stem}{s}" for s in (".tif", ".tif.aux.xml", ".png", ".pgw", ".png.aux.xml")]
+                           + ["tessera-2024-class-evaluation.json"])
+    ev = json.loads((tmp_path / "tessera-2024-class-evaluation.json").read_text())
+    assert ev == res["evaluation"]
+    # the held-out report agrees with scikit-learn's cross_val_predict in CPython on the same vectors
+    from sklearn.metrics import confusion_matrix
+    from test_tools_evaluate import reference
+    from tools_util import zone_vectors
+    v = zone_vectors(store, "utm30")
+    X = np.stack([v[r, c] for r, c, _ in train])
+    y = np.array([names.index(HOSTILE if k == train[0][2] else f"class {k}") for _, _, k in train])
+    folds = min(5, int(np.bincount(y).min()))
+    assert ev["folds"] == folds
+    pred = reference("k-NN", X, y, len(names), 0, folds)
+    assert ev["accuracy"] == float((pred == y).mean())
+    np.testing.assert_array_equal(ev["confusion"], confusion_matrix(y, pred, labels=range(len(names))))
+    assert "Held-out: accuracy" in all_text(page) and page.evaluate("window.__pwned") is None
     with opened_quietly(tmp_path / f"{stem}.tif") as tif, opened_quietly(tmp_path / f"{stem}.png") as png:
         cmap = tif.colormap(1)
         assert [cmap[i][:3] for i in range(len(colours))] == [hex_rgb(c) for c in colours]
@@ -228,4 +244,15 @@ def test_gis_bundle_of_a_class_map_opens_in_gdal(page, server, site, tmp_path):
     aux = ET.parse(tmp_path / f"{stem}.tif.aux.xml").getroot()
     assert [c.text for c in aux.find("PAMRasterBand/CategoryNames")] == names
     assert page.evaluate("window.__pwned") is None
+    # label files: a CSV exported by the page reads back by the csv module; a bad KML is refused in one line
+    import csv as csvmod
+    text = page.evaluate("tesseraApi.exportLabelsCSV()")
+    rows = list(csvmod.DictReader(io.StringIO(text)))
+    assert len(rows) == len(train) and HOSTILE in {r["class"] for r in rows}
+    page.evaluate("tesseraApi.clearLabels()")
+    deep = "<kml>" + "<Folder>" * 100 + "</Folder>" * 100 + "</kml>"
+    assert page.evaluate("async ([t]) => await tesseraApi.importLabels(t, 'deep.kml')", [deep]) == 0
+    assert "deep.kml: nested deeper than 64 levels" in all_text(page)
+    assert page.evaluate("async ([t]) => await tesseraApi.importLabels(t, 'mine.csv')", [text]) == len(train)
+    assert HOSTILE in all_text(page) and page.evaluate("window.__pwned") is None
     print(f"\nGIS bundle of the class map: {len(data):,} B in {ms:.0f} ms")

@@ -69,7 +69,10 @@ def test_class_and_cluster_geotiffs_carry_colour_table_and_class_names(store, wo
     assert file == f"tessera-2024-utm30-{name}-gis.zip" and mime == "application/zip"
     stem = f"tessera-2024-utm30-{name}"
     assert unzip(data, tmp_path) == sorted([f"{stem}.tif", f"{stem}.tif.aux.xml", f"{stem}.png", f"{stem}.pgw",
-                                            f"{stem}.png.aux.xml"])
+                                            f"{stem}.png.aux.xml"] + ["tessera-2024-class-evaluation.json"] * (name == "class"))
+    if name == "class":  # the held-out report of the model that drew the map (tests/test_tools_evaluate.py)
+        ev = json.loads((tmp_path / "tessera-2024-class-evaluation.json").read_text())
+        assert ev == json.loads(json.dumps(state.tools.classify.evaluation)) and ev["classes"][0]["name"] in names
     want = np.where(np.isfinite(layer.values), layer.values, 255).astype(np.uint8)
     # tifffile: a palette TIFF whose colour map holds the class colours (16 bit), GDAL_METADATA holds the names
     with tifffile.TiffFile(tmp_path / f"{stem}.tif") as tif:

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from app.tools import labels as lab
+from app.tools import labelfiles, labels as lab
 
 
 def zones(parts) -> dict:
@@ -45,10 +45,11 @@ def commands(state, ui) -> dict:
         return json.dumps({"classes": t.labels.classes, "points": [[p.cls, p.year, p.lon, p.lat]
                                                                    for p in t.labels.points]})
 
-    def import_labels(geojson):
+    def import_labels(geojson, filename="labels.geojson"):
+        """Load a label file's text: GeoJSON (an object is taken as one), or CSV / KML by `filename`'s extension."""
         text = geojson if isinstance(geojson, str) else json.dumps(geojson)
         async def go():
-            task = ui.import_labels(text)
+            task = ui.import_labels(text, str(filename))
             if task is not None:
                 await task
             return len(t.labels.points)
@@ -58,10 +59,28 @@ def commands(state, ui) -> dict:
         p = dict(params or {})
         async def go():
             t0 = time.perf_counter()
-            layer = await t.classify.classify(str(method), **{k: v for k, v in p.items() if k in ("k", "seed",
-                                                                                                   "threshold")})
+            layer = await t.classify.classify(str(method), **{k: v for k, v in p.items() if k in (
+                "k", "seed", "threshold", "train_year", "test_year")})
             return summary(layer, {"ms": (time.perf_counter() - t0) * 1000, "names": t.classify.names,
+                                   "evaluation": t.classify.evaluation,
                                    **getattr(t.classify, "timing", {})})
+        return run(go)
+
+    def regress(method="ridge", params=None):
+        p = dict(params or {})
+        async def go():
+            t0 = time.perf_counter()
+            layer = await t.regress.regress(str(method), **{k: int(v) for k, v in p.items() if k == "seed"})
+            return summary(layer, {"ms": (time.perf_counter() - t0) * 1000, "range": list(t.regress.range),
+                                   "evaluation": t.regress.evaluation})
+        return run(go)
+
+    def examples(positive, negative="all other classes"):
+        """Similarity to q = 2 x mean(positives) - mean(negatives): the labels of class `positive`, and of class
+        `negative` (or "all other classes", or "none")."""
+        async def go():
+            layer = await t.examples.search(str(positive), str(negative))
+            return summary(layer, {"positives": t.examples.counts[0], "negatives": t.examples.counts[1]})
         return run(go)
 
     def cluster(k=5, seed=0):
@@ -152,7 +171,10 @@ def commands(state, ui) -> dict:
 
     return {"label": label, "labels": labels, "importLabels": import_labels,
             "exportLabels": lambda: json.dumps(lab.to_geojson(t.labels.classes, t.labels.points)),
-            "clearLabels": lambda: t.labels.clear(), "classify": classify, "cluster": cluster,
+            "exportLabelsCSV": lambda: labelfiles.to_csv(t.labels.points),
+            "exportLabelsKML": lambda: labelfiles.to_kml(t.labels.classes, t.labels.points),
+            "clearLabels": lambda: t.labels.clear(), "classify": classify, "regress": regress, "cluster": cluster,
+            "examples": examples,
             "clusterToClass": cluster_to_class, "change": change, "similarity": similarity, "value": value,
             "layerArray": layer_array, "scatter": scatter, "scatterPoints": scatter_points,
             "scatterSelect": scatter_select, "scatterAt": lambda lon, lat: t.scatter.hover_at(float(lon), float(lat)),
