@@ -14,6 +14,7 @@ Class names are user text: they are written as XML text (escaped by ElementTree)
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from xml.sax.saxutils import escape
 
 TAG_GDAL_METADATA = 42112
 RASTERIO_ORDER = ("rasterio/affine order a, b, c, d, e, f: x = c + col * a + row * b, y = f + col * d + row * e "
@@ -59,10 +60,12 @@ def aux_xml(epsg: int | None = None, names=None, colours=None) -> str:
 
 
 def gdal_metadata(names) -> str:
-    """The GDAL_METADATA tag's XML: band 1's items CLASS_i = the name of class i."""
+    """The GDAL_METADATA tag's XML: band 1's items CLASS_i = the name of class i.  GDAL escapes an item's value
+    for XML before the XML is written (so "&" is stored as "&amp;amp;") and unescapes it again when read: the
+    value is escaped here the same way, else GDAL reads a name with "&" cut short."""
     root = ET.Element("GDALMetadata")
     for i, n in enumerate(names):
-        ET.SubElement(root, "Item", name=f"CLASS_{i}", sample="0").text = str(n)
+        ET.SubElement(root, "Item", name=f"CLASS_{i}", sample="0").text = escape(str(n), {'"': "&quot;"})
     return ET.tostring(root, encoding="unicode")
 
 

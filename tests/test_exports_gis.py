@@ -12,6 +12,7 @@ import json
 import warnings
 import xml.etree.ElementTree as ET
 import zipfile
+from xml.sax.saxutils import unescape
 
 import numpy as np
 import pytest
@@ -81,8 +82,8 @@ def test_class_and_cluster_geotiffs_carry_colour_table_and_class_names(store, wo
         np.testing.assert_array_equal(page.asarray(), want)
         for i, c in enumerate(colours):
             assert tuple(int(x) // 257 for x in page.colormap[:, i]) == hex_rgb(c)
-        meta = ET.fromstring(page.tags[42112].value)
-        items = {(e.get("name"), e.get("sample")): e.text for e in meta.iter("Item")}
+        meta = ET.fromstring(page.tags[42112].value)  # item values escaped once more, as GDAL writes them
+        items = {(e.get("name"), e.get("sample")): unescape(e.text, {"&quot;": '"'}) for e in meta.iter("Item")}
         assert [items[(f"CLASS_{i}", "0")] for i in range(len(names))] == names
     # GDAL (rasterio) reads the colour table, CRS, transform and no-data, and the sidecar without complaint
     with opened_quietly(tmp_path / f"{stem}.tif") as src:
@@ -111,12 +112,13 @@ def test_class_and_cluster_geotiffs_carry_colour_table_and_class_names(store, wo
 
 def test_similarity_gis_bundle_has_no_class_names_and_a_world_file(store, world, tmp_path):
     """A float layer: GeoTIFF with NaN no data, no colour table; its PNG georeferenced by .pgw (pixel centres)."""
-    state = run_async(classified(store, world))
-    lon, lat = centre_of_data(store, "utm30")
-    run_async(state.select(lon, lat))
-    state.similarity_on = True
-    run_async(state.settle())
-    file, data, _, lays = run_async(layers.download(state, "similarity", "gis"))
+    async def run():
+        state = await classified(store, world)
+        await state.select(*centre_of_data(store, "utm30"))
+        state.similarity_on = True
+        await state.settle()
+        return await layers.download(state, "similarity", "gis")
+    file, data, _, lays = run_async(run())
     names = unzip(data, tmp_path)
     stem = "tessera-2024-utm30-similarity"
     assert names == sorted([f"{stem}.tif", f"{stem}.png", f"{stem}.pgw", f"{stem}.png.aux.xml"])
