@@ -21,7 +21,7 @@ from app.tools import api as tools_api
 from builder.convention import dequantise
 
 
-def commands(state: Explorer) -> dict:
+def commands(state: Explorer, tools_ui=None) -> dict:
     """Every scripting command as plain Python: window.tesseraApi and postMessage both call these."""
     async def select(lon, lat):
         px = await state.select(float(lon), float(lat))
@@ -86,6 +86,11 @@ def commands(state: Explorer) -> dict:
         await raster.ensure_writer("png")
         return (await layers.layer(state, name, zone)).png()
 
+    async def export_gis(name="similarity"):
+        """The layer's GIS bundle (zip: GeoTIFF with colour table and class names, .tif.aux.xml, PNG, .pgw,
+        .png.aux.xml per zone; app/layers.py gis_files)."""
+        return (await layers.download(state, name, "gis"))[1]
+
     async def export_region():
         """region.npy + region.json of the view's window at its overview level (capped at model.MAX_REGION per
         side), zipped."""
@@ -94,19 +99,20 @@ def commands(state: Explorer) -> dict:
     cmds = {"goto": goto, "layers": layers_, "select": select, "timeSimilarity": time_similarity,
             "pin": pin, "simAt": state.sim_at, "view": view, "redraw": redraw,
             "exportGeoTIFF": export_geotiff, "exportPNG": export_png, "exportRegion": export_region,
+            "exportGIS": export_gis,
             "layerZones": lambda name="similarity": layers.zones(state, str(name))}
-    tools = tools_api.commands(state)  # label, classify, cluster, change, value, ...
+    tools = tools_api.commands(state, tools_ui)  # label, classify, cluster, change, value, ...
     view_sim = tools.pop("similarity")
     cmds.update(tools, similarity=lambda on=True, mode="mean", threshold=None: similarity(on) if isinstance(on, bool)
                 else view_sim(on, mode, threshold))
     return cmds
 
 
-def expose(state: Explorer, origins: list[str]) -> None:
+def expose(state: Explorer, origins: list[str], tools_ui=None) -> None:
     """Serve window.tesseraApi (the page defines each command as a Promise of the answer, app/web/boot.js)
     and a host page's messages from `origins`: both run in one queue (app/commands.py), one command at a time."""
     from app import page
-    cmds = commands(state)
+    cmds = commands(state, tools_ui)
     queue = CommandQueue()
 
     async def run(msg) -> None:  # run as a host page's message is (one rule), answered to the page

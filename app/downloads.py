@@ -32,13 +32,13 @@ class ExportButtons(pn.viewable.Viewer):
         # description=None: not the parameter's doc (for developers) as a tooltip (app/main.py ExplorerUI)
         self.layer = pn.widgets.Select.from_param(state.param.export_layer, width=140, description=None)
         self.buttons = {kind: pn.widgets.Button(name=label, width=110) for kind, label in (
-            ("tif", "GeoTIFF"), ("png", "PNG"), ("region", "Region (.npy + JSON)"))}
+            ("tif", "GeoTIFF"), ("png", "PNG"), ("gis", "GIS (.zip)"), ("region", "Region (.npy + JSON)"))}
         for kind, b in self.buttons.items():
             b.on_click(lambda event, kind=kind: state.spawn(self.export(kind)))
 
     def __panel__(self):
         b = self.buttons
-        return pn.Column(pn.Row(self.layer, b["tif"], b["png"]), b["region"],
+        return pn.Column(pn.Row(self.layer, b["tif"], b["png"]), pn.Row(b["gis"], b["region"]),
                          pn.pane.HTML(views.html("<small>{}</small>", REGION_NOTE), width=380))
 
     async def export(self, kind: str) -> None:

@@ -7,7 +7,7 @@ and PNG by `tesseraApi.exportGeoTIFF(name)`, `exportPNG(name)` and the page's bu
   * "similarity": the last similarity map, float32 cosines on its zone window, NaN where no data
     (PNG: the map's colours, transparent below the threshold);
   * "base": the embedding preview (the zone's rgb array) over the view's window of one zone;
-  * "class", "cluster", "change": the analysis tools' maps (app/tools/);
+  * "class", "cluster", "change", "regression", "examples": the analysis tools' maps (app/tools/);
   * "scatter": the pixels of the points brushed in the embedding scatter, uint8: 1 brushed, 0 the region's
     other pixels with data, 255 no data (PNG: the map's magenta on transparent).
 
@@ -17,14 +17,16 @@ names it (default: the view's primary zone, the one holding its centre); `zones(
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 
 import numpy as np
 
-from app import raster, render
+from app import gis, raster, render
 from app.tools import region as tool_region
 from app.model import Zone
 from app.raster import RasterLayer
+from app.tools.cluster import colours as cluster_colours
 
 
 class ExportError(ValueError):
@@ -85,16 +87,32 @@ def tool_layer(name: str):
             raise ExportError(f"no {name} map yet: " + ("brush points in the scatter first" if name == "scatter"
                                                           else f"run the {name} tool first"))
         layer = part(layer, zone)
-        if name == "change":
+        if name in ("change", "regression", "examples"):
             return RasterLayer(name, layer.values.astype(np.float32), layer.zone, layer.window, float("nan"),
                                colours=lambda v: layer.rgba)
         idx = np.where(np.isfinite(layer.values), layer.values, 255).astype(np.uint8)
-        return RasterLayer(name, idx, layer.zone, layer.window, 255, colours=lambda v: layer.rgba)
+        names, colours = classes(state, name)
+        return RasterLayer(name, idx, layer.zone, layer.window, 255, colours=lambda v: layer.rgba,
+                           palette=None if colours is None else np.array(gis.palette(colours), np.uint8),
+                           names=names)
     return provide
 
 
+def classes(state, name: str) -> tuple[tuple[str, ...] | None, list | None]:
+    """(names, colours) of a class raster's values 0..n-1: the class map's classes, the clusters' numbers; (None,
+    None) for other layers."""
+    if name == "class":
+        c = state.tools.classify
+        return tuple(c.names), list(c.colours)
+    if name == "cluster":
+        k = int(np.nanmax([np.nanmax(p.values) for p in state.tools.cluster.result.all])) + 1
+        return tuple(f"cluster {i}" for i in range(k)), cluster_colours(k)
+    return None, None
+
+
 PROVIDERS = {"similarity": similarity_layer, "base": base_layer, "class": tool_layer("class"),
-             "cluster": tool_layer("cluster"), "change": tool_layer("change"), "scatter": tool_layer("scatter")}
+             "cluster": tool_layer("cluster"), "change": tool_layer("change"), "scatter": tool_layer("scatter"),
+             "regression": tool_layer("regression"), "examples": tool_layer("examples")}
 
 
 async def layer(state, name: str, zone: str | None = None) -> RasterLayer:
@@ -115,20 +133,42 @@ def zones(state, name: str) -> list[str]:
     return [] if got is None else [p.zone.name for p in got.all]
 
 
+def gis_files(lay: RasterLayer, stem: str) -> dict[str, bytes]:
+    """The GIS bundle of one zone's layer (app/gis.py): the GeoTIFF (colour table and class names in it, and in its
+    .tif.aux.xml for a class raster), the PNG with its world file (.pgw) and .png.aux.xml (its CRS)."""
+    t = raster.georef(lay.zone, lay.window)
+    files = {f"{stem}.tif": lay.geotiff(), f"{stem}.png": lay.png(),
+             f"{stem}.pgw": gis.world_file(t["spatial:transform"]).encode(),
+             f"{stem}.png.aux.xml": gis.aux_xml(t["epsg"]).encode()}
+    if lay.names is not None:
+        files[f"{stem}.tif.aux.xml"] = gis.aux_xml(None, lay.names, [tuple(c) for c in lay.palette]).encode()
+    return files
+
+
 async def download(state, name: str, kind: str) -> tuple[str, bytes, str, list[RasterLayer]]:
-    """(file name, bytes, MIME type, the zones' RasterLayers) of the page's GeoTIFF ("tif") or PNG ("png") export
-    of layer `name`: the file itself for one zone; for a layer over several UTM zones one file per zone (each in
-    its own CRS) in a zip."""
+    """(file name, bytes, MIME type, the zones' RasterLayers) of the page's GeoTIFF ("tif"), PNG ("png") or GIS
+    bundle ("gis": gis_files, zipped) export of layer `name`: the file itself for one zone; for a layer over
+    several UTM zones one file per zone (each in its own CRS) in a zip."""
     year = state.model.year if state.model is not None else None
-    await raster.ensure_writer(kind)
+    for writer in ("tif", "png") if kind == "gis" else (kind,):
+        await raster.ensure_writer(writer)
     lays = [await layer(state, name, z) for z in zones(state, name) or [None]]
-    files = {f"tessera-{year}-{lay.zone.name}-{lay.name}.{kind}": lay.geotiff() if kind == "tif" else lay.png()
-             for lay in lays}
-    if len(files) == 1:
-        (file, data), = files.items()
-        return file, data, "image/tiff" if kind == "tif" else "image/png", lays
+    if kind == "gis":
+        files = {f: data for lay in lays
+                 for f, data in gis_files(lay, f"tessera-{year}-{lay.zone.name}-{lay.name}").items()}
+        if name == "class" and state.tools.classify.evaluation:  # the held-out report of the map's model
+            files[f"tessera-{year}-class-evaluation.json"] = json.dumps(state.tools.classify.evaluation,
+                                                                        indent=1).encode()
+    else:
+        files = {f"tessera-{year}-{lay.zone.name}-{lay.name}.{kind}": lay.geotiff() if kind == "tif" else lay.png()
+                 for lay in lays}
+        if len(files) == 1:
+            (file, data), = files.items()
+            return file, data, "image/tiff" if kind == "tif" else "image/png", lays
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:  # stored: GeoTIFF and PNG are compressed already
         for file, data in files.items():
             z.writestr(file, data)
-    return f"tessera-{year}-{lays[0].name}-{len(files)}-zones-{kind}.zip", buf.getvalue(), "application/zip", lays
+    file = f"tessera-{year}-{lays[0].zone.name}-{lays[0].name}-gis.zip" if kind == "gis" and len(lays) == 1 else \
+        f"tessera-{year}-{lays[0].name}-{len(lays)}-zones-{kind}.zip"
+    return file, buf.getvalue(), "application/zip", lays

@@ -427,7 +427,7 @@ async def start(target: str) -> Explorer | None:
     origins, bad = messages.allowed_origins(page.info("origin"), url.origins, url.embed_origins)
     if bad:
         state.status = views.html("<b>Ignored embedding origins</b> (not scheme://host[:port]): {}", ", ".join(bad))
-    api.expose(state, origins)
+    api.expose(state, origins, ui.tools_ui)
     await page.preview("close")  # the Panel map, drawn below it, is now interactive
     page.mark("interactive")
     page.set_state("ready")

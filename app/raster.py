@@ -22,6 +22,7 @@ from typing import Callable
 
 import numpy as np
 
+from app import gis
 from app.model import Zone
 from builder import convention as conv
 from builder import geotags
@@ -40,9 +41,10 @@ class RasterLayer:
     nodata: float | int | None = None
     colours: Callable[[np.ndarray], np.ndarray] | None = None  # values -> RGBA (H, W, 4) uint8, for PNG
     palette: np.ndarray | None = None  # (N, 3) uint8 colours of classes 0..N-1 (uint8 layers)
+    names: tuple[str, ...] | None = None  # the names of classes 0..N-1 (GDAL_METADATA and the .aux.xml)
 
     def geotiff(self) -> bytes:
-        return geotiff(self.values, self.zone, self.window, self.nodata, self.palette)
+        return geotiff(self.values, self.zone, self.window, self.nodata, self.palette, self.names)
 
     def png(self) -> bytes:
         return png(self.colours(self.values) if self.colours else self.values)
@@ -70,8 +72,9 @@ def _check(values: np.ndarray, window: Window) -> np.ndarray:
     raise ValueError(f"a layer is float32 or uint8, not {v.dtype}")
 
 
-def geotiff(values: np.ndarray, zone: Zone, window: Window, nodata=None, palette=None) -> bytes:
-    """The layer as a GeoTIFF (zlib-compressed tiles) in the zone's UTM CRS; float layers have NaN as no data."""
+def geotiff(values: np.ndarray, zone: Zone, window: Window, nodata=None, palette=None, names=None) -> bytes:
+    """The layer as a GeoTIFF (zlib-compressed tiles) in the zone's UTM CRS; float layers have NaN as no data;
+    `names` (class names) go in the GDAL_METADATA tag as band items CLASS_i (app/gis.py)."""
     import tifffile  # loaded by ensure_writer("tif") in the browser
     v = _check(values, window)
     if nodata is None and v.dtype == np.float32:
@@ -85,8 +88,11 @@ def geotiff(values: np.ndarray, zone: Zone, window: Window, nodata=None, palette
         pal = np.zeros((256, 3), np.uint16)
         pal[: len(palette)] = np.asarray(palette, np.uint16)[:256]
         kw = dict(photometric="palette", colormap=(pal * 257).T)
+    tags = geotags.extratags(g["epsg"], t[2], t[5], t[0], -t[4], nodata)
+    if names is not None:
+        tags.append((gis.TAG_GDAL_METADATA, "s", 0, gis.gdal_metadata(names).encode(), True))
     buf = io.BytesIO()
-    tifffile.imwrite(buf, v, extratags=geotags.extratags(g["epsg"], t[2], t[5], t[0], -t[4], nodata),
+    tifffile.imwrite(buf, v, extratags=tags,
                      compression="zlib", tile=(256, 256), maxworkers=1, **kw)  # no threads in Pyodide
     return buf.getvalue()
 

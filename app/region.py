@@ -18,7 +18,7 @@ import zipfile
 
 import numpy as np
 
-from app import model as app_model  # MAX_REGION, looked up at call time
+from app import gis, model as app_model  # MAX_REGION, looked up at call time
 from app.layers import ExportError
 from app.raster import georef
 from app.tools import region as tool_region
@@ -36,8 +36,8 @@ def sidecar(zone, window, shape, year, store_url: str, full=None) -> dict:
     arrays = "embeddings (int8) * scales (float32)" if not k else \
         f"overviews/{k}/embeddings (int8) * overviews/{k}/scales (float32), 2x2 means of level {k - 1}"
     return {"zone": zone.name, "epsg": g["epsg"], "crs": conv.proj_code(zone.zone, zone.south),
-            "transform": g["spatial:transform"], "transform_order": "GDAL/rasterio affine a, b, c, d, e, f: "
-            "x = c + col * a, y = f + row * e (top-left corner of pixel (0, 0))",
+            "transform": g["spatial:transform"], "transform_order": gis.RASTERIO_ORDER,
+            "geotransform": gis.geotransform(g["spatial:transform"]), "geotransform_order": gis.GDAL_ORDER,
             "bbox": g["spatial:bbox"], "shape": [int(x) for x in shape], "dims": ["northing", "easting", "band"],
             "dtype": "float32", "nodata": "NaN", "rows": [r0, r1], "cols": [c0, c1], "year": year,
             "store": store_url, "level": k, "pixel_size": zone.pixel,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, quote, urlencode
 
 
-TOOL_TABS = ("labels", "classify", "clusters", "change", "similarity", "scatter")  # app/tools/ui.py's tabs, by name
+TOOL_TABS = ("labels", "classify", "regression", "clusters", "change", "similarity", "scatter")  # app/tools/ui.py's tabs, by name
 
 
 @dataclass

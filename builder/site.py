@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 # The pure core the explorer imports from builder/ (stdlib + numpy only; tests/test_contract.py
 # checks that this is exactly what app/ reaches, so the browser ships no offline code).
 BROWSER_CORE = ("convention.py", "geometry.py", "quant.py", "schemacheck.py", "extensions.py", "grid.py", "layout.py",
-                "describe.py", "geotags.py")
+                "describe.py", "geotags.py", "bounds.py")
 # Coastlines and borders (world-atlas 2.0.2, Natural Earth 1:50m): copied by _js, named in boot.json for the
 # preview (app/web/preview.js) and the Panel map (app/main.py), which share one decoded copy.
 GEOGRAPHY = "vendor/world-atlas/countries-50m.json"

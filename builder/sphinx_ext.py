@@ -13,7 +13,7 @@
        :selection: 0.051,50.849      lon,lat of the selected pixel
        :pins: 0.05,50.85;0.06,50.86  lon,lat;lon,lat
        :height: 640                  pixels, before the frame sizes itself to the explorer (and at least)
-       :tools: classify,clusters     the tool tabs shown (labels, classify, clusters, change, similarity,
+       :tools: classify,clusters     the tool tabs shown (labels, classify, regression, clusters, change, similarity,
                                      scatter), or none
        :name: viewer                 the iframe's id, for the page's scripts
        :origins: https://docs.example.org  this page's origin, when the explorer is served from another one

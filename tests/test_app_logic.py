@@ -95,8 +95,8 @@ def test_the_link_names_the_tool_tabs_shown():
     assert UrlState.from_url("", "").tools is None and UrlState.from_url("?tools=", "").tools is None
     bad = UrlState.from_url("?tools=similarity,<b>umap</b>", "")
     assert bad.tools is None and bad.problems == [
-        "tools 'similarity,<b>umap</b>' is not a list of tools (labels, classify, clusters, change, similarity, "
-        "scatter) or none"]  # escaped where it is shown (views.html), as every other problem
+        "tools 'similarity,<b>umap</b>' is not a list of tools (labels, classify, regression, clusters, change, "
+        "similarity, scatter) or none"]  # escaped where it is shown (views.html), as every other problem
 
 
 def run(coro):

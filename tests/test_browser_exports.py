@@ -182,3 +182,77 @@ def test_postmessage_from_an_origin_not_listed_is_refused(page, server, host):
     assert frame.evaluate("location.hash") == before  # no action
     assert page.evaluate("window.tesseraPending.size") == 1  # no reply
     assert page.evaluate("document.getElementById('state').textContent") != "ready"  # no ready event either
+
+
+def test_gis_bundle_of_a_class_map_opens_in_gdal(page, server, site, tmp_path):
+    """tesseraApi.exportGIS('class') in Chromium: the GeoTIFF with its colour table and class names (one named with
+    HTML), its .aux.xml, the PNG with its world file and .aux.xml, read back by GDAL (rasterio) on CPython."""
+    import xml.etree.ElementTree as ET
+
+    import rasterio
+    from affine import Affine
+
+    from builder import demo
+    from test_exports_gis import HOSTILE, hex_rgb, opened_quietly
+    from tools_util import training_pixels
+
+    store = site / "data" / "2024.zarr"
+    row, col = interior_valid(store, "utm30")
+    page.goto(server + "index.html")
+    assert wait_state(page) == "ready"
+    page.evaluate("async ([lon, lat]) => await tesseraApi.view(lon, lat, 3000)", list(pixel_lonlat(store, "utm30", row, col)))
+    train = training_pixels(store, "utm30", demo.World(), 2024, per_class=6)
+    for r, c, k in train:
+        page.evaluate("async ([lon, lat, cls]) => await tesseraApi.label(lon, lat, cls)",
+                      [*pixel_lonlat(store, "utm30", r, c), HOSTILE if k == train[0][2] else f"class {k}"])
+    res = page.evaluate("async () => await tesseraApi.classify('k-NN', {seed: 0})")
+    names = list(res["names"])
+    colour_of = dict(map(tuple, json.loads(page.evaluate("tesseraApi.labels()"))["classes"]))
+    colours = [colour_of[n] for n in names]
+    assert HOSTILE in names
+    data, ms = api_bytes(page, "exportGIS", "class")
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        z.extractall(tmp_path)
+        files = sorted(z.namelist())
+    stem = "tessera-2024-utm30-class"
+    assert files == sorted([f"{stem}{s}" for s in (".tif", ".tif.aux.xml", ".png", ".pgw", ".png.aux.xml")]
+                           + ["tessera-2024-class-evaluation.json"])
+    ev = json.loads((tmp_path / "tessera-2024-class-evaluation.json").read_text())
+    assert ev == res["evaluation"]
+    # the held-out report agrees with scikit-learn's cross_val_predict in CPython on the same vectors
+    from sklearn.metrics import confusion_matrix
+    from test_tools_evaluate import reference
+    from tools_util import zone_vectors
+    v = zone_vectors(store, "utm30")
+    X = np.stack([v[r, c] for r, c, _ in train])
+    y = np.array([names.index(HOSTILE if k == train[0][2] else f"class {k}") for _, _, k in train])
+    folds = min(5, int(np.bincount(y).min()))
+    assert ev["folds"] == folds
+    pred = reference("k-NN", X, y, len(names), 0, folds)
+    assert ev["accuracy"] == float((pred == y).mean())
+    np.testing.assert_array_equal(ev["confusion"], confusion_matrix(y, pred, labels=range(len(names))))
+    assert "Held-out: accuracy" in all_text(page) and page.evaluate("window.__pwned") is None
+    with opened_quietly(tmp_path / f"{stem}.tif") as tif, opened_quietly(tmp_path / f"{stem}.png") as png:
+        cmap = tif.colormap(1)
+        assert [cmap[i][:3] for i in range(len(colours))] == [hex_rgb(c) for c in colours]
+        assert [tif.tags(1)[f"CLASS_{i}"] for i in range(len(names))] == names
+        assert tif.crs.to_epsg() == 32630 == png.crs.to_epsg() and tif.transform == png.transform
+        t = zarr.open_group(store / "utm30", mode="r").attrs["spatial:transform"]
+        assert (tif.transform.a, tif.transform.e) == (10.0, -10.0)
+        assert (tif.transform.c - t[2]) % 10 == 0 and (t[5] - tif.transform.f) % 10 == 0
+        np.testing.assert_array_equal(png.read(4) > 0, tif.read(1) != 255)
+    aux = ET.parse(tmp_path / f"{stem}.tif.aux.xml").getroot()
+    assert [c.text for c in aux.find("PAMRasterBand/CategoryNames")] == names
+    assert page.evaluate("window.__pwned") is None
+    # label files: a CSV exported by the page reads back by the csv module; a bad KML is refused in one line
+    import csv as csvmod
+    text = page.evaluate("tesseraApi.exportLabelsCSV()")
+    rows = list(csvmod.DictReader(io.StringIO(text)))
+    assert len(rows) == len(train) and HOSTILE in {r["class"] for r in rows}
+    page.evaluate("tesseraApi.clearLabels()")
+    deep = "<kml>" + "<Folder>" * 100 + "</Folder>" * 100 + "</kml>"
+    assert page.evaluate("async ([t]) => await tesseraApi.importLabels(t, 'deep.kml')", [deep]) == 0
+    assert "deep.kml: nested deeper than 64 levels" in all_text(page)
+    assert page.evaluate("async ([t]) => await tesseraApi.importLabels(t, 'mine.csv')", [text]) == len(train)
+    assert HOSTILE in all_text(page) and page.evaluate("window.__pwned") is None
+    print(f"\nGIS bundle of the class map: {len(data):,} B in {ms:.0f} ms")

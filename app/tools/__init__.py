@@ -11,10 +11,12 @@ import param
 from app.tools.change import Change
 from app.tools.classify import Classifier
 from app.tools.cluster import Clusters
+from app.tools.examples import Examples
 from app.tools.labels import Labels
+from app.tools.regress import Regressor
 from app.tools.scatter import Scatter
 
-LAYERS = ["none", "class", "cluster", "change", "scatter"]
+LAYERS = ["none", "class", "cluster", "change", "scatter", "regression", "examples"]
 
 
 class Tools(param.Parameterized):
@@ -29,7 +31,10 @@ class Tools(param.Parameterized):
         self.cluster = Clusters(app)
         self.change = Change(app)
         self.scatter = Scatter(app)
-        for name, tool in (("class", self.classify), ("cluster", self.cluster), ("change", self.change)):
+        self.regress = Regressor(app)
+        self.examples = Examples(app)
+        for name, tool in (("class", self.classify), ("cluster", self.cluster), ("change", self.change),
+                           ("regression", self.regress), ("examples", self.examples)):
             tool.param.watch(lambda e, name=name: setattr(self, "shown", name if e.new is not None else "none"),
                              "result")
         self.scatter.param.watch(self._on_highlight, "highlight")
@@ -43,4 +48,5 @@ class Tools(param.Parameterized):
     def layer(self, name: str):
         """The tool layer `name` (a region.Layer), or None when it has not been computed."""
         return {"class": self.classify.result, "cluster": self.cluster.result, "change": self.change.result,
-                "scatter": self.scatter.highlight}.get(name)
+                "scatter": self.scatter.highlight, "regression": self.regress.result,
+                "examples": self.examples.result}.get(name)

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from app.tools import labels as lab
+from app.tools import labelfiles, labels as lab
 
 
 def zones(parts) -> dict:
@@ -22,7 +22,7 @@ def layer_summary(layer) -> dict:
     return dict(zones(layer.all), valid=int(np.isfinite(layer.values_all()).sum()))
 
 
-def commands(state) -> dict:
+def commands(state, ui=None) -> dict:
     t = state.tools
 
     async def run(coro_fn):
@@ -45,19 +45,48 @@ def commands(state) -> dict:
         return json.dumps({"classes": t.labels.classes, "points": [[p.cls, p.year, p.lon, p.lat]
                                                                    for p in t.labels.points]})
 
-    def import_labels(geojson):
-        """Replace the labels with a GeoJSON FeatureCollection's (its text or the object); resolves to the number of
-        labels, rejects with the line the status shows when it is refused."""
-        return run(lambda: t.labels.import_geojson(geojson))
+    def import_labels(geojson, filename="labels.geojson"):
+        """Load a label file's text: GeoJSON (its text or the object: the labels replace the labels; rejects with the
+        line the status shows when it is refused), or CSV / KML by `filename`'s extension (app/tools/labelfiles.py)."""
+        if not str(filename).lower().endswith((".csv", ".kml")):
+            return run(lambda: t.labels.import_geojson(geojson))
+        text = geojson if isinstance(geojson, str) else json.dumps(geojson)
+
+        async def go():
+            if ui is None:
+                raise ValueError("CSV and KML label files are read by the explorer's page (its tools' panel)")
+            task = ui.import_labels(text, str(filename))
+            if task is not None:
+                await task
+            return len(t.labels.points)
+        return run(go)
 
     def classify(method="k-NN", params=None):
         p = dict(params or {})
         async def go():
             t0 = time.perf_counter()
-            layer = await t.classify.classify(str(method), **{k: v for k, v in p.items() if k in ("k", "seed",
-                                                                                                   "threshold")})
+            layer = await t.classify.classify(str(method), **{k: v for k, v in p.items() if k in (
+                "k", "seed", "threshold", "train_year", "test_year")})
             return summary(layer, {"ms": (time.perf_counter() - t0) * 1000, "names": t.classify.names,
+                                   "evaluation": t.classify.evaluation,
                                    **getattr(t.classify, "timing", {})})
+        return run(go)
+
+    def regress(method="ridge", params=None):
+        p = dict(params or {})
+        async def go():
+            t0 = time.perf_counter()
+            layer = await t.regress.regress(str(method), **{k: int(v) for k, v in p.items() if k == "seed"})
+            return summary(layer, {"ms": (time.perf_counter() - t0) * 1000, "range": list(t.regress.range),
+                                   "evaluation": t.regress.evaluation})
+        return run(go)
+
+    def examples(positive, negative="all other classes"):
+        """Similarity to q = 2 x mean(positives) - mean(negatives): the labels of class `positive`, and of class
+        `negative` (or "all other classes", or "none")."""
+        async def go():
+            layer = await t.examples.search(str(positive), str(negative))
+            return summary(layer, {"positives": t.examples.counts[0], "negatives": t.examples.counts[1]})
         return run(go)
 
     def cluster(k=5, seed=0):
@@ -148,7 +177,10 @@ def commands(state) -> dict:
 
     return {"label": label, "labels": labels, "importLabels": import_labels,
             "exportLabels": lambda: json.dumps(lab.to_geojson(t.labels.classes, t.labels.points)),
-            "clearLabels": lambda: t.labels.clear(), "classify": classify, "cluster": cluster,
+            "exportLabelsCSV": lambda: labelfiles.to_csv(t.labels.points),
+            "exportLabelsKML": lambda: labelfiles.to_kml(t.labels.classes, t.labels.points),
+            "clearLabels": lambda: t.labels.clear(), "classify": classify, "regress": regress, "cluster": cluster,
+            "examples": examples,
             "clusterToClass": cluster_to_class, "change": change, "similarity": similarity, "value": value,
             "layerArray": layer_array, "scatter": scatter, "scatterPoints": scatter_points,
             "scatterSelect": scatter_select, "scatterAt": lambda lon, lat: t.scatter.hover_at(float(lon), float(lat)),

@@ -1,6 +1,7 @@
-"""Classification of the view from the labels: k-NN (default), logistic regression or random forest
-(scikit-learn, loaded on first use), trained on the labelled pixels' vectors, applied to every valid
-pixel of the view's region. The result is a class-map `Layer` (values: class index, NaN where none)
+"""Classification of the view from the labels: k-NN (default), logistic regression, random forest, MLP (one
+hidden layer of 64) or gradient boosting (HistGradientBoosting) (scikit-learn, loaded on first use), trained on
+the labelled pixels' vectors, applied to every valid pixel of the view's region; every fit also reports its
+held-out performance (app/tools/evaluate.py). The result is a class-map `Layer` (values: class index, NaN where none)
 with a per-pixel confidence (the winning class's probability); pixels below the threshold are transparent.
 """
 from __future__ import annotations
@@ -11,9 +12,9 @@ import numpy as np
 import param
 
 from app import views
-from app.tools import lazy, region as reg
+from app.tools import crossyear, evaluate, lazy, region as reg
 
-METHODS = ["k-NN", "logistic regression", "random forest"]
+METHODS = ["k-NN", "logistic regression", "random forest", "MLP", "gradient boosting"]
 
 
 def estimator(method: str, n_train: int, k: int = 5, seed: int = 0):
@@ -27,6 +28,12 @@ def estimator(method: str, n_train: int, k: int = 5, seed: int = 0):
     if method == "random forest":
         from sklearn.ensemble import RandomForestClassifier
         return RandomForestClassifier(n_estimators=100, random_state=seed, n_jobs=1)
+    if method == "MLP":
+        from sklearn.neural_network import MLPClassifier
+        return MLPClassifier(hidden_layer_sizes=(64,), max_iter=500, random_state=seed)
+    if method == "gradient boosting":
+        from sklearn.ensemble import HistGradientBoostingClassifier
+        return HistGradientBoostingClassifier(random_state=seed)
     raise ValueError(f"unknown classification method {method!r} (one of {', '.join(METHODS)})")
 
 
@@ -63,6 +70,9 @@ class Classifier(param.Parameterized):
     seed = param.Integer(0, bounds=(0, None), label="Seed")
     threshold = param.Number(0.0, bounds=(0.0, 1.0), step=0.05, label="Confidence threshold")
     result = param.Parameter(None, doc="region.Layer of class indices, or None")
+    evaluation = param.Dict(None, allow_None=True, doc="the last fit's held-out report (app/tools/evaluate.py)")
+    train_year = param.Integer(None, allow_None=True, label="Train on the labels of year (blank: all)")
+    test_year = param.Integer(None, allow_None=True, label="Apply to year (blank: the year shown)")
     run = param.Action(lambda self: self.app.spawn(self.classify()), label="Classify the view")
 
     def __init__(self, app, **kw):
@@ -77,12 +87,12 @@ class Classifier(param.Parameterized):
         app, labels = self.app, self.app.tools.labels
         self.param.update(**{k: v for k, v in dict(params, method=method or self.method).items() if v is not None})
         revision = labels.revision  # the class set it trains on: changed before it ends, the result is not shown
-        X, y, names = labels.training()
+        X, y, names = labels.training(self.train_year)
         if len(names) < 2:
             app.status = views.html("Label pixels of at least two classes first.")
             return None
         t0 = time.perf_counter()
-        region = await reg.read_tool(app)
+        region = await crossyear.read(app, self.test_year)
         if region is None:
             app.status = views.html("The view shows no zone of this store.")
             return None
@@ -91,14 +101,22 @@ class Classifier(param.Parameterized):
         if labels.revision != revision:
             app.status = views.html("Classification stopped: the label classes changed while it ran; run it again.")
             return None
+        t2 = time.perf_counter()
+        self.evaluation = await evaluate.classification(lambda n: estimator(self.method, n, self.k, self.seed),
+                                                        X, y, names, self.seed, self.method)
+        t3 = time.perf_counter()
         self.names, self.colours = names, [labels.colour(n) for n in names]
         conf = region.spread(conf)
-        self.timing = {"read_ms": (t1 - t0) * 1000, "compute_ms": (time.perf_counter() - t1) * 1000}
+        self.timing = {"read_ms": (t1 - t0) * 1000, "compute_ms": (t2 - t1) * 1000 + (time.perf_counter() - t3) * 1000,
+                       "evaluate_ms": (t3 - t2) * 1000}
         # the confidence rides in the class layer's zones as a second layer of the same windows
         self.conf = region.layer("confidence", conf)
         self.result = self.coloured(region.layer("class", region.spread(idx.astype(np.float32))))
         app.status = views.html("Classified ({}, {} labels, {} classes): {} in {:.0f} ms.", self.method, len(X),
-                                len(names), reg.describe(region), self.timing["read_ms"] + self.timing["compute_ms"])
+                                len(names), reg.describe(region), self.timing["read_ms"] + self.timing["compute_ms"]) + \
+            crossyear.describe(app, self.train_year, self.test_year) + \
+            views.html(" Held-out: {}.", f"accuracy {self.evaluation['accuracy']:.3f} ({self.evaluation['folds']}-fold)"
+                       if "accuracy" in self.evaluation else self.evaluation["error"])
         return self.result
 
     def coloured(self, layer: reg.Layer) -> reg.Layer:

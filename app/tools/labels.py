@@ -203,9 +203,10 @@ class Labels(param.Parameterized):
         await self.load(classes, pts)
         return len(self.points)
 
-    def training(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        """X (N, B), y (N,) class indices and the class names with at least one labelled vector."""
-        pts = [p for p in self.points if p.vector is not None]
+    def training(self, year: int | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """X (N, B), y (N,) class indices and the class names with at least one labelled vector (of the labels made
+        in `year` when given)."""
+        pts = [p for p in self.points if p.vector is not None and (year is None or p.year == year)]
         names = [n for n in self.names() if any(p.cls == n for p in pts)]
         if not pts:
             return np.zeros((0, 0), np.float32), np.zeros(0, np.int64), names

@@ -1,6 +1,8 @@
 """Pure HTML views of the tools' states (every user or store text escaped by app/views.html)."""
 from __future__ import annotations
 
+import numpy as np
+
 from app.views import html
 
 
@@ -25,3 +27,55 @@ def legend_html(rows: list[tuple[str, str, int, float]]) -> str:
     body = "".join(html("<tr><td><span class='swatch' style='background:{}'>&nbsp;&nbsp;</span></td><td>{}</td>"
                         "<td>{:,}</td><td>{:.4f}</td></tr>", c, n, k, a) for n, c, k, a in rows)
     return f"<table class='legend' id='class-legend'><tr><th></th><th>class</th><th>pixels</th><th>km²</th></tr>{body}</table>"
+
+
+def evaluation_html(ev: dict | None) -> str:
+    """The held-out report (app/tools/evaluate.py): accuracy, per-class precision/recall/F1, confusion matrix and
+    learning curve; or why there is none."""
+    if not ev:
+        return ""
+    if "error" in ev:
+        return html("<p class='evaluation'><i>{}</i></p>", ev["error"])
+    head = html("<p class='evaluation'>{} held-out ({}-fold, seed {}, {} labels): accuracy <b>{:.3f}</b></p>",
+                ev["method"], ev["folds"], ev["seed"], ev["labels"], ev["accuracy"])
+    rows = "".join(html("<tr><td>{}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td><td>{}</td></tr>",
+                        c["name"], c["precision"], c["recall"], c["f1"], c["support"]) for c in ev["classes"])
+    table = ("<table class='evaluation' id='evaluation-table'><tr><th>class</th><th>precision</th><th>recall</th>"
+             f"<th>F1</th><th>labels</th></tr>{rows}</table>")
+    cm = "".join("<tr>" + html("<th>{}</th>", c["name"][:12]) + "".join(html("<td>{}</td>", x) for x in row) + "</tr>"
+                 for c, row in zip(ev["classes"], ev["confusion"]))
+    confusion = f"<table class='confusion' id='confusion-table'><caption>true (rows) x predicted</caption>{cm}</table>"
+    curve = html("<p class='learning-curve'>learning curve (training labels: accuracy): {}</p>",
+                 ", ".join(f"{p['labels']}: {p['accuracy']:.3f}" for p in ev["learning_curve"]))
+    return head + table + confusion + curve
+
+
+def regression_html(ev: dict | None, layer=None) -> str:
+    """The regression's held-out R² and RMSE, its predicted-against-actual pairs as a small SVG plot (with the
+    1:1 line), and the colour bar's range of the map."""
+    if not ev:
+        return ""
+    if "error" in ev:
+        return html("<p class='evaluation'><i>{}</i></p>", ev["error"])
+    a, p = ev["actual"], ev["predicted"]
+    lo, hi = min(a + p), max(a + p)
+    span = (hi - lo) or 1.0
+    xy = lambda v: 10 + 180 * (v - lo) / span
+    dots = "".join(f"<circle cx='{xy(x):.1f}' cy='{200 - xy(y):.1f}' r='2.5' fill='#377eb8'/>" for x, y in zip(a, p))
+    plot = (f"<svg id='predicted-vs-actual' width='200' height='200' style='border:1px solid #ccc'>"
+            f"<line x1='10' y1='190' x2='190' y2='10' stroke='#999'/>{dots}</svg>")
+    bar = ""
+    if layer is not None:
+        vals = layer.values_all()
+        bar = html("<p class='colour-bar'>map: {:.4g} (dark) to {:.4g} (bright)</p>", float(np.nanmin(vals)),
+                   float(np.nanmax(vals)))
+    return html("<p class='evaluation'>{} held-out ({}-fold, seed {}, {} labels): R² <b>{:.3f}</b>, RMSE <b>{:.4g}"
+                "</b>; predicted (up) against actual ({:.4g} to {:.4g}):</p>", ev["method"], ev["folds"], ev["seed"],
+                ev["labels"], ev["r2"], ev["rmse"], lo, hi) + plot + bar
+
+
+def import_problems_html(problems: list[str]) -> str:
+    """One list item per bad label file (its one line, escaped)."""
+    if not problems:
+        return ""
+    return "<ul class='import-problems'>" + "".join(html("<li>{}</li>", p) for p in problems) + "</ul>"

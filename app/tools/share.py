@@ -1,7 +1,8 @@
 """The shown tool layer in the URL hash, so a reload or a shared link re-runs it on the same view.
 
     #...&tool=cluster,k:5,seed:0,win:120_888_40_808,zone:utm31,lvl:2
-    tool=class,method:k-NN,k:5,seed:0,threshold:0.5,win:...   (trained on the labels, which the URL also holds)
+    tool=class,method:k-NN,k:5,seed:0,threshold:0.5,win:...   (trained on the labels, which the URL also holds;
+        train_year:2023,test_year:2024 when trained on one year's labels and applied to another year's store)
     tool=change,y0:2023,y1:2024,threshold:0.05,win:...
     tool=scatter,max_points:20000,seed:0,sel:3-7;10;12,win:...  (the brushed points, as index ranges)
 
@@ -41,7 +42,8 @@ def number(text: str) -> float:
 # tool layer -> (the Tools attribute holding its state, its settings in the URL and their types); param's
 # bounds and choices on each state refuse the rest
 SETTINGS = {
-    "class": ("classify", {"method": str, "k": integer, "seed": integer, "threshold": number}),
+    "class": ("classify", {"method": str, "k": integer, "seed": integer, "threshold": number, "train_year": integer,
+                           "test_year": integer}),
     "cluster": ("cluster", {"k": integer, "seed": integer}),
     "change": ("change", {"y0": integer, "y1": integer, "threshold": number}),
     "scatter": ("scatter", {"max_points": integer, "seed": integer}),
@@ -57,7 +59,7 @@ def encode(tools) -> str | None:
         return None
     attr, fields = SETTINGS[name]
     tool = getattr(tools, attr)
-    parts = [name] + [f"{k}:{getattr(tool, k)}" for k in fields]
+    parts = [name] + [f"{k}:{getattr(tool, k)}" for k in fields if getattr(tool, k) is not None]
     win = "win:" + "_".join(str(int(x)) for x in layer.window) + f",zone:{layer.zone.name}"
     if getattr(layer.zone, "level", 0):  # a window on an overview level's grid (app/tools/region.py plan)
         win += f",lvl:{layer.zone.level}"

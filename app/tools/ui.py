@@ -10,7 +10,7 @@ from bokeh.plotting import figure
 
 from app import geo, page, views
 from app.state import TOOL_TABS
-from app.tools import labels as lab, panes
+from app.tools import labelfiles, labels as lab, panes
 from app.tools.scatter_ui import ScatterUI
 
 
@@ -41,8 +41,15 @@ class ToolsUI:
         export = pn.widgets.FileDownload(callback=lambda: io.BytesIO(json.dumps(lab.to_geojson(L.classes, L.points))
                                                                       .encode()),
                                          filename="labels.geojson", label="Export labels (GeoJSON)", embed=False)
-        self.upload = pn.widgets.FileInput(accept=".geojson,.json", name="Import labels (GeoJSON)")
-        self.upload.param.watch(lambda e: self.import_labels(e.new) if e.new else None, "value")
+        export_csv = pn.widgets.FileDownload(callback=lambda: io.BytesIO(labelfiles.to_csv(L.points).encode()),
+                                             filename="labels.csv", label="Export labels (CSV)", embed=False)
+        export_kml = pn.widgets.FileDownload(callback=lambda: io.BytesIO(labelfiles.to_kml(L.classes, L.points)
+                                                                         .encode()),
+                                             filename="labels.kml", label="Export labels (KML)", embed=False)
+        self.upload = pn.widgets.FileInput(accept=".geojson,.json,.csv,.kml", multiple=True,
+                                           name="Import labels (GeoJSON, CSV, KML)")
+        self.upload.param.watch(lambda e: self.import_labels(e.new, self.upload.filename) if e.new else None, "value")
+        self.import_pane = pn.pane.HTML("", name="import-problems", width=380)
         # a file over the size limit is not sent by the page (app/web/boot.js oversizedFile); it says so
         page.on("file-refused", lambda msg: setattr(state, "status", views.html(
             "<b>Import refused:</b> the labels file is {:,} bytes; files over {:,} bytes are refused",
@@ -56,13 +63,22 @@ class ToolsUI:
         every = dict(zip(TOOL_TABS, (
             ("Labels", pn.Column(pn.widgets.Toggle.from_param(L.param.mode, button_type="success"),
                                  pn.widgets.TextInput.from_param(L.param.new_name), add, self.active,
-                                 pn.Row(self.rename_to, rename), delete, self.labels_pane, export, self.upload)),
-            ("Classify", later(lambda: pn.Column(w(c.param, parameters=["method", "k", "seed", "threshold", "run"]),
-                                                 self.legend_pane))),
+                                 pn.Row(self.rename_to, rename), delete, self.labels_pane, export, export_csv,
+                                 export_kml, self.upload, self.import_pane)),
+            ("Classify", later(lambda: pn.Column(w(c.param, parameters=["method", "k", "seed", "threshold", "train_year",
+                                                                      "test_year", "run"]),
+                                                 self.legend_pane, pn.pane.HTML(pn.bind(panes.evaluation_html,
+                                                 c.param.evaluation), name="evaluation", width=380)))),
+            ("Regression", later(lambda: pn.Column(w(t.regress.param, parameters=["method", "seed", "run"]),
+                                                   pn.pane.HTML(pn.bind(panes.regression_html, t.regress.param.evaluation,
+                                                                        t.regress.param.result), name="regression",
+                                                                width=380)))),
             ("Clusters", later(lambda: w(k.param, parameters=["k", "seed", "run", "which", "per_class", "to_label"]))),
             ("Change", later(lambda: pn.Column(w(ch.param, parameters=["y0", "y1", "threshold", "run"]),
                                                self._histogram()))),
-            ("Similarity", later(lambda: w(state.param, parameters=["sim_from", "sim_mode"]))),
+            ("Similarity", later(lambda: pn.Column(w(state.param, parameters=["sim_from", "sim_mode"]),
+                                                   w(t.examples.param, parameters=["positive", "negative", "threshold",
+                                                                                   "run"])))),
             ("Scatter", later(lambda: self.scatter.view())))))
         self.panel = pn.Tabs(*(every[name] for name in tabs), name="tools", width=400, dynamic=True)
         self.exact = pn.Column(pn.widgets.Toggle.from_param(state.param.exact, button_type="primary"),
@@ -71,7 +87,7 @@ class ToolsUI:
         self.layer_select = pn.widgets.Select.from_param(t.param.shown)
         L.param.watch(self._draw_labels, ["classes", "points", "active"])
         t.param.watch(self._draw_layer, ["shown"])
-        for tool in (c, k, ch):
+        for tool in (c, k, ch, t.regress, t.examples):
             tool.param.watch(self._draw_layer, ["result"])
         t.scatter.param.watch(self._draw_layer, ["highlight"])
         state.param.watch(self._draw_layer, ["base"])
@@ -90,14 +106,27 @@ class ToolsUI:
         except ValueError as e:  # a bad class name: one line in the status, never a traceback
             self.state.status = views.html("<b>Labels:</b> {}", e)
 
-    def import_labels(self, data: bytes):
-        """The file chosen in "Import labels": its labels replace the labels (a refusal is the status line's)."""
-        async def run() -> None:
-            try:
-                await self.state.tools.labels.import_geojson(data)
-            except ValueError:
-                pass  # said in the status line
-        return self.state.spawn(run())
+    def import_labels(self, data, filename=None):
+        """The files chosen in "Import labels". One GeoJSON file replaces the labels (a refusal is the status line's:
+        labels.Labels.import_geojson); several files, or CSV / KML, load together (app/tools/labelfiles.py), with
+        one line per bad file in the side bar."""
+        L = self.state.tools.labels
+        files = list(zip(filename, data)) if isinstance(data, list) else [(filename or "labels.geojson", data)]
+        if len(files) == 1 and not str(files[0][0]).lower().endswith((".csv", ".kml")):
+            async def one() -> None:
+                try:
+                    await L.import_geojson(files[0][1])
+                except ValueError:
+                    pass  # said in the status line
+            return self.state.spawn(one())
+        classes, pts, problems = labelfiles.read_many(files)
+        self.import_pane.object = panes.import_problems_html(problems)
+        if problems:
+            self.state.status = views.html("<b>Import refused:</b> {}", problems[0]) if len(problems) == 1 else \
+                views.html("<b>Import:</b> {} of {} files refused (listed under Labels).", len(problems), len(files))
+        if not pts:
+            return None
+        return self.state.spawn(L.load(classes, pts))
 
     def _draw_labels(self, *events) -> None:
         L = self.state.tools.labels

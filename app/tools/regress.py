@@ -1,0 +1,113 @@
+"""Regression of the view from labels with a numeric value: ridge, random forest or gradient boosting
+(HistGradientBoosting) (scikit-learn, loaded on first use).
+
+A label's value is its class name read as a number ("12.5", "-3", "1e3"): label pixels with classes named by their
+values (or import a CSV whose class column holds numbers).  Every label class must be a number, else the tool says
+which is not.  The model is fitted on the labelled pixels' vectors and applied to every valid pixel of the view's
+region: a continuous `Layer` (float32, NaN where no data) coloured by the map's ramp over its own range (`range`,
+the colour bar's ends).  Held-out: a seeded shuffled k-fold (KFold, FOLDS folds, fewer with fewer labels)'s
+predictions of each label by a model fitted without it: R², RMSE and the (actual, predicted) pairs of the
+predicted-against-actual plot.
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+
+import numpy as np
+import param
+
+from app import render, views
+from app.tools import lazy, region as reg
+
+METHODS = ["ridge", "random forest", "gradient boosting"]
+FOLDS = 5
+
+
+def estimator(method: str, seed: int = 0):
+    """The scikit-learn regressor for `method` (the same construction a CPython check uses)."""
+    if method == "ridge":
+        from sklearn.linear_model import Ridge
+        return Ridge(alpha=1.0)
+    if method == "random forest":
+        from sklearn.ensemble import RandomForestRegressor
+        return RandomForestRegressor(n_estimators=100, random_state=seed, n_jobs=1)
+    if method == "gradient boosting":
+        from sklearn.ensemble import HistGradientBoostingRegressor
+        return HistGradientBoostingRegressor(random_state=seed)
+    raise ValueError(f"unknown regression method {method!r} (one of {', '.join(METHODS)})")
+
+
+def values_of(names: list[str]) -> tuple[np.ndarray | None, str | None]:
+    """(the number each class name holds, None) or (None, the first name that is not a finite number)."""
+    out = []
+    for n in names:
+        try:
+            x = float(n)
+        except ValueError:
+            x = math.nan
+        if not math.isfinite(x):
+            return None, n
+        out.append(x)
+    return np.array(out, np.float64), None
+
+
+async def held_out(method: str, X: np.ndarray, y: np.ndarray, seed: int) -> dict:
+    """R², RMSE and (actual, predicted) of each label predicted by a model fitted on the other folds."""
+    from sklearn.metrics import mean_squared_error, r2_score
+    from sklearn.model_selection import KFold
+    k = min(FOLDS, len(y))
+    base = {"method": method, "seed": int(seed), "labels": int(len(y))}
+    if k < 2:
+        return dict(base, error="no held-out score: at least 2 labels are needed")
+    pred = np.empty_like(y)
+    for train, test in KFold(k, shuffle=True, random_state=seed).split(X):
+        pred[test] = estimator(method, seed).fit(X[train], y[train]).predict(X[test])
+        await asyncio.sleep(0)
+    return dict(base, folds=k, r2=float(r2_score(y, pred)), rmse=float(mean_squared_error(y, pred) ** 0.5),
+                actual=y.tolist(), predicted=pred.tolist())
+
+
+class Regressor(param.Parameterized):
+    method = param.Selector(objects=METHODS, default="ridge", label="Regression")
+    seed = param.Integer(0, bounds=(0, None), label="Seed")
+    result = param.Parameter(None, doc="region.Layer of predicted values, or None")
+    evaluation = param.Dict(None, allow_None=True, doc="the last fit's held-out R², RMSE and pairs")
+    run = param.Action(lambda self: self.app.spawn(self.regress()), label="Regress the view")
+
+    def __init__(self, app, **kw):
+        super().__init__(**kw)
+        self.app = app
+        self.range = (0.0, 1.0)  # the colour bar's ends: the map's lowest and highest value
+
+    async def regress(self, method=None, seed=None) -> reg.Layer | None:
+        app = self.app
+        self.param.update(**{k: v for k, v in (("method", method), ("seed", seed)) if v is not None})
+        X, cls, names = app.tools.labels.training()
+        values, bad = values_of(names)
+        if bad is not None:
+            app.status = views.html("Regression needs labels whose class names are numbers: {} is not a number.", bad)
+            return None
+        if len(X) < 2:
+            app.status = views.html("Label at least two pixels with numeric classes first.")
+            return None
+        y = values[cls]
+        t0 = time.perf_counter()
+        region = await reg.read_tool(app)
+        if region is None:
+            app.status = views.html("The view shows no zone of this store.")
+            return None
+        await lazy.sklearn()
+        model = estimator(self.method, self.seed).fit(X, y)
+        pred = (await lazy.chunked(model.predict, region.pixels())).astype(np.float32)
+        lo, hi = (float(pred.min()), float(pred.max())) if len(pred) else (0.0, 1.0)
+        self.range = (lo, hi if hi > lo else lo + 1.0)
+        self.evaluation = await held_out(self.method, X, y, self.seed)
+        self.result = region.layer("regression", region.spread(pred),
+                                   lambda v: render.ramp_rgba(v, -np.inf, *self.range))
+        ev = self.evaluation
+        app.status = views.html("Regression ({}, {} labels): {}; held-out {} ({:.0f} ms).", self.method, len(X),
+                                reg.describe(region), f"R² {ev['r2']:.3f}, RMSE {ev['rmse']:.4g}" if "r2" in ev
+                                else ev["error"], (time.perf_counter() - t0) * 1000)
+        return self.result

@@ -1,0 +1,98 @@
+"""More models, each against scikit-learn fitted here on zarr-python reads of the same labelled pixels:
+MLP and HistGradientBoosting classifiers; regression (ridge, random forest, gradient boosting) from labels whose
+class names are numbers, drawn as a continuous layer, with held-out R², RMSE and predicted-against-actual pairs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.tools import regress
+from conftest import run_async
+from tools_util import centre_of_data, opened, pixel_lonlat, training_pixels, zone_vectors
+
+VALUE = {k: 3.5 * k - 2.0 for k in range(20)}  # a number per demo class: the labels' values
+
+
+async def labelled(store, world, name):
+    state = await opened(store)
+    state.centre_view(*centre_of_data(store, "utm30"), 2500)
+    await state.settle()
+    train = training_pixels(store, "utm30", world, 2024, per_class=10)
+    for r, c, k in train:
+        await state.tools.labels.add(*pixel_lonlat(store, "utm30", r, c), cls=name(k))
+    return state, train
+
+
+def window_vectors(store, layer):
+    v = zone_vectors(store, "utm30")
+    r0, r1, c0, c1 = layer.window
+    sub = v[r0:r1, c0:c1]
+    return sub, np.isfinite(sub[..., 0])
+
+
+@pytest.mark.parametrize("method", ["MLP", "gradient boosting"])
+def test_mlp_and_gradient_boosting_class_maps_agree_with_scikit_learn(store, world, method):
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.neural_network import MLPClassifier
+
+    state, train = run_async(labelled(store, world, lambda k: f"class {k}"))
+    layer = run_async(state.tools.classify.classify(method, seed=4))
+    assert layer is not None, state.status
+    names = state.tools.classify.names
+    v = zone_vectors(store, "utm30")
+    X = np.stack([v[r, c] for r, c, _ in train])
+    y = np.array([names.index(f"class {k}") for _, _, k in train])
+    est = (MLPClassifier(hidden_layer_sizes=(64,), max_iter=500, random_state=4) if method == "MLP"
+           else HistGradientBoostingClassifier(random_state=4)).fit(X, y)
+    sub, valid = window_vectors(store, layer)
+    agree = float((layer.values[valid].astype(int) == est.predict(sub[valid])).mean())
+    assert agree >= 0.99, agree
+    ev = state.tools.classify.evaluation
+    assert ev["method"] == method and ev["folds"] == min(5, int(np.bincount(y).min())) and 0.0 <= ev["accuracy"] <= 1.0
+
+
+@pytest.mark.parametrize("method", regress.METHODS)
+def test_regression_from_numeric_labels_agrees_with_scikit_learn(store, world, method):
+    from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
+    from sklearn.linear_model import Ridge
+    from sklearn.metrics import mean_squared_error, r2_score
+    from sklearn.model_selection import KFold, cross_val_predict
+
+    state, train = run_async(labelled(store, world, lambda k: f"{VALUE[k]:g}"))
+    layer = run_async(state.tools.regress.regress(method, seed=5))
+    assert layer is not None, state.status
+    assert state.tools.shown == "regression"
+    v = zone_vectors(store, "utm30")
+    X = np.stack([v[r, c] for r, c, _ in train])
+    y = np.array([VALUE[k] for _, _, k in train])
+    make = {"ridge": lambda: Ridge(alpha=1.0),
+            "random forest": lambda: RandomForestRegressor(n_estimators=100, random_state=5, n_jobs=1),
+            "gradient boosting": lambda: HistGradientBoostingRegressor(random_state=5)}[method]
+    sub, valid = window_vectors(store, layer)
+    want = make().fit(X, y).predict(sub[valid])
+    got = layer.values[valid]
+    assert np.isnan(layer.values[~valid]).all() and valid.sum() > 1000
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3 * np.ptp(y))
+    # held-out: a seeded 5-fold's predictions, R² and RMSE as scikit-learn gives them
+    ev = state.tools.regress.evaluation
+    pred = cross_val_predict(make(), X, y, cv=KFold(5, shuffle=True, random_state=5))
+    assert ev["folds"] == 5 and ev["labels"] == len(y)
+    assert ev["r2"] == pytest.approx(r2_score(y, pred), abs=0.01)
+    assert ev["rmse"] == pytest.approx(mean_squared_error(y, pred) ** 0.5, rel=0.01)
+    np.testing.assert_allclose(sorted(ev["actual"]), sorted(y))
+    assert len(ev["predicted"]) == len(y)
+    # the continuous layer's colours: a ramp over the map's range, transparent where no data
+    assert (layer.rgba[..., 3] > 0).sum() == valid.sum()
+    lo, hi = state.tools.regress.range
+    assert lo == pytest.approx(float(np.nanmin(layer.values))) and hi == pytest.approx(float(np.nanmax(layer.values)))
+
+
+def test_regression_refuses_labels_that_are_not_numbers(store, world):
+    state, train = run_async(labelled(store, world, lambda k: f"{VALUE[k]:g}"))
+    for bad in ("water", "<i>7</i>"):
+        run_async(state.tools.labels.add(*pixel_lonlat(store, "utm30", *train[0][:2]), cls=bad))
+        assert run_async(state.tools.regress.regress("ridge")) is None
+        assert "number" in state.status and (bad in state.status if bad == "water" else
+                                             "<i>" not in state.status and "&lt;i&gt;7" in state.status)
+        state.tools.labels.delete(bad)
+    assert run_async(state.tools.regress.regress("ridge")) is not None
