@@ -157,4 +157,4 @@ def _checked_page(chromium, **options):
     ctx.close()
     outside = [u for u in pg.requests_seen if not u.startswith(("http://127.0.0.1", "data:", "blob:"))]
     assert not outside, f"requests left the machine: {outside[:5]}"
-    assert not pg.python_errors, pg.python_errors[0][:3000]
+    assert not pg.python_errors, "\n".join(pg.python_errors)[:6000]

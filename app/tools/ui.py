@@ -111,8 +111,13 @@ class ToolsUI:
         labels.Labels.import_geojson); several files, or CSV / KML, load together (app/tools/labelfiles.py), with
         one line per bad file in the side bar."""
         L = self.state.tools.labels
-        files = list(zip(filename, data)) if isinstance(data, list) else [(filename or "labels.geojson", data)]
-        if len(files) == 1 and not str(files[0][0]).lower().endswith((".csv", ".kml")):
+        datas = data if isinstance(data, list) else [data]
+        # the widget's value and filename reach Python as separate changes: a name that is missing, or left from
+        # the files chosen before, never decides how a file is read: its first character does (kind_name)
+        names = filename if isinstance(filename, list) and len(filename) == len(datas) else \
+            [filename if isinstance(filename, str) and not isinstance(data, list) else None] * len(datas)
+        files = [(kind_name(n, d), d) for n, d in zip(names, datas)]
+        if len(files) == 1 and files[0][0].lower().endswith((".geojson", ".json")):
             async def one() -> None:
                 try:
                     await L.import_geojson(files[0][1])
@@ -147,3 +152,15 @@ class ToolsUI:
         layer = s.tools.layer(s.tools.shown)
         self.tool_src.data = views.image_data(layer.image(v) if layer is not None else None, v)
         self.legend_pane.object = panes.legend_html(s.tools.classify.legend()) if s.tools.shown == "class" else ""
+
+
+def kind_name(name, data) -> str:
+    """A label file's name for reading it (app/tools/labelfiles.py reads by the name's ending): `name` when its
+    ending agrees with the file's first character ('{' or '[': GeoJSON, '<': KML, anything else: CSV), else
+    labels.geojson, labels.kml or labels.csv."""
+    head = (data[:4096].decode("utf-8", "replace") if isinstance(data, (bytes, bytearray)) else str(data)[:4096])
+    first = head.lstrip("\ufeff \t\r\n")[:1]
+    ends = (".geojson", ".json") if first in ("{", "[") else (".kml",) if first == "<" else (".csv",)
+    if isinstance(name, str) and name.lower().endswith(ends):
+        return name
+    return "labels" + ends[0]
