@@ -75,6 +75,7 @@ class ExplorerUI(pn.viewable.Viewer):
         self.npy_btn = pn.widgets.FileDownload(callback=lambda: io.BytesIO(to_npy(state.pins)), filename="pins.npy",
                                                label="Download pins (.npy)", embed=False)
         self.exports = ExportButtons(state)
+        self.notebook = pn.pane.HTML("", name="notebook", width=380)  # the view's notebook link (_write_url_now)
         # description=None: Panel shows a parameter's doc, written for developers, as the widget's tooltip (through
         # markdown-it, which the start-up then imports); the side bar's labels say enough.
         self.widgets = dict(
@@ -180,7 +181,7 @@ class ExplorerUI(pn.viewable.Viewer):
         if "tiles" in w:
             geo_box += [w["tiles"], w["tiles_opacity"]]
         side = pn.Column(*geo_box, w["year"], self.info, pn.Row(w["pin"], w["clear"]), w["similarity"], w["threshold"],
-                         self.table, pn.Row(self.csv_btn, self.npy_btn), self.exports, self.status,
+                         self.table, pn.Row(self.csv_btn, self.npy_btn), self.exports, self.notebook, self.status,
                          self.tools_ui.exact,
                          *([self.tools_ui.layer_select, self.tools_ui.panel] if self.tools_ui.panel.objects else []),
                          width=400)
@@ -358,7 +359,10 @@ class ExplorerUI(pn.viewable.Viewer):
 
     def _write_url_now(self) -> None:
         self._url_due = False
-        page.set_hash(self.state.url().to_hash())
+        url = self.state.url()
+        page.set_hash(url.to_hash())
+        model = self.state.model
+        self.notebook.object = views.notebook_html(model.source.url if model is not None else None, url)
 
 
 # ---------------------------------------------------------------- boot --

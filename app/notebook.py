@@ -5,6 +5,7 @@
     vector, status = await s.probe(-0.05, 50.85)       # float32 (B,) and "valid", or None and "water" | "nodata" | "outside"
     vectors = await s.probe_points([(lon, lat), ...])  # float32 (N, B), NaN rows where there is no data
     r = await s.read_region((w, s_, e, n))              # Region: vectors (h, w, B) float32 (NaN: no data), zone, window
+    s, v = await open_view("#store=data/2024.zarr&year=2024&lon=-0.05&lat=50.85&span=2000")  # an explorer link's view
 
 It is the explorer's own data layer (app/model.py StoreModel) over a Source: in the kernel (Pyodide) the
 explorer's data path (the site's vendor/tessera.mjs, loaded into the kernel's worker), which reads the stores by
@@ -15,9 +16,10 @@ at top level.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -139,3 +141,44 @@ async def open_store(url: str, year: int | None = None) -> Store:
     """Open a store by URL (in CPython also a local path): a v1 year store, a multi-year index or a geoemb: store
     (`year`: the year of its time axis to read; the last by default)."""
     return Store(await StoreModel(await source(url)).open(year))
+
+
+# A view's first read is at most this wide (metres): 256 x 256 pixels, 33 MB as float32, whatever the explorer showed.
+VIEW_SIDE_MAX = 2560.0
+METRES_PER_DEGREE = 111_320.0  # of latitude, and of longitude at the equator (a sphere: only sizes the box)
+
+
+@dataclass
+class View:
+    """A view of the explorer, from its link (the hash app/state.py UrlState writes): the store's URL, the year,
+    `box` (west, south, east, north) a square around the view's centre as wide as the view and at most
+    VIEW_SIDE_MAX metres, the selected pixel and the pins as (lon, lat)."""
+    store: str
+    year: int | None
+    box: tuple[float, float, float, float]
+    selected: tuple[float, float] | None = None
+    pins: list[tuple[float, float]] = field(default_factory=list)
+
+
+def view(link: str) -> View:
+    """The View an explorer link holds (its hash, with or without '#'); ValueError naming what is missing or bad."""
+    from app.state import UrlState
+    u = UrlState.from_url("", "#" + str(link).split("#", 1)[-1])
+    if u.problems:
+        raise ValueError("the link's " + "; ".join(u.problems))
+    if not u.store:
+        raise ValueError("the link names no store (store=URL)")
+    if u.lon is None or u.lat is None or not -90 < u.lat < 90:
+        raise ValueError("the link names no view centre (lon=, lat=)")
+    half = min(u.span or VIEW_SIDE_MAX, VIEW_SIDE_MAX) / 2
+    dlat = half / METRES_PER_DEGREE
+    dlon = dlat / math.cos(math.radians(u.lat))
+    box = (u.lon - dlon, u.lat - dlat, u.lon + dlon, u.lat + dlat)
+    store = u.store if "://" in u.store else site(u.store)
+    return View(store, u.year, box, u.sel, list(u.pins))
+
+
+async def open_view(link: str) -> tuple[Store, View]:
+    """The store of an explorer link, opened at its year, and the link's View."""
+    v = view(link)
+    return await open_store(v.store, v.year), v

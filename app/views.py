@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import html as _html
 import numbers
+from urllib.parse import quote
 
 import numpy as np
 from bokeh.palettes import Category10
 
 from app import geo, render
 from app.model import Pixel
+from app.state import UrlState
 from builder import convention as conv
 from builder import layout as lay
 from builder.quant import cosine_table
@@ -159,3 +161,22 @@ def goto_message(result) -> str:
     if kind == "box":
         return html("Went to <b>{}</b>.", result[1])
     return html("<span class='goto-error'>{}</span>", result[1])
+
+
+LAB_PAGE = "lab/lab/index.html"  # the site's JupyterLab page (builder/lab.py), beside the explorer's index.html
+
+
+def notebook_link(store: str, url: UrlState) -> str:
+    """The link that opens the view of `url` on `store` as a new notebook in the site's lab (app/web/lab-view.js
+    reads it; app/notebook.py `view` parses it with UrlState). Only the view travels: store, year, centre, width,
+    selection and pins."""
+    view = UrlState(store=store, year=url.year, lon=url.lon, lat=url.lat, span=url.span, sel=url.sel, pins=url.pins)
+    return LAB_PAGE + "#view=" + quote(view.to_hash()[1:], safe="")
+
+
+def notebook_html(store: str | None, url: UrlState) -> str:
+    if not store or url.lon is None:
+        return ""
+    return html('<a class="tessera-notebook" href="{}" target="_blank" rel="noopener">Open this view in a notebook</a>',
+                notebook_link(store, url))
+

@@ -9,7 +9,9 @@ lab's `jupyter-lite.json` is this project's:
   * the kernel loads the explorer's Python (the app's wheel: app/ and the pure core of builder/) and jsonschema at
     start through the lab's own Pyodide lock, `lab/pyodide-lock.json`: the official lock plus those wheels, each
     with its sha256 (Pyodide checks it), served from the site's `wheels/`;
-  * the example notebooks (app/notebooks/*.ipynb) are the lab's files.
+  * the example notebooks (app/notebooks/*.ipynb) are the lab's files;
+  * lab/lab/index.html also loads app/web/lab-view.js, which turns the explorer's "Open this view in a notebook"
+    link (lab/lab/index.html#view=...) into a new notebook.
 
 In the kernel, `from app.notebook import open_store` reads stores by range requests from the site's origin through
 the explorer's data path (app/notebook.py).  `urls_in_config` lists every URL the lab's configuration names, for
@@ -38,6 +40,8 @@ KERNEL_EXT = "extensions/@jupyterlite/pyodide-kernel-extension/"
 # What of the built JupyterLite is not copied: provisa's own files and their listing (ours replace them), and the
 # source maps (about 40 MB that only a debugger reads).
 SKIP = re.compile(r"^(files/|api/contents/)|\.map$")
+VIEW_SCRIPT = REPO / "app" / "web" / "lab-view.js"
+VIEW_TAG = '<script src="../lab-view.js"></script>'  # from lab/lab/index.html
 # The wheels the kernel loads at start, from the site's wheels/ (builder/sitepkgs.py pins them): the app's (app/ and
 # the pure core; app/render.py imports Bokeh's palettes, which import PyYAML) and jsonschema's.
 # name -> (file name prefix, depends, imports)
@@ -124,7 +128,18 @@ def build_lab(out: Path, provisa: Path) -> dict:
     write_bytes(lab / "jupyter-lite.json", json.dumps(doc, indent=1).encode())
     write_bytes(lab / "pyodide-lock.json", json.dumps(_lock(out)).encode())
     _files(lab)
+    _view_script(lab)
     return doc
+
+
+def _view_script(lab: Path) -> None:
+    """lab-view.js beside the lab's pages, loaded by JupyterLab's page (lab/lab/index.html) before its bundle."""
+    write_bytes(lab / VIEW_SCRIPT.name, VIEW_SCRIPT.read_bytes())
+    page = lab / "lab" / "index.html"
+    html = page.read_text()
+    if "</head>" not in html:
+        raise BuildError(f"{page}: no </head> to load {VIEW_SCRIPT.name} before")
+    write_bytes(page, html.replace("</head>", f"  {VIEW_TAG}\n  </head>", 1).encode())
 
 
 def _lock(out: Path) -> dict:

@@ -71,9 +71,16 @@ def test_the_lab_is_built_from_jupyterlite_0_5_1_and_the_pyodide_kernel_0_5_2_wi
     assert got["sha256"] == hashlib.sha256(whl.read_bytes()).hexdigest()
     assert (out / "pyodide" / got["file_name"]).resolve() == whl.resolve()
     listing = json.loads((root / "api" / "contents" / "all.json").read_text())
-    assert sorted(c["name"] for c in listing["content"]) == [p.name for p in NOTEBOOKS] and len(NOTEBOOKS) == 4
+    assert sorted(c["name"] for c in listing["content"]) == [p.name for p in NOTEBOOKS] and len(NOTEBOOKS) == 5
     for c in listing["content"]:
         assert (root / "files" / c["name"]).read_bytes() == (REPO / "app" / "notebooks" / c["name"]).read_bytes()
+    # JupyterLab's page loads the script that opens an explorer view as a notebook, before its own bundle
+    html = (root / "lab" / "index.html").read_text()
+    assert html.count('<script src="../lab-view.js"></script>') == 1
+    assert html.index("lab-view.js") < html.index("</head>")
+    assert (root / "lab-view.js").read_bytes() == (REPO / "app" / "web" / "lab-view.js").read_bytes()
+    script = (root / "lab-view.js").read_text()
+    assert '"5-a-view-from-the-explorer.ipynb"' in script and (REPO / "app" / "notebooks" / "5-a-view-from-the-explorer.ipynb").exists()
 
 
 def test_the_notebook_reader_reads_what_zarr_python_reads(demo_site):
@@ -105,3 +112,24 @@ def test_each_example_notebook_runs_top_to_bottom_in_cpython(path, demo_site):
     numbers = json.dumps(result)
     assert "NaN" not in numbers
     assert result  # each notebook's figures (compared with the browser's in tests/test_browser_lab.py)
+
+
+def test_an_explorer_link_gives_its_view_to_a_notebook():
+    """app.notebook.view reads the hash the explorer writes (app/state.py UrlState); the box is a square around the
+    centre as wide as the view, at most 2,560 m, in degrees of a sphere of 111,320 m per degree."""
+    import math
+    v = notebook.view("http://host/lab/x#store=https://data.example/2024.zarr&year=2024&lon=-0.0500000"
+                      "&lat=50.8500000&span=1500.000&sel=-0.050000,50.850000&pins=-0.045000,50.852000;1.5,2.5")
+    assert v.store == "https://data.example/2024.zarr" and v.year == 2024
+    assert v.selected == (-0.05, 50.85) and v.pins == [(-0.045, 50.852), (1.5, 2.5)]
+    dlat = 750 / 111_320
+    dlon = dlat / math.cos(math.radians(50.85))
+    assert np.allclose(v.box, (-0.05 - dlon, 50.85 - dlat, -0.05 + dlon, 50.85 + dlat), rtol=0, atol=1e-12)
+    wide = notebook.view("#store=data/2024.zarr&lon=10&lat=0&span=900000")  # a zoomed-out view: 2,560 m read
+    assert wide.year is None and wide.store.endswith("data/2024.zarr") and wide.store != "data/2024.zarr"
+    assert np.isclose(wide.box[3] - wide.box[1], 2560 / 111_320, rtol=0, atol=1e-12)
+    for bad, why in (("#year=x&store=a&lon=1&lat=2", "year 'x' is not a whole number"),
+                     ("#lon=1&lat=2", "names no store"), ("#store=a&year=2024", "names no view centre"),
+                     ("#store=a&lon=1&lat=90", "names no view centre")):
+        with pytest.raises(ValueError, match=why):
+            notebook.view(bad)
