@@ -7,6 +7,7 @@ import * as zarr from "zarrita";
 import ReferenceStore from "@zarrita/storage/ref";
 import { LIMITS, TesseraError, allowedOrigins, cappedText, checkReference, fetchJSONDoc, parseBytes,
          parseJSON, tracedFetch } from "./fetching.js";
+import { sharedFetch } from "./flights.js";
 import { options, withRootDocument, withSharedRanges, withWholeShards } from "./ranges.js";
 import { ChecksumError, Crc32cCodec } from "./checksums.js";
 import { chunkKey, shardLayout } from "./shards.js";
@@ -51,7 +52,7 @@ async function openIndex(url) {
   checkIndexReferences(spec, url, allowed);
   const contained = async (request) => {
     checkReference(request.url, url, allowed, "(request)");
-    return tracedFetch(request, url);
+    return sharedFetch(request, url);
   };
   const store = ReferenceStore.fromSpec(spec, { fetch: storeFetch(contained) });
   const raw = await store.get("/zarr.json");
@@ -80,7 +81,7 @@ async function openHttp(url) {
   const text = await cappedText(resp, base + "zarr.json", LIMITS.metadataBytes);
   const rootMeta = parseJSON(text, base + "zarr.json");
   // Suffix ranges (bytes=-N) read a shard index in one request, without a HEAD first.
-  const store = new zarr.FetchStore(base, { fetch: storeFetch((r) => tracedFetch(r, url)), useSuffixRequest: true });
+  const store = new zarr.FetchStore(base, { fetch: storeFetch((r) => sharedFetch(r, url)), useSuffixRequest: true });
   await probe;
   const locate = (path) => ({ url: base + path.replace(/^\//, ""), offset: 0, length: undefined });
   return { store, raw: new TextEncoder().encode(text), rootMeta, locate };

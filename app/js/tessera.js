@@ -7,7 +7,8 @@
 //   {ok: false, error: {kind, message}}    kind: one of app/js/errors.json (app/errors.py reads the
 //                                          same list and raises SourceError(kind, message))
 //
-// Modules: fetching.js (traced, capped fetches and origin checks), ranges.js (zarrita store
+// Modules: fetching.js (traced, capped fetches with retries, and origin checks), flights.js (reads in flight
+// shared: deduplicated and coalesced), options.js (the switches a benchmark's baseline turns off), ranges.js (zarrita store
 // extensions: shared range cache, whole-shard reads), sources.js (opening stores and indexes, arrays with their
 // checksums verified: checksums.js, the crc32c codec; shards.js, an array's sharding from its metadata),
 // prefetch.js (warming the shard indexes of the shards in view), geography.js (coastlines, borders, place
@@ -15,18 +16,20 @@
 import * as zarr from "zarrita";
 import { ERROR_KINDS, LIMITS, TesseraError, catalogOrigins, checkDepth, fetchJSONDoc, fileSizes, parseBytes,
          resetStats as resetFetches, stats } from "./fetching.js";
+import { flightStats, sharedFetch } from "./flights.js";
 import { geography } from "./geography.js";
 import { prefetchIndexes as prefetch, prefetchStats } from "./prefetch.js";
 import { clearCaches, options } from "./ranges.js";
 import { array, node, source } from "./sources.js";
 
-export { ERROR_KINDS, LIMITS, TesseraError, options, prefetchStats, stats };
+export { ERROR_KINDS, LIMITS, TesseraError, flightStats, options, prefetchStats, stats };
 export * as mercator from "./mercator.js";
 
 // The request log and the prefetch's counters start again (tests and benchmarks).
 export function resetStats() {
   resetFetches();
   Object.assign(prefetchStats, { calls: 0, files: 0, bytes: 0 });
+  Object.assign(flightStats, { flights: 0, joined: 0, coalesced: 0 });
 }
 
 function failure(err) {
@@ -85,6 +88,17 @@ export const read = call(async (url, path, sel, hint) => {
   const selection = Array.from(sel, (s) => (s == null ? null : zarr.slice(s[0], s[1])));
   const out = await zarr.get(arr, selection);
   return { data: out.data, shape: out.shape, dtype: arr.dtype };
+});
+
+// Byte ranges of one file, read as the stores read theirs (retried, deduplicated, coalesced: flights.js), all at
+// once: `ranges` is a list of [offset, length]; resolves to a list of Uint8Array (tests and benchmarks).
+export const readBytes = call(async (url, ranges) => {
+  const abs = new URL(url, location.href).href;
+  return Promise.all(Array.from(ranges, async ([offset, length]) => {
+    const resp = await sharedFetch(new Request(abs, { headers: { Range: `bytes=${offset}-${offset + length - 1}` } }), abs);
+    if (resp.status !== 206) throw new TesseraError("http", `HTTP ${resp.status} for ${abs}`);
+    return new Uint8Array(await resp.arrayBuffer());
+  }));
 });
 
 // Warm the shard indexes of the shards that boxes of arrays touch (the view's, once it settled zoomed in):
