@@ -7,6 +7,7 @@ import * as zarr from "zarrita";
 import ReferenceStore from "@zarrita/storage/ref";
 import { LIMITS, TesseraError, allowedOrigins, cappedText, checkReference, fetchJSONDoc, parseBytes,
          parseJSON, tracedFetch } from "./fetching.js";
+import { withChunkCache } from "./chunks.js";
 import { sharedFetch } from "./flights.js";
 import { options, withRootDocument, withSharedRanges, withWholeShards } from "./ranges.js";
 import { ChecksumError, Crc32cCodec } from "./checksums.js";
@@ -146,11 +147,12 @@ const withNamedChecksums = zarr.defineArrayExtension((arr, { url }) => ({
   },
 }));
 
-// The opened array at `path`, through the pixel or the region store.
+// The opened array at `path`, through the pixel or the region store; its big chunks kept decoded (chunks.js).
 export function array(src, kind, path) {
   const key = kind + ":" + path;
   if (!src.arrays.has(key)) {
-    const p = zarr.open.v3(src[kind].resolve(path), { kind: "array" }).then((a) => withNamedChecksums(a, { url: src.url }));
+    const p = zarr.open.v3(src[kind].resolve(path), { kind: "array" })
+      .then((a) => withChunkCache(withNamedChecksums(a, { url: src.url }), { url: src.url }));
     src.arrays.set(key, p);
     p.catch(() => src.arrays.delete(key));
   }

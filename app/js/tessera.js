@@ -9,20 +9,21 @@
 //
 // Modules: fetching.js (traced, capped fetches with retries, and origin checks), flights.js (reads in flight
 // shared: deduplicated and coalesced), options.js (the switches a benchmark's baseline turns off), ranges.js (zarrita store
-// extensions: shared range cache, whole-shard reads), sources.js (opening stores and indexes, arrays with their
+// extensions: shared range cache, whole-shard reads), chunks.js (big decoded chunks kept, a read's cost), sources.js (opening stores and indexes, arrays with their
 // checksums verified: checksums.js, the crc32c codec; shards.js, an array's sharding from its metadata),
 // prefetch.js (warming the shard indexes of the shards in view), geography.js (coastlines, borders, place
 // names), mercator.js (the projection, also the preview's).
 import * as zarr from "zarrita";
 import { ERROR_KINDS, LIMITS, TesseraError, catalogOrigins, checkDepth, fetchJSONDoc, fileSizes, parseBytes,
          resetStats as resetFetches, stats } from "./fetching.js";
-import { flightStats, sharedFetch } from "./flights.js";
+import { BIG_READ_BYTES, chunkCost, clearChunks } from "./chunks.js";
+import { flightProgress, flightStats, sharedFetch } from "./flights.js";
 import { geography } from "./geography.js";
 import { prefetchIndexes as prefetch, prefetchStats } from "./prefetch.js";
 import { clearCaches, options } from "./ranges.js";
 import { array, node, source } from "./sources.js";
 
-export { ERROR_KINDS, LIMITS, TesseraError, flightStats, options, prefetchStats, stats };
+export { BIG_READ_BYTES, ERROR_KINDS, LIMITS, TesseraError, flightStats, options, prefetchStats, stats };
 export * as mercator from "./mercator.js";
 
 // The request log and the prefetch's counters start again (tests and benchmarks).
@@ -79,16 +80,59 @@ export const openSource = call(async (url) => JSON.stringify((await source(url))
 // The metadata document of the node at `path` ("null" when there is no such node).
 export const readNode = call(async (url, path) => JSON.stringify(await node(url, path)));
 
+// Reads that may be cancelled, by the id their caller gave (cancelRead).
+const cancellable = new Map();
+let bigReadListener = null;
+
+// `fn(id, bytes)` is called as a read with an id is about to fetch BIG_READ_BYTES or more of big chunks (not kept
+// decoded, chunks.js), before it sends a request: Python's status line says it (app/bigreads.py).
+export function watchBigReads(fn) {
+  bigReadListener = fn;
+}
+
 // A box of an array: `sel` is a list of [start, stop] pairs or null (whole dimension); `hint` is
-// "pixel" (fewest bytes: single inner chunks) or "region" (whole shards, one request each).
-export const read = call(async (url, path, sel, hint) => {
+// "pixel" (fewest bytes: single inner chunks) or "region" (whole shards, one request each).  With an `id`, the
+// read can be cancelled: cancelRead(id) aborts its requests (those no other read shares) and it fails with the
+// "cancelled" kind; and a big one is announced first (watchBigReads).
+export const read = call(async (url, path, sel, hint, id = null) => {
   if (hint !== "pixel" && hint !== "region") throw new TesseraError("error", `read hint must be pixel or region, not ${hint}`);
   const src = await source(url);
   const arr = await array(src, hint === "region" ? "region" : "pixel", path);
   const selection = Array.from(sel, (s) => (s == null ? null : zarr.slice(s[0], s[1])));
-  const out = await zarr.get(arr, selection);
-  return { data: out.data, shape: out.shape, dtype: arr.dtype };
+  const controller = id === null || id === undefined ? null : new AbortController();
+  if (controller) {
+    cancellable.set(id, controller);
+    const cost = chunkCost(arr, url, Array.from(sel, (s) => (s == null ? null : [s[0], s[1]])));
+    if (cost.big && cost.bytes >= BIG_READ_BYTES && bigReadListener) bigReadListener(id, cost.bytes);
+  }
+  try {
+    const out = await zarr.get(arr, selection, controller ? { signal: controller.signal } : {});
+    return { data: out.data, shape: out.shape, dtype: arr.dtype };
+  } catch (err) {
+    if (controller?.signal.aborted) throw new TesseraError("cancelled", `the read of ${path} was cancelled`);
+    throw err;
+  } finally {
+    if (controller && cancellable.get(id) === controller) cancellable.delete(id);
+  }
 });
+
+// Cancel the read started with this id (nothing when it has ended).
+export function cancelRead(id) {
+  cancellable.get(id)?.abort();
+}
+
+// What a read of `sel` would fetch, before it starts: {bytes, chunks} of the chunks it touches that are not kept
+// decoded (chunks.js; a read with an id announces it from BIG_READ_BYTES on: watchBigReads).
+export const readCost = call(async (url, path, sel, hint) => {
+  const src = await source(url);
+  const arr = await array(src, hint === "region" ? "region" : "pixel", path);
+  return chunkCost(arr, url, Array.from(sel, (s) => (s == null ? null : [s[0], s[1]])));
+});
+
+// Bytes of the requests in the air: {received, total} (the progress of a long read).
+export function readProgress() {
+  return flightProgress();
+}
 
 // Byte ranges of one file, read as the stores read theirs (retried, deduplicated, coalesced: flights.js), all at
 // once: `ranges` is a list of [offset, length]; resolves to a list of Uint8Array (tests and benchmarks).
@@ -130,5 +174,6 @@ export function loadCodecs() {
 // Forget every cached byte and learnt file size (benchmarks: a cold shard again, same page).
 export function forgetBytes() {
   clearCaches();
+  clearChunks();
   fileSizes.clear();
 }
