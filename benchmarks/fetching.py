@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import logging
 import random
 import statistics
 import sys
@@ -73,6 +74,7 @@ def main() -> None:
     ap.add_argument("--fail", type=float, default=0.2, help="fraction of store requests that fail")
     ap.add_argument("--rtt-ms", type=float, default=40.0, help="delay of every store request")
     a = ap.parse_args()
+    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)  # each dropped connection would print a traceback
 
     import numpy as np
     import zarr
