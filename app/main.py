@@ -89,7 +89,9 @@ class ExplorerUI(pn.viewable.Viewer):
             coast=pn.widgets.Checkbox.from_param(state.param.show_coast),
             borders=pn.widgets.Checkbox.from_param(state.param.show_borders),
             geo_opacity=pn.widgets.FloatSlider.from_param(state.param.geo_opacity),
-            embedding_opacity=pn.widgets.FloatSlider.from_param(state.param.embedding_opacity))
+            embedding_opacity=pn.widgets.FloatSlider.from_param(state.param.embedding_opacity),
+            cancel=pn.widgets.Button.from_param(state.param.cancel_read, visible=False, name="Cancel read"))
+        state.param.watch(lambda e: setattr(self.widgets["cancel"], "visible", e.new), ["reading"])
         if state.tiles_url:  # the web tile layer's controls exist only when a deployment set a template
             self.widgets.update(tiles=pn.widgets.Checkbox.from_param(state.param.show_tiles),
                                 tiles_opacity=pn.widgets.FloatSlider.from_param(state.param.tiles_opacity))
@@ -182,6 +184,7 @@ class ExplorerUI(pn.viewable.Viewer):
             geo_box += [w["tiles"], w["tiles_opacity"]]
         side = pn.Column(*geo_box, w["year"], self.info, pn.Row(w["pin"], w["clear"]), w["similarity"], w["threshold"],
                          self.table, pn.Row(self.csv_btn, self.npy_btn), self.exports, self.notebook, self.status,
+                         w["cancel"],
                          self.tools_ui.exact,
                          *([self.tools_ui.layer_select, self.tools_ui.panel] if self.tools_ui.panel.objects else []),
                          width=400)

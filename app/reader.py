@@ -71,8 +71,12 @@ async def bridge(name: str, *args):
 
 
 class JSSource(Source):
-    def __init__(self, url: str):
+    """`big_reads` (app/bigreads.py BigReads), when given, says a read of big chunks before it starts, shows its
+    progress and can cancel it; without it every read goes straight to the data path."""
+
+    def __init__(self, url: str, big_reads=None):
         self.url = url
+        self.big_reads = big_reads
         self._meta = None
 
     async def meta(self) -> dict:
@@ -86,7 +90,10 @@ class JSSource(Source):
     async def read(self, path: str, box: Box, hint: str = PIXEL) -> np.ndarray:
         from pyodide.ffi import to_js
         sel = [None if s.start is None and s.stop is None else [s.start, s.stop] for s in as_slices(box)]
-        out = await bridge("read", self.url, path, to_js(sel), _hint(hint))
+        if self.big_reads is not None:
+            out = await self.big_reads.read(self.url, path, to_js(sel), _hint(hint))
+        else:
+            out = await bridge("read", self.url, path, to_js(sel), _hint(hint))
         dtype = _DTYPES[str(out.dtype)]
         shape = tuple(int(x) for x in out.shape.to_py())
         return np.frombuffer(out.data.to_py(), dtype=dtype).reshape(shape).copy()

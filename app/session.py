@@ -14,6 +14,7 @@ import param
 from app import basemap, footprints, geo, layers, places, render, tiles, views
 from app.tools import Tools, share, similarity
 from app.model import Pixel, StoreModel
+from app.bigreads import PURPOSE, BigReads
 from app.reader import JSSource, SourceError
 from app.tools.region import TooLarge
 from app.state import UrlState
@@ -39,6 +40,8 @@ class Explorer(param.Parameterized):
     base = param.Parameter(None, doc="(render.View, RGBA image): the map's base layer and the view it was drawn for")
     years_pixel = param.Parameter(None, doc="the selected pixel across years: (zone, row, col, vectors)")
     status = param.String("", doc="status line (HTML made by views.html: every value escaped)")
+    reading = param.Boolean(False, doc="a read of big chunks is under way (app/bigreads.py): Cancel shows")
+    cancel_read = param.Action(lambda self: self.big_reads.cancel(), label="Cancel read")
     pin_selected = param.Action(lambda self: self.pin(), label="Pin pixel", constant=True)
     clear_pins = param.Action(lambda self: self.param.update(pins=[]), label="Clear pins")
     # Geography: world-atlas coastlines and borders, an optional XYZ tile layer, the go-to box.
@@ -56,11 +59,12 @@ class Explorer(param.Parameterized):
                           doc="the tools read every zone's full vectors at the view's level, not its compact code")
     cost = param.String("", doc="what the tools read over the view, and what the exact result costs (plain text)")
 
-    def __init__(self, catalog: list[dict], url_state: UrlState, source_factory=JSSource, **kw):
+    def __init__(self, catalog: list[dict], url_state: UrlState, source_factory=None, **kw):
         super().__init__(**kw)
         self.catalog = catalog
         self.url_state = url_state
-        self.source_factory = source_factory
+        self.big_reads = BigReads(self)
+        self.source_factory = source_factory or (lambda url: JSSource(url, self.big_reads))
         self.model: StoreModel | None = None
         self.years_model: StoreModel | None = None
         self.param["year"].objects = year_options(catalog)
@@ -298,13 +302,20 @@ class Explorer(param.Parameterized):
         import asyncio
         # The pixel and its years are read at once (one wait for both; the browser's range cache lets the
         # multi-year index share the shard indexes and chunks the year store is reading, app/js/ranges.js).
-        years = asyncio.ensure_future(self._years_at(lon, lat))
+        purpose = PURPOSE.set("this pixel")  # a big chunk's read says what it is for (app/bigreads.py)
         try:
-            px = await self.model.pixel_at(lon, lat)
-        except SourceError as e:
-            self.status = views.html("<b>Read failed:</b> {}", e)
-            years.cancel()
-            return None
+            years = asyncio.ensure_future(self._years_at(lon, lat))
+            try:
+                px = await self.model.pixel_at(lon, lat)
+            except SourceError as e:
+                self.status = views.html("<b>Read cancelled:</b> {}" if e.kind == "cancelled" else "<b>Read failed:</b> {}", e)
+                # Cancelled (a cancelled click reads no year afterwards), with a callback of its own: Pyodide reports a
+                # cancelled task whose one done callback is its loop's as an unhandled error.
+                years.add_done_callback(lambda f: None)
+                years.cancel()
+                return None
+        finally:
+            PURPOSE.reset(purpose)
         self.selected = px  # first: the spectrum a tap showed ahead is the selection's, not drawn without it
         self.outside = None if px is not None else (lon, lat)
         yp = await years

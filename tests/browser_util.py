@@ -167,3 +167,23 @@ def _place_in_python(page, x: float, view: list[float], act) -> None:
         return JSON.parse(await window.tesseraWorker.python(`%s`))
             .some((xs) => xs.length === 1 && Math.abs(xs[0] - x) <= tol); }""" % HOVER_IN_PYTHON, x, 30_000)
     page.evaluate("async ([lon, lat, span]) => await window.tesseraApi.view(lon, lat, span)", view)
+
+
+# The explorer's data path alone (app/js/tessera.js, as the site bundles it) on a page of the served site, without
+# Pyodide: `open_bridge(page, base)` serves this page at base + "bridge.html" (through Playwright, so nothing is
+# written into the site) and opens it; `options` become window.tesseraBridgeOptions (a benchmark's baseline).
+BRIDGE_HTML = """<!doctype html><html><body><script type="module">
+window.tesseraBridgeOptions = JSON.parse(new URLSearchParams(location.search).get("options") || "{}");
+const t = await import("./vendor/tessera.mjs");
+t.loadCodecs();
+window.tesseraJS = t;
+document.body.dataset.state = "ready";
+</script></body></html>"""
+
+
+def open_bridge(page, base: str, options: dict | None = None) -> None:
+    import json
+    from urllib.parse import quote
+    page.route(base + "bridge.html*", lambda r: r.fulfill(status=200, content_type="text/html", body=BRIDGE_HTML))
+    page.goto(base + "bridge.html" + (f"?options={quote(json.dumps(options))}" if options else ""))
+    page.wait_for_function("document.body.dataset.state === 'ready'", timeout=60_000)

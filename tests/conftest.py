@@ -150,11 +150,17 @@ def _checked_page(chromium, **options):
     pg = ctx.new_page()
     pg.cdp = ctx.new_cdp_session(pg) if options.get("has_touch") else None
     pg.requests_seen = []
-    pg.python_errors = []
+    pg.python_errors = []  # where each traceback starts in the console's lines (Pyodide writes one line per message)
+    lines = []
     pg.on("request", lambda r: pg.requests_seen.append(r.url))
-    pg.on("console", lambda m: pg.python_errors.append(m.text) if "Traceback" in m.text else None)
+
+    def console(m):
+        if "Traceback" in m.text:
+            pg.python_errors.append(len(lines))
+        lines.append(m.text)
+    pg.on("console", console)
     yield pg
     ctx.close()
     outside = [u for u in pg.requests_seen if not u.startswith(("http://127.0.0.1", "data:", "blob:"))]
     assert not outside, f"requests left the machine: {outside[:5]}"
-    assert not pg.python_errors, "\n".join(pg.python_errors)[:6000]
+    assert not pg.python_errors, "\n---\n".join("\n".join(lines[i:i + 40]) for i in pg.python_errors)[:6000]

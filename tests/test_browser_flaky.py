@@ -19,17 +19,25 @@ FAULTS = ("503", "429", "drop")
 
 
 @contextmanager
-def faulty_server(root, fail):
-    """builder/serve.py's app on a free port, where `fail(key)` (key: path and Range of a store request) names the
-    fault to answer with ("503", "429", "drop": the connection closed without an answer) or None to serve it.
-    Yields (base URL, the log of (path, range, fault or 'ok'))."""
+def faulty_server(root, fail, hold: threading.Event | None = None, paths: tuple[str, ...] = (".zarr/",),
+                  delay_s: float = 0.0):
+    """builder/serve.py's app on a free port, where `fail(key)` (key: path and Range of a request for a path holding
+    one of `paths`) names the fault to answer with ("503", "429", "drop": the connection closed without an answer),
+    "hold" (served once `hold` is set; "hold503": answered 503 then) or None to serve it. `delay_s`: each of those
+    requests is answered that much later (a distant host's round trip: benchmarks/fetching.py). Yields (base URL,
+    the log of (path, range, fault or 'ok'), logged as each request arrives)."""
     log: list[tuple[str, str, str]] = []
 
     @web.middleware
     async def inject(request, handler):
         key = (request.path, request.headers.get("Range", ""))
-        fault = fail(key) if ".zarr/" in request.path else None
+        fault = fail(key) if any(p in request.path for p in paths) else None
         log.append((*key, fault or "ok"))
+        if delay_s and any(p in request.path for p in paths):
+            await asyncio.sleep(delay_s)
+        if fault is not None and fault.startswith("hold"):
+            await asyncio.get_running_loop().run_in_executor(None, hold.wait, 60)
+            fault = fault[len("hold"):] or None
         if fault == "drop":
             request.transport.abort()
             raise ConnectionResetError("dropped by the test's fault injector")

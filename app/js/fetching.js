@@ -6,6 +6,7 @@
 // suffix reads of that file into plain ranges with it).  Documents from
 // elsewhere (catalogs, indexes, metadata) are size- and depth-capped.
 import KINDS from "./errors.json";
+import { options } from "./options.js";
 
 export const ERROR_KINDS = KINDS; // the one list, shared with Python (app/errors.py reads the same file)
 
@@ -50,26 +51,44 @@ function retryDelay(attempt, resp) {
   return Math.min(ms, RETRY.maxDelayMs);
 }
 
+// Waits `ms`, or rejects with an AbortError as soon as `signal` aborts (a cancelled read stops between tries too).
+function pause(ms, signal) {
+  return new Promise((ok, fail) => {
+    if (signal?.aborted) return fail(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", stop);
+      ok();
+    }, ms);
+    const stop = () => {
+      clearTimeout(timer);
+      fail(signal.reason);
+    };
+    signal?.addEventListener("abort", stop, { once: true });
+  });
+}
+
 export async function tracedFetch(request, source = null) {
+  const attempts = options.retries ? RETRY.attempts : 1;  // one try: a benchmark's baseline only (options.js)
   for (let attempt = 0; ; attempt++) {
-    const last = attempt + 1 >= RETRY.attempts;
+    const last = attempt + 1 >= attempts;
     let resp;
     try {
       resp = await fetchOnce(request.clone(), source);
     } catch (err) {
       if (last || !(err instanceof TesseraError) || err.kind !== "network") throw err;
-      await new Promise((ok) => setTimeout(ok, retryDelay(attempt, null)));
+      await pause(retryDelay(attempt, null), request.signal);
       continue;
     }
     if (last || !RETRY.statuses.has(resp.status)) {
       if (RETRY.statuses.has(resp.status)) {
         resp.body?.cancel();
-        throw new TesseraError("http", `HTTP ${resp.status} for ${request.url} after ${RETRY.attempts} attempts`);
+        const tries = attempts === 1 ? "1 attempt" : `${attempts} attempts`;
+        throw new TesseraError("http", `HTTP ${resp.status} for ${request.url} after ${tries}`);
       }
       return resp;
     }
     resp.body?.cancel();
-    await new Promise((ok) => setTimeout(ok, retryDelay(attempt, resp)));
+    await pause(retryDelay(attempt, resp), request.signal);
   }
 }
 

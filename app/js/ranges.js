@@ -15,12 +15,9 @@
 // before the bundle loads, restores plain zarrita reads: the benchmark's same-run baseline.
 import * as zarr from "zarrita";
 import { fileSizes } from "./fetching.js";
+import { options } from "./options.js";
 
-// A page may set window.tesseraBridgeOptions before the bundle loads (the benchmark's baseline does).
-// prefetchFiles: the most shard indexes warmed per settled view (prefetch.js).
-// verifyChecksums: check every crc32c (sources.js, checksums.js).
-export const options = { sharedRanges: true, cacheBytes: 48 * 2 ** 20, wholeFiles: 64, prefetchFiles: 64,
-                         verifyChecksums: true, ...(globalThis.tesseraBridgeOptions || {}) };
+export { options } from "./options.js";  // the switches (a benchmark's baseline turns some off)
 
 // A Map with least-recently-used eviction by total bytes (values: promises of Uint8Array | undefined).
 class ByteLRU {

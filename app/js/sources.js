@@ -7,6 +7,8 @@ import * as zarr from "zarrita";
 import ReferenceStore from "@zarrita/storage/ref";
 import { LIMITS, TesseraError, allowedOrigins, cappedText, checkReference, fetchJSONDoc, parseBytes,
          parseJSON, tracedFetch } from "./fetching.js";
+import { withChunkCache } from "./chunks.js";
+import { sharedFetch } from "./flights.js";
 import { options, withRootDocument, withSharedRanges, withWholeShards } from "./ranges.js";
 import { ChecksumError, Crc32cCodec } from "./checksums.js";
 import { chunkKey, shardLayout } from "./shards.js";
@@ -51,7 +53,7 @@ async function openIndex(url) {
   checkIndexReferences(spec, url, allowed);
   const contained = async (request) => {
     checkReference(request.url, url, allowed, "(request)");
-    return tracedFetch(request, url);
+    return sharedFetch(request, url);
   };
   const store = ReferenceStore.fromSpec(spec, { fetch: storeFetch(contained) });
   const raw = await store.get("/zarr.json");
@@ -80,7 +82,7 @@ async function openHttp(url) {
   const text = await cappedText(resp, base + "zarr.json", LIMITS.metadataBytes);
   const rootMeta = parseJSON(text, base + "zarr.json");
   // Suffix ranges (bytes=-N) read a shard index in one request, without a HEAD first.
-  const store = new zarr.FetchStore(base, { fetch: storeFetch((r) => tracedFetch(r, url)), useSuffixRequest: true });
+  const store = new zarr.FetchStore(base, { fetch: storeFetch((r) => sharedFetch(r, url)), useSuffixRequest: true });
   await probe;
   const locate = (path) => ({ url: base + path.replace(/^\//, ""), offset: 0, length: undefined });
   return { store, raw: new TextEncoder().encode(text), rootMeta, locate };
@@ -145,11 +147,12 @@ const withNamedChecksums = zarr.defineArrayExtension((arr, { url }) => ({
   },
 }));
 
-// The opened array at `path`, through the pixel or the region store.
+// The opened array at `path`, through the pixel or the region store; its big chunks kept decoded (chunks.js).
 export function array(src, kind, path) {
   const key = kind + ":" + path;
   if (!src.arrays.has(key)) {
-    const p = zarr.open.v3(src[kind].resolve(path), { kind: "array" }).then((a) => withNamedChecksums(a, { url: src.url }));
+    const p = zarr.open.v3(src[kind].resolve(path), { kind: "array" })
+      .then((a) => withChunkCache(withNamedChecksums(a, { url: src.url }), { url: src.url }));
     src.arrays.set(key, p);
     p.catch(() => src.arrays.delete(key));
   }

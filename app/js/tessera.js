@@ -7,26 +7,30 @@
 //   {ok: false, error: {kind, message}}    kind: one of app/js/errors.json (app/errors.py reads the
 //                                          same list and raises SourceError(kind, message))
 //
-// Modules: fetching.js (traced, capped fetches and origin checks), ranges.js (zarrita store
-// extensions: shared range cache, whole-shard reads), sources.js (opening stores and indexes, arrays with their
+// Modules: fetching.js (traced, capped fetches with retries, and origin checks), flights.js (reads in flight
+// shared: deduplicated and coalesced), options.js (the switches a benchmark's baseline turns off), ranges.js (zarrita store
+// extensions: shared range cache, whole-shard reads), chunks.js (big decoded chunks kept, a read's cost), sources.js (opening stores and indexes, arrays with their
 // checksums verified: checksums.js, the crc32c codec; shards.js, an array's sharding from its metadata),
 // prefetch.js (warming the shard indexes of the shards in view), geography.js (coastlines, borders, place
 // names), mercator.js (the projection, also the preview's).
 import * as zarr from "zarrita";
 import { ERROR_KINDS, LIMITS, TesseraError, catalogOrigins, checkDepth, fetchJSONDoc, fileSizes, parseBytes,
          resetStats as resetFetches, stats } from "./fetching.js";
+import { BIG_READ_BYTES, chunkCost, clearChunks } from "./chunks.js";
+import { flightProgress, flightStats, sharedFetch } from "./flights.js";
 import { geography } from "./geography.js";
 import { prefetchIndexes as prefetch, prefetchStats } from "./prefetch.js";
 import { clearCaches, options } from "./ranges.js";
 import { array, node, source } from "./sources.js";
 
-export { ERROR_KINDS, LIMITS, TesseraError, options, prefetchStats, stats };
+export { BIG_READ_BYTES, ERROR_KINDS, LIMITS, TesseraError, flightStats, options, prefetchStats, stats };
 export * as mercator from "./mercator.js";
 
 // The request log and the prefetch's counters start again (tests and benchmarks).
 export function resetStats() {
   resetFetches();
   Object.assign(prefetchStats, { calls: 0, files: 0, bytes: 0 });
+  Object.assign(flightStats, { flights: 0, joined: 0, coalesced: 0 });
 }
 
 function failure(err) {
@@ -76,15 +80,69 @@ export const openSource = call(async (url) => JSON.stringify((await source(url))
 // The metadata document of the node at `path` ("null" when there is no such node).
 export const readNode = call(async (url, path) => JSON.stringify(await node(url, path)));
 
+// Reads that may be cancelled, by the id their caller gave (cancelRead).
+const cancellable = new Map();
+let bigReadListener = null;
+
+// `fn(id, bytes)` is called as a read with an id is about to fetch BIG_READ_BYTES or more of big chunks (not kept
+// decoded, chunks.js), before it sends a request: Python's status line says it (app/bigreads.py).
+export function watchBigReads(fn) {
+  bigReadListener = fn;
+}
+
 // A box of an array: `sel` is a list of [start, stop] pairs or null (whole dimension); `hint` is
-// "pixel" (fewest bytes: single inner chunks) or "region" (whole shards, one request each).
-export const read = call(async (url, path, sel, hint) => {
+// "pixel" (fewest bytes: single inner chunks) or "region" (whole shards, one request each).  With an `id`, the
+// read can be cancelled: cancelRead(id) aborts its requests (those no other read shares) and it fails with the
+// "cancelled" kind; and a big one is announced first (watchBigReads).
+export const read = call(async (url, path, sel, hint, id = null) => {
   if (hint !== "pixel" && hint !== "region") throw new TesseraError("error", `read hint must be pixel or region, not ${hint}`);
   const src = await source(url);
   const arr = await array(src, hint === "region" ? "region" : "pixel", path);
   const selection = Array.from(sel, (s) => (s == null ? null : zarr.slice(s[0], s[1])));
-  const out = await zarr.get(arr, selection);
-  return { data: out.data, shape: out.shape, dtype: arr.dtype };
+  const controller = id === null || id === undefined ? null : new AbortController();
+  if (controller) {
+    cancellable.set(id, controller);
+    const cost = chunkCost(arr, url, Array.from(sel, (s) => (s == null ? null : [s[0], s[1]])));
+    if (cost.big && cost.bytes >= BIG_READ_BYTES && bigReadListener) bigReadListener(id, cost.bytes);
+  }
+  try {
+    const out = await zarr.get(arr, selection, controller ? { signal: controller.signal } : {});
+    return { data: out.data, shape: out.shape, dtype: arr.dtype };
+  } catch (err) {
+    if (controller?.signal.aborted) throw new TesseraError("cancelled", `the read of ${path} was cancelled`);
+    throw err;
+  } finally {
+    if (controller && cancellable.get(id) === controller) cancellable.delete(id);
+  }
+});
+
+// Cancel the read started with this id (nothing when it has ended).
+export function cancelRead(id) {
+  cancellable.get(id)?.abort();
+}
+
+// What a read of `sel` would fetch, before it starts: {bytes, chunks} of the chunks it touches that are not kept
+// decoded (chunks.js; a read with an id announces it from BIG_READ_BYTES on: watchBigReads).
+export const readCost = call(async (url, path, sel, hint) => {
+  const src = await source(url);
+  const arr = await array(src, hint === "region" ? "region" : "pixel", path);
+  return chunkCost(arr, url, Array.from(sel, (s) => (s == null ? null : [s[0], s[1]])));
+});
+
+// Bytes of the requests in the air: {received, total} (the progress of a long read).
+export function readProgress() {
+  return flightProgress();
+}
+
+// Byte ranges of one file, read as the stores read theirs (retried, deduplicated, coalesced: flights.js), all at
+// once: `ranges` is a list of [offset, length]; resolves to a list of Uint8Array (tests and benchmarks).
+export const readBytes = call(async (url, ranges) => {
+  const abs = new URL(url, location.href).href;
+  return Promise.all(Array.from(ranges, async ([offset, length]) => {
+    const resp = await sharedFetch(new Request(abs, { headers: { Range: `bytes=${offset}-${offset + length - 1}` } }), abs);
+    if (resp.status !== 206) throw new TesseraError("http", `HTTP ${resp.status} for ${abs}`);
+    return new Uint8Array(await resp.arrayBuffer());
+  }));
 });
 
 // Warm the shard indexes of the shards that boxes of arrays touch (the view's, once it settled zoomed in):
@@ -116,5 +174,6 @@ export function loadCodecs() {
 // Forget every cached byte and learnt file size (benchmarks: a cold shard again, same page).
 export function forgetBytes() {
   clearCaches();
+  clearChunks();
   fileSizes.clear();
 }
