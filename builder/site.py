@@ -83,6 +83,10 @@ def _js(node: Path, out: Path) -> None:
     _run([str(esbuild), str(entry), "--bundle", "--format=esm", "--minify", "--splitting", f"--outdir={vend}",
           "--entry-names=[name]", "--chunk-names=chunks/[name]-[hash]", "--out-extension:.js=.mjs",
           "--log-level=error"], cwd=node.parent)
+    # UMAP's worker (app/js/umap-worker.js: umap-js and seedrandom), a classic script the data path starts per run
+    # (app/js/umap.js UMAP_WORKER); 114 kB that no page loads until a UMAP runs.
+    _run([str(esbuild), str(node.parent / "umap-worker.js"), "--bundle", "--format=iife", "--minify",
+          f"--outfile={vend / 'umap-worker.js'}", "--log-level=error"], cwd=node.parent)
     (vend / "world-atlas").mkdir(exist_ok=True)  # coastlines and borders (Natural Earth), fetched after start-up
     for name in (Path(GEOGRAPHY).name, "LICENSE"):
         shutil.copy(node / "world-atlas" / name, vend / "world-atlas" / name)

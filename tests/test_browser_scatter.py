@@ -151,8 +151,8 @@ def test_scatter_projection_brush_and_hover(page, server, site):
 
     # the URL records the brushed scatter; a reload re-projects the same view and brushes the same points
     call(page, "view", clon, clat, 30000)  # the view the scatter was computed on
-    page.wait_for_function("location.hash.includes('tool=scatter,max_points:3000,seed:2,sel:0-4,win:')",
-                           timeout=60_000)
+    page.wait_for_function("location.hash.includes('tool=scatter,max_points:3000,seed:2,method:PCA,n_neighbors:15,"
+                           "min_dist:0.1,sel:0-4,win:')", timeout=60_000)
     page.reload()
     assert wait_state(page) == "ready"
     wait_async(page, "async () => (await window.tesseraApi.scatterPoints()) !== null")

@@ -196,3 +196,33 @@ def test_tapping_a_point_selects_its_pixel_on_the_map(store):
         assert sc.hover_at(*want)["index"] == 9
         assert await sc.tap([], 0.0, 0.0) is None
     run_async(run())
+
+
+def test_umap_settings_out_of_range_are_refused_in_one_line_and_kept(store):
+    """A UMAP setting out of param's bounds (or not a number, or an unknown method) is refused before anything runs:
+    the command raises that one line, the status line says it (escaped), and the settings are those before."""
+    import pytest
+    from app.tools.api import commands
+
+    async def run():
+        state = await opened(store)
+        cmds = commands(state)
+        state.centre_view(*centre_of_data(store, "utm31"), 2500)
+        sc = state.tools.scatter
+        for bad, line in [({"n_neighbors": 1}, "must be at least 2, not 1."),
+                          ({"seed": 4, "n_neighbors": 201}, "must be at most 200, not 201."),
+                          ({"min_dist": float("nan")}, "must be at most 1.0, not nan."),
+                          ({"min_dist": HOSTILE}, "only takes numeric values")]:
+            with pytest.raises(ValueError) as e:
+                await cmds["scatter"]("UMAP", bad)
+            assert line in str(e.value) and "\n" not in str(e.value)
+            assert state.status.startswith("<b>Scatter refused:</b> ") and "\n" not in state.status
+            assert HOSTILE not in state.status
+            assert (sc.method, sc.seed, sc.n_neighbors, sc.min_dist, sc.result) == ("PCA", 0, 15, 0.1, None)
+        with pytest.raises(ValueError, match="does not accept 't-SNE'"):
+            await cmds["scatter"]("t-SNE")
+        # UMAP is the browser's (umap-js in a Web Worker): here, one line too
+        assert await cmds["scatter"]("UMAP", {"max_points": 300}) is None
+        assert state.status == "<b>UMAP failed:</b> UMAP runs in the browser (umap-js in a Web Worker), not in this " \
+                               "Python" and sc.result is None
+    run_async(run())

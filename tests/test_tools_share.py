@@ -71,7 +71,7 @@ def test_cluster_and_scatter_come_back_from_the_url(store):
         brush = sc.select(brushed)
         assert state.tools.shown == "scatter"
         h = state.url().to_hash()
-        assert "tool=scatter,max_points:700,seed:9,sel:0-3;10;40-41;699,win:" in h
+        assert "tool=scatter,max_points:700,seed:9,method:PCA,n_neighbors:15,min_dist:0.1,sel:0-3;10;40-41;699,win:" in h
         again, back, layer = await reopened(state, store)
         assert again.tools.shown == "scatter" and again.tools.scatter.selected == brushed
         same_layer(layer, sc.highlight)
@@ -85,7 +85,7 @@ def test_cluster_and_scatter_come_back_from_the_url(store):
         assert len(big.rows) > 1200  # every other index of these is over 2000 characters as ranges
         sc.select(list(range(0, len(big.rows), 2)))
         h_long = state.url().to_hash()
-        assert "tool=scatter,max_points:3000,seed:9,win:" in h_long and "sel:" not in h_long
+        assert "tool=scatter,max_points:3000,seed:9,method:PCA,n_neighbors:15,min_dist:0.1,win:" in h_long and "sel:" not in h_long
         again, back, layer = await reopened(state, store)  # the same points, none brushed, so no map layer yet
         assert layer is None and again.tools.scatter.selected == [] and "ignored" not in again.status
         np.testing.assert_array_equal(again.tools.scatter.result.rows, big.rows)

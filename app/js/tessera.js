@@ -12,7 +12,7 @@
 // extensions: shared range cache, whole-shard reads), chunks.js (big decoded chunks kept, a read's cost), sources.js (opening stores and indexes, arrays with their
 // checksums verified: checksums.js, the crc32c codec; shards.js, an array's sharding from its metadata),
 // prefetch.js (warming the shard indexes of the shards in view), geography.js (coastlines, borders, place
-// names), mercator.js (the projection, also the preview's).
+// names), mercator.js (the projection, also the preview's), umap.js (UMAP in a Web Worker of its own).
 import * as zarr from "zarrita";
 import { ERROR_KINDS, LIMITS, TesseraError, catalogOrigins, checkDepth, fetchJSONDoc, fileSizes, parseBytes,
          resetStats as resetFetches, stats } from "./fetching.js";
@@ -22,6 +22,7 @@ import { geography } from "./geography.js";
 import { prefetchIndexes as prefetch, prefetchStats } from "./prefetch.js";
 import { clearCaches, options } from "./ranges.js";
 import { array, node, source } from "./sources.js";
+import { runUmap } from "./umap.js";
 
 export { BIG_READ_BYTES, ERROR_KINDS, LIMITS, TesseraError, flightStats, options, prefetchStats, stats };
 export * as mercator from "./mercator.js";
@@ -153,6 +154,9 @@ export const prefetchIndexes = call((url, items) =>
 // Decoded once per URL: the preview (app/web/preview.js) draws the coastlines while Python loads,
 // and the Panel map then gets the same arrays (app/web/worker.js asks the page) without a second fetch.
 const geographies = new Map();
+// The 2-D UMAP layout (Float32Array, n x 2) of n vectors of d bands (app/js/umap.js).
+export const umap = call(runUmap);
+
 export const loadGeography = call((url) => {
   if (!geographies.has(url)) {
     const p = geography(url);

@@ -116,8 +116,11 @@ def commands(state, ui=None) -> dict:
         return run(go)
 
     def scatter(method="PCA", params=None):
-        """Project the view's valid pixels to 2-D; resolves to its summary (points drawn, variance explained)."""
-        p = {k: int(v) for k, v in dict(params or {}).items() if k in ("max_points", "seed")}
+        """Project the view's valid pixels to 2-D (method "PCA" or "UMAP"; params max_points, seed, n_neighbors,
+        min_dist); resolves to its summary (points drawn, variance explained by PCA's axes, UMAP's settings)."""
+        if not isinstance(params or {}, dict):
+            raise ValueError("scatter takes its settings as {max_points, seed, n_neighbors, min_dist}")
+        p = {k: v for k, v in dict(params or {}).items() if k in ("max_points", "seed", "n_neighbors", "min_dist")}
         async def go():
             t0 = time.perf_counter()
             res = await t.scatter.compute(str(method), **p)
@@ -125,7 +128,8 @@ def commands(state, ui=None) -> dict:
                 return None
             return {**zones(res.region.parts), "status": str(state.status),
                     "ms": (time.perf_counter() - t0) * 1000, "method": res.method, "points": len(res.rows),
-                    "valid": res.n_valid, "explained": [float(x) for x in res.explained]}
+                    "valid": res.n_valid, "explained": [float(x) for x in res.explained],
+                    **res.fit.settings}
         return run(go)
 
     def scatter_points():

@@ -1,13 +1,13 @@
-"""Embedding scatter: the view's valid pixels projected to 2-D (PCA), linked to the map both ways.
+"""Embedding scatter: the view's valid pixels projected to 2-D (PCA or UMAP), linked to the map both ways.
 
 At most `max_points` pixels are drawn (a seeded sample when the view has more: Bokeh stays responsive
-and the fit is quick); the PCA is fitted on those points, and the page says so. Brushing points
+and the fit is quick); the projection is fitted on those points, and the page says so. Brushing points
 selects them: their pixels become the "scatter" map layer and can be labelled as a class; tapping a
-point also selects its pixel on the map. A map pixel (hovered or tapped) is projected with the same fit
-and marked in the scatter.
+point also selects its pixel on the map. A map pixel (hovered or tapped) is placed in the scatter by the
+fit: PCA projects it, UMAP puts it on its nearest drawn point (in the embedding space).
 
-UMAP is not offered: umap-learn needs numba (and pynndescent, also numba), which has no
-Pyodide/wasm build (none in the Pyodide 0.27.7 lock, none on PyPI); see docs/explorer.md, "Analysis tools".
+PCA is numpy's (below); UMAP is umap-js in a Web Worker of its own (app/tools/umapjs.py): umap-learn needs numba,
+which has no Pyodide/wasm build (see docs/explorer.md, "Analysis tools").
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ import param
 
 from app import views
 from app.tools import region as reg
+from app.tools import umapjs
 from app.tools.cluster import fit_sample
 
-METHODS = ["PCA"]
 MAX_POINTS = 20_000
 HIGHLIGHT = (255, 0, 255, 255)  # selected pixels on the map: opaque magenta
 
@@ -48,10 +48,73 @@ async def pca(X: np.ndarray, n: int = 2, rows: int = 2048) -> tuple[np.ndarray, 
     return mean, comps, (w[order] / total if total > 0 else np.zeros(len(order)))
 
 
+class PCAFit:
+    """A linear projection on the first two principal components of the sample."""
+
+    def __init__(self, mean: np.ndarray, components: np.ndarray, explained: np.ndarray):
+        self.mean, self.components, self.explained = mean, components, explained
+
+    @classmethod
+    async def fit(cls, X: np.ndarray, tool) -> tuple[PCAFit, np.ndarray]:
+        """(the fit, the rows' 2-D coordinates)."""
+        f = cls(*await pca(X))
+        return f, f.project(X)
+
+    def project(self, vectors: np.ndarray) -> np.ndarray:
+        return ((np.asarray(vectors, np.float64) - self.mean) @ self.components.T).astype(np.float32)
+
+    running = None  # quick: no status line while it runs
+    settings: dict = {}
+
+    def describe(self) -> str:
+        return "PCA, {:.1%} + {:.1%} of the variance".format(*self.explained)
+
+    def axes(self) -> str:
+        return "axes: components 1 and 2 ({:.1%}, {:.1%} of the variance)".format(*self.explained)
+
+
+class UMAPFit:
+    """A UMAP layout of the sample (umap-js); other vectors are placed on their nearest sampled vector's point."""
+
+    explained = np.zeros(0)
+
+    def __init__(self, X: np.ndarray, xy: np.ndarray, n_neighbors: int, min_dist: float, seed: int):
+        self.X, self.xy = np.asarray(X, np.float64), xy
+        self.n_neighbors, self.min_dist, self.seed = n_neighbors, min_dist, seed
+
+    @classmethod
+    async def fit(cls, X: np.ndarray, tool) -> tuple[UMAPFit, np.ndarray]:
+        if len(X) <= tool.n_neighbors:
+            raise umapjs.UMAPFailed(f"{len(X)} points are too few for {tool.n_neighbors} neighbours")
+        xy = await umapjs.embed(X, tool.n_neighbors, tool.min_dist, tool.seed)
+        return cls(X, xy, tool.n_neighbors, tool.min_dist, tool.seed), xy
+
+    def project(self, vectors: np.ndarray) -> np.ndarray:
+        """The point of each vector's nearest sampled vector (squared Euclidean distance, in float64)."""
+        return self.xy[[int(((self.X - v) ** 2).sum(axis=1).argmin()) for v in np.asarray(vectors, np.float64)]]
+
+    running = "UMAP of up to {:,} points (umap-js, in a Web Worker)…"
+
+    @property
+    def settings(self) -> dict:
+        return {"n_neighbors": self.n_neighbors, "min_dist": self.min_dist, "seed": self.seed}
+
+    def describe(self) -> str:
+        return f"UMAP, {self.n_neighbors} neighbours, minimum distance {self.min_dist:g}, seed {self.seed}"
+
+    def axes(self) -> str:
+        return (f"UMAP's axes have no units ({self.n_neighbors} neighbours, minimum distance {self.min_dist:g}, "
+                f"seed {self.seed}; umap-js in a Web Worker)")
+
+
+FITS = {"PCA": PCAFit, "UMAP": UMAPFit}
+METHODS = list(FITS)
+
+
 @dataclass
 class Projection:
     """The drawn points: pixels (part: the zone's index in the region; rows, cols in that zone's window) and their
-    2-D coordinates."""
+    2-D coordinates, by `fit`."""
 
     region: reg.Regions
     method: str
@@ -59,13 +122,17 @@ class Projection:
     rows: np.ndarray
     cols: np.ndarray
     xy: np.ndarray  # float32 (n, 2)
-    mean: np.ndarray
-    components: np.ndarray
-    explained: np.ndarray
+    fit: PCAFit | UMAPFit | None
     n_valid: int
+    n_bands: int
+
+    @property
+    def explained(self) -> np.ndarray:
+        """The variance ratio of each axis (PCA); empty for UMAP."""
+        return self.fit.explained
 
     def project(self, vectors: np.ndarray) -> np.ndarray:
-        return ((np.asarray(vectors, np.float64) - self.mean) @ self.components.T).astype(np.float32)
+        return self.fit.project(vectors)
 
     def highlight(self, indices) -> reg.Layer:
         """The map layer of the pixels of points `indices`: 1 there, 0 on the region's other pixels with data
@@ -97,14 +164,14 @@ class Projection:
             if not (0 <= rr < r.valid.shape[0] and 0 <= cc < r.valid.shape[1]) or not r.valid[rr, cc]:
                 continue
             hit = np.nonzero((self.part == i) & (self.rows == rr) & (self.cols == cc))[0]
-            x, y = self.project(r.at([rr], [cc]))[0]
+            x, y = self.xy[hit[0]] if len(hit) else self.project(r.at([rr], [cc]))[0]
             return {"index": int(hit[0]) if len(hit) else None, "x": float(x), "y": float(y), "zone": r.zone.name,
                     "row": rr + r.window[0], "col": cc + r.window[2]}
         return None
 
     def vectors(self, idx: np.ndarray) -> np.ndarray:
         """(n, B) vectors of points `idx`."""
-        out = np.empty((len(idx), self.mean.shape[0]), np.float32)
+        out = np.empty((len(idx), self.n_bands), np.float32)
         for i, r in enumerate(self.region.parts):
             mine = self.part[idx] == i
             if mine.any():
@@ -112,24 +179,26 @@ class Projection:
         return out
 
 
-async def project_region(region: reg.Regions, method: str, max_points: int, seed: int) -> Projection:
+async def project_region(region: reg.Regions, tool) -> Projection:
+    """The projection of `tool`'s method (and settings) of a seeded sample of at most tool.max_points valid pixels."""
     where = [np.nonzero(r.valid) for r in region.parts]
     part = np.concatenate([np.full(len(w[0]), i) for i, w in enumerate(where)])
     rows = np.concatenate([w[0] for w in where])
     cols = np.concatenate([w[1] for w in where])
-    pick = fit_sample(len(rows), seed, max_points)
-    p = Projection(region, method, part[pick], rows[pick], cols[pick], np.zeros((len(pick), 2), np.float32),
-                   np.zeros(region.primary.zone.n_bands), None, None, len(rows))
+    pick = fit_sample(len(rows), tool.seed, tool.max_points)
+    p = Projection(region, tool.method, part[pick], rows[pick], cols[pick], np.zeros((len(pick), 2), np.float32),
+                   None, len(rows), region.primary.zone.n_bands)
     X = p.vectors(np.arange(len(pick)))
-    p.mean, p.components, p.explained = await pca(X)
-    p.xy = p.project(X)
+    p.fit, p.xy = await FITS[tool.method].fit(X, tool)
     return p
 
 
 class Scatter(param.Parameterized):
     method = param.Selector(objects=METHODS, default="PCA", label="Projection")
     max_points = param.Integer(MAX_POINTS, bounds=(100, 100_000), label="Points drawn (at most)")
-    seed = param.Integer(0, bounds=(0, None), label="Sample seed")
+    seed = param.Integer(0, bounds=(0, 2 ** 31 - 1), label="Seed (the sample, UMAP)")
+    n_neighbors = param.Integer(15, bounds=(2, 200), label="UMAP neighbours")
+    min_dist = param.Number(0.1, bounds=(0.0, 1.0), label="UMAP minimum distance")
     result = param.Parameter(None, doc="Projection of the view's pixels, or None")
     selected = param.List([], doc="indices of the brushed points")
     highlight = param.Parameter(None, doc="region.Layer of the brushed points' pixels, or None")
@@ -143,21 +212,37 @@ class Scatter(param.Parameterized):
         super().__init__(**kw)
         self.app = app
 
-    async def compute(self, method=None, max_points=None, seed=None) -> Projection | None:
+    async def compute(self, method=None, max_points=None, seed=None, n_neighbors=None,
+                      min_dist=None) -> Projection | None:
+        """Project the view's pixels with these settings (None: as they are). A setting out of range or not among the
+        choices is refused in one status line (ValueError of that line), the settings left as they were."""
         app = self.app
-        self.param.update(**{n: v for n, v in (("method", method), ("max_points", max_points), ("seed", seed))
-                             if v is not None})
+        given = {n: v for n, v in (("method", method), ("max_points", max_points), ("seed", seed),
+                                   ("n_neighbors", n_neighbors), ("min_dist", min_dist)) if v is not None}
+        before = {n: getattr(self, n) for n in given}
+        try:
+            self.param.update(**given)  # param's bounds and choices
+        except ValueError as e:
+            self.param.update(**before)
+            line = (str(e).splitlines() or ["bad setting"])[0][:200]
+            app.status = views.html("<b>Scatter refused:</b> {}", line)
+            raise ValueError(line) from None
         region = await reg.read_tool(app)
         if region is None or region.n_valid < 3:
             app.status = views.html("Too few pixels with data in the view for a scatter.")
             return None
         t0 = time.perf_counter()
-        p = await project_region(region, self.method, self.max_points, self.seed)
+        if FITS[self.method].running:
+            app.status = views.html(FITS[self.method].running, self.max_points)
+        try:
+            p = await project_region(region, self)
+        except umapjs.UMAPFailed as e:
+            app.status = views.html("<b>UMAP failed:</b> {}", (str(e).splitlines() or [""])[0][:200])
+            return None
         self.param.update(result=p, selected=[], highlight=None, hover=None)
-        app.status = views.html("Scatter ({}, {:.1%} + {:.1%} of the variance): {:,} points drawn{}; {} "
-                                "({:.0f} ms).", self.method, *p.explained, len(p.rows),
+        app.status = views.html("Scatter ({}): {:,} points drawn{}; {} ({:.0f} ms).", p.fit.describe(), len(p.rows),
                                 f", a seeded sample (seed {self.seed}) of {p.n_valid:,} valid pixels, on which the "
-                                f"PCA is fitted" if len(p.rows) < p.n_valid else "", reg.describe(region),
+                                f"{self.method} is fitted" if len(p.rows) < p.n_valid else "", reg.describe(region),
                                 (time.perf_counter() - t0) * 1000)
         return p
 

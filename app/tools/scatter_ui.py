@@ -1,4 +1,4 @@
-"""The scatter's figure and its links to the map (Bokeh), bound to the state in app/tools/scatter.py.
+"""The scatter's figure (PCA or UMAP) and its links to the map (Bokeh), bound to the state in app/tools/scatter.py.
 
 Brushing (box or lasso select) changes the points' Selection model, which reaches Python as a model
 change; the selected points become the "scatter" map layer. A tap on a point (Bokeh's TapTool) selects
@@ -38,13 +38,12 @@ def cursor_data(hover) -> dict:
 
 
 def note_html(p) -> str:
-    """What the scatter shows (numbers only, escaped all the same)."""
+    """What the scatter shows (numbers and settings only, escaped all the same)."""
     if p is None:
         return "<i>Project the view's pixels, then brush points (box or lasso) to see them on the map.</i>"
-    sample = (views.html(" (a seeded random sample of the view's {:,} valid pixels; the PCA is fitted on them)",
-                         p.n_valid) if len(p.rows) < p.n_valid else "")
-    return views.html("{} of {:,} points drawn{}; axes: components 1 and 2 ({:.1%}, {:.1%} of the variance).",
-                      p.method, len(p.rows), sample, *p.explained)
+    sample = (views.html(" (a seeded random sample of the view's {:,} valid pixels; the {} is fitted on them)",
+                         p.n_valid, p.method) if len(p.rows) < p.n_valid else "")
+    return views.html("{} of {:,} points drawn{}; {}.", p.method, len(p.rows), sample, p.fit.axes())
 
 
 class ScatterUI:
@@ -75,7 +74,8 @@ class ScatterUI:
         fig.add_tools(TapTool(renderers=[dots], callback=CustomJS(args=dict(src=self.tapped), code=TAP_JS)))
         fig.scatter("x", "y", source=self.cursor, size=14, marker="circle", fill_color=None, line_color="black",
                     line_width=2, name="scatter-hover")
-        params = ["method", "max_points", "seed", "run", "class_name", "per_class", "to_label"]
+        params = ["method", "max_points", "seed", "n_neighbors", "min_dist", "run", "class_name", "per_class",
+                  "to_label"]
         return pn.Column(pn.Param(self.state.tools.scatter.param, show_name=False, parameters=params), self.note,
                          pn.pane.Bokeh(fig))
 

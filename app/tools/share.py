@@ -4,7 +4,8 @@
     tool=class,method:k-NN,k:5,seed:0,threshold:0.5,win:...   (trained on the labels, which the URL also holds;
         train_year:2023,test_year:2024 when trained on one year's labels and applied to another year's store)
     tool=change,y0:2023,y1:2024,threshold:0.05,win:...
-    tool=scatter,max_points:20000,seed:0,sel:3-7;10;12,win:...  (the brushed points, as index ranges)
+    tool=scatter,max_points:20000,seed:0,method:UMAP,n_neighbors:15,min_dist:0.1,sel:3-7;10;12,win:...
+        (PCA or UMAP and its settings; the brushed points, as index ranges)
 
 `win`, `zone` and `lvl` are the zone window (r0_r1_c0_c1, on the grid of overview level `lvl`, 0 when left
 out) the tool ran on; a layer over several UTM zones adds the others' as `also:zone~lvl~r0_r1_c0_c1;...`.  The
@@ -46,7 +47,8 @@ SETTINGS = {
                            "test_year": integer}),
     "cluster": ("cluster", {"k": integer, "seed": integer}),
     "change": ("change", {"y0": integer, "y1": integer, "threshold": number}),
-    "scatter": ("scatter", {"max_points": integer, "seed": integer}),
+    "scatter": ("scatter", {"max_points": integer, "seed": integer, "method": str, "n_neighbors": integer,
+                            "min_dist": number}),
 }
 MAX_TEXT = 2000  # longest tool= value read; a longer brush is left out of the URL
 
