@@ -12,6 +12,7 @@ import time
 import panel as pn
 
 from app import layers, page, region, views
+from app.layout import PANE_W
 from app.model import MAX_REGION
 from app.reader import SourceError
 
@@ -30,8 +31,8 @@ class ExportButtons(pn.viewable.Viewer):
         super().__init__(**params)
         self.state = state
         # description=None: not the parameter's doc (for developers) as a tooltip (app/main.py ExplorerUI)
-        self.layer = pn.widgets.Select.from_param(state.param.export_layer, width=140, description=None)
-        self.buttons = {kind: pn.widgets.Button(name=label, width=110) for kind, label in (
+        self.layer = pn.widgets.Select.from_param(state.param.export_layer, width=110, description=None)
+        self.buttons = {kind: pn.widgets.Button(name=label, width=100) for kind, label in (
             ("tif", "GeoTIFF"), ("png", "PNG"), ("gis", "GIS (.zip)"), ("region", "Region (.npy + JSON)"))}
         for kind, b in self.buttons.items():
             b.on_click(lambda event, kind=kind: state.spawn(self.export(kind)))
@@ -39,7 +40,7 @@ class ExportButtons(pn.viewable.Viewer):
     def __panel__(self):
         b = self.buttons
         return pn.Column(pn.Row(self.layer, b["tif"], b["png"]), pn.Row(b["gis"], b["region"]),
-                         pn.pane.HTML(views.html("<small>{}</small>", REGION_NOTE), width=380))
+                         pn.pane.HTML(views.html("<small>{}</small>", REGION_NOTE), width=PANE_W))
 
     async def export(self, kind: str) -> None:
         s = self.state

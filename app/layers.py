@@ -133,6 +133,12 @@ def zones(state, name: str) -> list[str]:
     return [] if got is None else [p.zone.name for p in got.all]
 
 
+def available(state) -> list[str]:
+    """The names of the layers there is something to export of, in PROVIDERS' order: the base layer (the embedding
+    preview), and each layer computed so far."""
+    return [n for n in PROVIDERS if n == "base" or (state.sim if n == "similarity" else state.tools.layer(n)) is not None]
+
+
 def gis_files(lay: RasterLayer, stem: str) -> dict[str, bytes]:
     """The GIS bundle of one zone's layer (app/gis.py): the GeoTIFF (colour table and class names in it, and in its
     .tif.aux.xml for a class raster), the PNG with its world file (.pgw) and .png.aux.xml (its CRS)."""

@@ -1,5 +1,5 @@
-"""The map's legend: a colour bar for the continuous layer shown, and a caption naming the year, the layer and
-the representation it was computed from. Pure functions of the explorer's state (app/main.py draws them on the
+"""The map's legend: a colour bar for the continuous layer shown, a key of swatches for a categorical one (class
+names, cluster numbers), and a caption naming the year, the layer and the representation it was computed from. Pure functions of the explorer's state (app/main.py draws them on the
 map: a Bokeh ColorBar and Label, whose text is drawn on the canvas, never parsed as HTML)."""
 from __future__ import annotations
 
@@ -14,6 +14,17 @@ def colour_bar(state) -> tuple[str, float, float] | None:
     if state.similarity_on and state.sim is not None:
         return "cosine similarity", float(state.threshold), 1.0
     return None
+
+
+def key(state) -> list[tuple[str, str]]:
+    """(name, '#rrggbb') of each colour of the categorical tool layer shown: the classes by name (as the classifier
+    coloured them), or the clusters by the number "Cluster to label" takes; [] for any other layer."""
+    t = state.tools
+    if t.shown == "class" and t.classify.result is not None:
+        return list(zip(t.classify.names, t.classify.colours))
+    if t.shown == "cluster" and t.cluster.result is not None:
+        return list(t.cluster.key)
+    return []
 
 
 def caption(state) -> str:

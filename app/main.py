@@ -13,11 +13,12 @@ import numpy as np
 
 import panel as pn
 from bokeh.events import Tap
-from bokeh.models import ColorBar, ColumnDataSource, CustomJS, HoverTool, Label, LinearColorMapper, Range1d, WMTSTileSource
+from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, HoverTool, LinearColorMapper, Range1d, Title,
+                          WMTSTileSource)
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
-from app import api, footprints, geo, legend, messages, page, places, views
+from app import api, footprints, geo, layout, legend, messages, page, places, views
 from app.downloads import ExportButtons
 from app.figures import change_figure, lines_figure
 from app.catalog import absolute, load_catalog
@@ -55,7 +56,8 @@ class ExplorerUI(pn.viewable.Viewer):
             ("change-source", dict(year=[], cosine=[], label=[])), ("tap-source", dict(x=[], y=[])),
             ("coast-source", dict(x=[], y=[])), ("border-source", dict(x=[], y=[])),
             ("scale-source", views.scale_bar_data(state.view)),
-            ("footprint-source", dict(xs=[], ys=[], name=[])), ("footprint-marker-source", dict(x=[], y=[], name=[])))}
+            ("footprint-source", dict(xs=[], ys=[], name=[])), ("footprint-marker-source", dict(x=[], y=[], name=[])),
+            ("key-source", dict(x=[], y=[], color=[], label=[])))}
         self.map_fig = self._map_figure()
         tabs = state.url_state.tools
         self.tools_ui = ToolsUI(state, self.map_fig, TOOL_TABS if tabs is None else tabs)  # app/tools/: the link's tools=
@@ -64,18 +66,18 @@ class ExplorerUI(pn.viewable.Viewer):
         # The plots' sources are in the first document (the map figure's tags hold them), so selections made before
         # the plots are shown (show_plots, once the map is interactive) land in them as they do later.
         self.map_fig.tags = [self.sources[n] for n in ("spectrum-source", "years-source", "change-source")]
-        self.plots = pn.Column(sizing_mode="fixed", margin=0)  # the spectrum and the years, under the map
-        self.side_plots = pn.Column(sizing_mode="fixed", margin=0)  # the years' change, in the side bar
+        # The spectrum, the pixel across years and its change: a card of the side bar, opened by each selection.
+        self.plots = layout.card("Spectrum and years", name="plots", collapsed=True)
         # Every pane's HTML is made by views.html, which escapes every value.
-        self.info = pn.pane.HTML(views.info_html(None, None, None), name="info", width=380)
-        self.table = pn.pane.HTML(views.table_html(None, []), name="compare", width=380)
-        self.status = pn.pane.HTML(state.param.status, name="status", width=380)  # follows the state
+        self.info = pn.pane.HTML(views.info_html(None, None, None), name="info", width=layout.PANE_W)
+        self.table = pn.pane.HTML(views.table_html(None, []), name="compare", width=layout.PANE_W)
+        self.status = pn.pane.HTML(state.param.status, name="status", width=layout.SIDE_W)  # follows the state
         self.csv_btn = pn.widgets.FileDownload(callback=lambda: io.BytesIO(to_csv(state.pins)), filename="pins.csv",
                                                label="Download pins (CSV)", embed=False)
         self.npy_btn = pn.widgets.FileDownload(callback=lambda: io.BytesIO(to_npy(state.pins)), filename="pins.npy",
                                                label="Download pins (.npy)", embed=False)
         self.exports = ExportButtons(state)
-        self.notebook = pn.pane.HTML("", name="notebook", width=380)  # the view's notebook link (_write_url_now)
+        self.notebook = pn.pane.HTML("", name="notebook", width=layout.PANE_W)  # the view's notebook link (_write_url_now)
         # description=None: Panel shows a parameter's doc, written for developers, as the widget's tooltip (through
         # markdown-it, which the start-up then imports); the side bar's labels say enough.
         self.widgets = dict(
@@ -84,6 +86,8 @@ class ExplorerUI(pn.viewable.Viewer):
             clear=pn.widgets.Button.from_param(state.param.clear_pins),
             similarity=pn.widgets.Toggle.from_param(state.param.similarity_on),
             threshold=pn.widgets.FloatSlider.from_param(state.param.threshold),
+            sim_from=pn.widgets.Select.from_param(state.param.sim_from, description=None),
+            sim_mode=pn.widgets.Select.from_param(state.param.sim_mode, description=None),
             goto=pn.widgets.TextInput.from_param(state.param.goto_text, placeholder="lon,lat or country name",
                                                  name="Go to (lon,lat or country)"),
             coast=pn.widgets.Checkbox.from_param(state.param.show_coast),
@@ -95,6 +99,7 @@ class ExplorerUI(pn.viewable.Viewer):
         if state.tiles_url:  # the web tile layer's controls exist only when a deployment set a template
             self.widgets.update(tiles=pn.widgets.Checkbox.from_param(state.param.show_tiles),
                                 tiles_opacity=pn.widgets.FloatSlider.from_param(state.param.tiles_opacity))
+        self._plotted = None  # the selection whose plots were last opened (_draw_pixel_marks)
         self._url_due = False  # a URL write waits for the page's next paint (_write_url)
         state.param.watch(self._draw_base, ["base"])
         state.param.watch(self._draw_overlay, ["sim", "threshold", "similarity_on", "base"])
@@ -122,7 +127,8 @@ class ExplorerUI(pn.viewable.Viewer):
         self.y_range = Range1d(y0, y1, name="map-y")
         fig = figure(width=MAP_W, height=MAP_H, x_range=self.x_range, y_range=self.y_range,
                      x_axis_type="mercator", y_axis_type="mercator", tools="pan,wheel_zoom,reset",
-                     active_scroll="wheel_zoom", name="map", toolbar_location="above", match_aspect=True)
+                     active_scroll="wheel_zoom", name="map", toolbar_location="above", match_aspect=True,
+                     sizing_mode="stretch_both", stylesheets=[layout.MAP_CSS])  # scaled to its space (app/layout.py)
         self.layers = {}
         if self.state.tiles_url:  # no renderer, so no request, unless a deployment set a template
             self.layers["tiles"] = fig.add_tile(WMTSTileSource(url=self.state.tiles_url, name="tiles-source"),
@@ -152,10 +158,17 @@ class ExplorerUI(pn.viewable.Viewer):
                                    orientation="horizontal", width=180, height=10, title="", visible=False,
                                    background_fill_alpha=0.8, title_text_font_size="11px")
         fig.add_layout(self.colour_bar)
-        self.caption = Label(x=8, y=MAP_H - 92, x_units="screen", y_units="screen", text=legend.caption(self.state),
-                             name="map-caption",
-                             text_font_size="11px", background_fill_color="white", background_fill_alpha=0.75)
-        fig.add_layout(self.caption)
+        self.caption = Title(text=legend.caption(self.state), name="map-caption", text_font_size="11px",
+                             text_font_style="normal", align="left")  # above the map, beside its tools
+        fig.add_layout(self.caption, "above")
+        # The key of a categorical tool layer (app/legend.py key): a swatch per row of its source, placed nowhere on the
+        # map (NaN), named in a Bokeh legend (text drawn on the canvas, never parsed as HTML).
+        fig.scatter("x", "y", source=self.sources["key-source"], marker="square", size=11, fill_color="color",
+                    line_color="#333333", legend_field="label", name="legend-key")
+        self.key = fig.legend[0]
+        self.key.update(name="map-key", location="bottom_right", visible=False, label_text_font_size="11px",
+                        glyph_height=12, glyph_width=12, label_height=12, spacing=1, padding=4, margin=6,
+                        background_fill_alpha=0.8)
         self._draw_layers()
         # The pins and the selection marker on the overlay level: BokehJS paints that level on a canvas of its own,
         # so a click repaints them alone, not the map's images and coastlines below (the primary canvas).
@@ -178,32 +191,39 @@ class ExplorerUI(pn.viewable.Viewer):
         return list(self.state.model.zones.values()) if self.state.model is not None else []
 
     def __panel__(self):
-        w = self.widgets
-        geo_box = [w["goto"], pn.Row(w["coast"], w["borders"]), w["geo_opacity"], w["embedding_opacity"]]
+        w, t = self.widgets, self.tools_ui
+        view = [w["goto"], w["year"], pn.Row(w["coast"], w["borders"]), w["geo_opacity"], w["embedding_opacity"]]
         if "tiles" in w:
-            geo_box += [w["tiles"], w["tiles_opacity"]]
-        side = pn.Column(*geo_box, w["year"], self.info, pn.Row(w["pin"], w["clear"]), w["similarity"], w["threshold"],
-                         self.table, pn.Row(self.csv_btn, self.npy_btn), self.exports, self.notebook, self.status,
-                         w["cancel"],
-                         self.tools_ui.exact,
-                         *([self.tools_ui.layer_select, self.tools_ui.panel] if self.tools_ui.panel.objects else []),
-                         width=400)
-        side.append(self.side_plots)
-        return pn.Row(pn.Column(pn.pane.Bokeh(self.map_fig), self.plots), side)
+            view += [w["tiles"], w["tiles_opacity"]]
+        tools = bool(t.panel.objects)
+        cards = [layout.card("View", *view, name="view-card"),
+                 layout.card("Pixel", self.info, pn.Row(w["pin"], w["clear"]), self.table, name="pixel-card"),
+                 self.plots,
+                 layout.card("Layers", w["similarity"], w["threshold"], w["sim_from"], w["sim_mode"],
+                             *([t.layer_select] if tools else []), t.exact,
+                             name="layers-card")]
+        if tools:
+            cards.append(layout.card("Tools", t.panel, name="tools-card"))
+        cards.append(layout.card("Export", pn.Row(self.csv_btn, self.npy_btn), self.exports, self.notebook,
+                                 name="export-card"))
+        status = pn.Column(self.status, w["cancel"], margin=0)  # the cancel button shows while a big read runs
+        return layout.page(pn.pane.Bokeh(self.map_fig, sizing_mode="stretch_both"), cards, status)
 
     def show_plots(self) -> None:
         """The spectrum, years and change plots: built after the map is interactive (building their views holds the
         page's thread for a while; the map, its controls and clicks work without them)."""
-        spec = lines_figure(self.sources["spectrum-source"], "spectrum", "Embedding (dequantised)", 260)
+        spec = lines_figure(self.sources["spectrum-source"], "spectrum", "Embedding (dequantised)", 260, layout.PANE_W)
         spec.add_tools(HoverTool(tooltips=[("pixel", "@label")],  # Bokeh shows field values as text
                                  renderers=list(spec.select(name="spectrum-lines"))))
         plots = [pn.pane.Bokeh(spec)]
         if self.state.years_model is not None:
-            plots.append(pn.pane.Bokeh(lines_figure(self.sources["years-source"], "years",
-                                                    "The selected pixel across years", 240)))
-            self.side_plots.objects = [pn.pane.Bokeh(change_figure(self.sources["change-source"],
-                                                                                 self.state.years_model.years))]
+            plots += [pn.pane.Bokeh(lines_figure(self.sources["years-source"], "years",
+                                                 "The selected pixel across years", 240, layout.PANE_W)),
+                      pn.pane.Bokeh(change_figure(self.sources["change-source"], self.state.years_model.years,
+                                                  layout.PANE_W))]
         self.plots.objects = plots
+        if self.state.selected is not None:  # selected while they were built (the link's pixel)
+            layout.open_plots(self.plots)
 
     # ------------------------------------------------------------ browser -> state --
     def _on_tap(self, attr, old, new) -> None:
@@ -292,6 +312,10 @@ class ExplorerUI(pn.viewable.Viewer):
             self.colour_bar.title = bar[0]
             self.legend_mapper.update(low=bar[1], high=bar[2])
         self.colour_bar.visible = bar is not None
+        rows = legend.key(self.state)
+        self.sources["key-source"].data = dict(x=[float("nan")] * len(rows), y=[float("nan")] * len(rows),
+                                               color=[c for _, c in rows], label=[n for n, _ in rows])
+        self.key.visible = bool(rows)
         self.caption.text = legend.caption(self.state)
 
     def _draw_pixels(self, event) -> None:
@@ -327,6 +351,9 @@ class ExplorerUI(pn.viewable.Viewer):
 
     def _draw_pixel_marks(self) -> None:
         s = self.state
+        if s.selected is not None and s.selected is not self._plotted:  # a new selection opens the plots
+            self._plotted = s.selected
+            layout.open_plots(self.plots)
         self.sources["pin-source"].data = views.pins_data(s.pins)
         self.sources["selected-source"].data = views.selected_data(s.selected)
         self.info.object = views.info_html(s.model, s.selected, s.outside)

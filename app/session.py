@@ -54,7 +54,8 @@ class Explorer(param.Parameterized):
     goto_text = param.String("", label="Go to (lon,lat or country)")
     places = param.Dict({}, doc="country name -> lon/lat box (w, s, e, n), from world-atlas once loaded")
     tiles_url = param.String(None, allow_None=True, doc="XYZ tile URL template ({X}/{Y}/{Z}), None when not set")
-    export_layer = param.Selector(objects=["similarity"], label="Layer to export", doc="a name of app/layers.PROVIDERS")
+    export_layer = param.Selector(objects=["base"], default="base", label="Layer to export",
+                                  doc="a name of app/layers.PROVIDERS whose layer exists (_offer_exports)")
     exact = param.Boolean(False, label="Exact (full vectors)",
                           doc="the tools read every zone's full vectors at the view's level, not its compact code")
     cost = param.String("", doc="what the tools read over the view, and what the exact result costs (plain text)")
@@ -68,7 +69,6 @@ class Explorer(param.Parameterized):
         self.model: StoreModel | None = None
         self.years_model: StoreModel | None = None
         self.param["year"].objects = year_options(catalog)
-        self.param["export_layer"].objects = list(layers.PROVIDERS)  # tools that add a layer add a provider
         self._tasks: set = set()
         self._drawing = None
         self._redraw_pending = False
@@ -79,6 +79,12 @@ class Explorer(param.Parameterized):
         self.tool_window = None  # [(zone name, overview level, window), ...]: a link's tools run on these instead of the view's (app/tools/share.py)
         self.tools = Tools(self)  # labels, classification, k-means, change (app/tools/)
         self.param.watch(self._on_selected, "selected")
+        # The layers to export are those there are (layers.available): a new one is chosen as it comes.
+        self.param.watch(self._offer_exports, "sim")
+        for tool in (self.tools.classify, self.tools.cluster, self.tools.change, self.tools.regress,
+                     self.tools.examples):
+            tool.param.watch(self._offer_exports, "result")
+        self.tools.scatter.param.watch(self._offer_exports, "highlight")
         # What a change of state sets off: a year switch, a similarity search, a redraw (coalesced).
         self.param.watch(lambda e: self.spawn(self.switch_year(e.new)), "year")
         self.param.watch(self._on_similarity, "similarity_on")
@@ -265,6 +271,13 @@ class Explorer(param.Parameterized):
         if model.years is None:
             raise SourceError("invalid", f"{url} is a single-year store, not a multi-year index")
         return model
+
+    def _offer_exports(self, *events) -> None:
+        names = layers.available(self)
+        came = [n for n in names if n not in self.param["export_layer"].objects]
+        self.param["export_layer"].objects = names
+        if came or self.export_layer not in names:
+            self.export_layer = came[0] if came else names[0]
 
     # ------------------------------------------------------------ view --
     def render_view(self) -> render.View:

@@ -17,12 +17,12 @@ import json
 
 def layout():
     """Map, plots and side bar in miniature: the same layouts, glyphs, tools and widgets (app/main.py ExplorerUI,
-    app/figures.py, app/tools/ui.py, app/downloads.py)."""
+    app/layout.py, app/figures.py, app/tools/ui.py, app/downloads.py)."""
     import numpy as np
     import panel as pn
     from bokeh.events import Tap
-    from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, FixedTicker, HoverTool, Label, LinearColorMapper,
-                              Range1d)
+    from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, FixedTicker, HoverTool, LinearColorMapper, Range1d,
+                              Title)
     from bokeh.plotting import figure
 
     img = ColumnDataSource(dict(image=[np.zeros((2, 2), np.uint32)], x=[0.0], y=[0.0], dw=[1.0], dh=[1.0]))
@@ -41,7 +41,7 @@ def layout():
     m.multi_line("xs", "ys", source=lines)
     m.add_layout(ColorBar(color_mapper=LinearColorMapper(palette=["#000000", "#ffffff"], low=0, high=1),
                           orientation="horizontal", width=50, height=5))
-    m.add_layout(Label(x=1, y=1, x_units="screen", y_units="screen", text="t"))
+    m.add_layout(Title(text="t", align="left"), "above")
     spectrum = figure(width=300, height=150, title="t", x_axis_label="x", y_axis_label="y",
                       tools="pan,wheel_zoom,reset,save")
     spectrum.multi_line("xs", "ys", source=lines, line_color="color", legend_field="label")
@@ -57,12 +57,15 @@ def layout():
         pn.pane.HTML("<b>x</b>", width=100), pn.Row(pn.widgets.Button(name="b", button_type="primary")),
         pn.widgets.Toggle(name="t", button_type="success"),
         pn.widgets.FileDownload(callback=lambda: None, filename="x", label="d", embed=False),
-        pn.widgets.FileInput(accept=".json"),
+        pn.widgets.FileInput(accept=".json"), pn.widgets.ColorPicker(name="c", value="#000000"),
         pn.Tabs(("a", pn.Column(pn.widgets.Button(name="b", button_type="danger"))), ("b", pn.Column()),
                 dynamic=True),
         width=200)
-    return pn.Row(pn.Column(pn.pane.Bokeh(m), pn.Column(pn.pane.Bokeh(spectrum))),
-                  pn.Column(side, pn.Column(pn.pane.Bokeh(change))))
+    toggle = pn.widgets.Toggle(name="t", value=True, button_type="light")
+    cards = pn.Column(pn.Card(side, title="t"), pn.Card(pn.pane.Bokeh(spectrum), pn.pane.Bokeh(change), title="t",
+                                                       collapsed=True))
+    toggle.jslink(cards, value="visible")
+    return pn.Row(pn.Column(pn.pane.Bokeh(m)), pn.Column(toggle, cards, scroll="y-auto"))
 
 
 def document_json() -> str:

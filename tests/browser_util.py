@@ -187,3 +187,49 @@ def open_bridge(page, base: str, options: dict | None = None) -> None:
     page.route(base + "bridge.html*", lambda r: r.fulfill(status=200, content_type="text/html", body=BRIDGE_HTML))
     page.goto(base + "bridge.html" + (f"?options={quote(json.dumps(options))}" if options else ""))
     page.wait_for_function("document.body.dataset.state === 'ready'", timeout=60_000)
+
+
+# The page's controls and their boxes, shadow roots included: what a user can operate (inputs but hidden ones, selects,
+# buttons, text areas, sliders), each with its bounding box and whether it can be seen and reached in the viewport
+# without scrolling: inside the window, and the topmost element at its centre (not clipped by a scrolled side bar,
+# nor covered), or a label or part of it.
+_CONTROLS = """(() => {
+    const sel = 'input:not([type=hidden]), select, button, textarea, [role=slider]';
+    const found = [];
+    const walk = (root) => {
+        for (const el of root.querySelectorAll(sel)) found.push(el);
+        for (const el of root.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot);
+    };
+    walk(document);
+    const top = (x, y) => {
+        let el = document.elementFromPoint(x, y);
+        while (el && el.shadowRoot) {
+            const inner = el.shadowRoot.elementFromPoint(x, y);
+            if (!inner || inner === el) break;
+            el = inner;
+        }
+        return el;
+    };
+    const W = window.innerWidth, H = window.innerHeight;
+    return found.map((el) => {
+        const r = el.getBoundingClientRect();
+        const cx = r.left + r.width / 2, cy = r.top + r.height / 2;
+        let seen = r.width > 0 && r.height > 0 && cx >= 0 && cy >= 0 && cx < W && cy < H;
+        if (seen) {
+            const hit = top(cx, cy);
+            seen = !!hit && (hit === el || el.contains(hit) || (hit.tagName === 'LABEL' && hit.contains(el))
+                             || (el.tagName === 'INPUT' && hit.tagName === 'LABEL'));
+        }
+        return {tag: el.tagName.toLowerCase(), seen, box: [r.left, r.top, r.width, r.height]};
+    });
+})()"""
+
+
+def visible_controls(page) -> int:
+    """How many of the page's controls (_CONTROLS) can be seen and reached in the viewport without scrolling."""
+    return sum(c["seen"] for c in page.evaluate(_CONTROLS))
+
+
+def scroll_height(page) -> int:
+    """The page's own scrolling height in CSS pixels (what a user scrolls through, not a side bar's inner scroll)."""
+    return int(page.evaluate("Math.max(document.documentElement.scrollHeight, document.body.scrollHeight)"))

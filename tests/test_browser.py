@@ -578,6 +578,8 @@ def test_the_first_document_holds_the_shown_tool_tab_alone_and_a_tab_is_drawn_wh
     page.locator("button", has_text="Change between the years").click()
     page.wait_for_function("(() => { const d = Bokeh.documents[0].get_model_by_name('hist-source').data;"
                            " return (d instanceof Map ? d.get('count') : d.count).length > 0; })()", timeout=120_000)
+    # its counts on a logarithmic axis (on a linear one, the bin of the unchanged pixels dwarfed the rest)
+    assert page.evaluate("Bokeh.documents[0].get_model_by_name('change-hist').y_scale.type") == "LogScale"
 
 
 def test_no_data_pixel_is_shown_as_no_data(page, server, site):

@@ -3,6 +3,7 @@ are drawn and clickable from the world view, no map line crosses the antimeridia
 through a session of clicks, tools and year switches."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -43,6 +44,19 @@ def merc(lon, lat):
 
 def holds(outer, inner) -> bool:
     return outer[0] <= inner[0] and outer[1] <= inner[1] and outer[2] >= inner[2] and outer[3] >= inner[3]
+
+
+def image(page, name: str):
+    """The RGBA image of an image source on the map, and (x, y) -> its (row, col) there (Bokeh: bottom row first)."""
+    img = page.evaluate("""(name) => { const d = Bokeh.documents[0].get_model_by_name(name).data;
+        const g = (k) => d instanceof Map ? d.get(k) : d[k];
+        const im = g('image')[0];
+        return {v: Array.from(im), shape: im.shape, x: g('x')[0], y: g('y')[0], dw: g('dw')[0], dh: g('dh')[0]}; }""",
+                        name)
+    h, w = img["shape"]
+    v = np.asarray(img["v"], np.uint32).reshape(h, w)
+    rgba = np.stack([(v >> s) & 255 for s in (0, 8, 16, 24)], axis=-1)
+    return rgba, lambda x, y: (int((y - img["y"]) / img["dh"] * h), int((x - img["x"]) / img["dw"] * w))
 
 
 def test_the_first_view_frames_the_largest_group_of_zones_and_the_map_opens_on_it(page, server, site):
@@ -183,24 +197,109 @@ def test_the_map_legend_names_what_it_shows_and_its_colour_bar_spans_the_similar
     assert ("vectors" in read_as or "compact code at level" in read_as) and read_as in all_text(page)
     # The overlay's colours are the colour bar's: each shown pixel's similarity on [low, high] picks its colour, and
     # the selected pixel (cosine 1 with itself) has the bar's top colour.
-    img = page.evaluate("""() => { const d = Bokeh.documents[0].get_model_by_name('overlay-source').data;
-        const g = (k) => d instanceof Map ? d.get(k) : d[k];
-        const im = g('image')[0];
-        return {v: Array.from(im), shape: im.shape, x: g('x')[0], y: g('y')[0], dw: g('dw')[0], dh: g('dh')[0]}; }""")
-    h, w = img["shape"]
-    v = np.asarray(img["v"], np.uint32).reshape(h, w)
-    rgba = np.stack([(v >> s) & 255 for s in (0, 8, 16, 24)], axis=-1)
+    rgba, at = image(page, "overlay-source")
     shown = rgba[..., 3] > 0
     palette = {tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in Viridis256}
     assert shown.sum() > 0 and all(tuple(int(x) for x in p) in palette for p in rgba[shown][:, :3])
-    sx, sy = merc(lon, lat)
-    col, row = int((sx - img["x"]) / img["dw"] * w), int((sy - img["y"]) / img["dh"] * h)  # Bokeh: bottom row first
+    row, col = at(*merc(lon, lat))
     top = tuple(int(Viridis256[-1][i:i + 2], 16) for i in (1, 3, 5))
     assert tuple(rgba[row, col, :3]) == top, (rgba[row, col], top)
     # The values shown spread over the whole bar: those near the threshold take its lower half. (Over -1..1, every
     # pixel above 0.8 took one of the palette's top 26 colours.)
     index = {tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)): k for k, c in enumerate(Viridis256)}
     assert min(index[tuple(int(x) for x in p)] for p in rgba[shown][:, :3]) < 128
+    # A categorical layer has a key on the map: a swatch per cluster, named by the number "Cluster to label" takes;
+    # the colour the map draws at the pixel is the swatch of the pixel's cluster.
+    assert not page.evaluate("Bokeh.documents[0].get_model_by_name('map-key').visible")
+    page.evaluate("async () => await window.tesseraApi.cluster(3, 0)")
+    page.wait_for_function("Bokeh.documents[0].get_model_by_name('map-key').visible", timeout=60_000)
+    key = model_data(page, "key-source")
+    assert key["label"] == ["cluster 0", "cluster 1", "cluster 2"] and len(set(key["color"])) == 3, key
+    which = page.evaluate("async ([lon, lat]) => await window.tesseraApi.value('cluster', lon, lat)", [lon, lat])
+    rgba, at = image(page, "tool-source")
+    drawn = "#" + "".join(f"{int(c):02x}" for c in rgba[at(*merc(lon, lat))][:3])
+    assert drawn == key["color"][int(which)].lower(), (drawn, which, key)
     page.get_by_label("Year", exact=True).select_option("2023")
     page.wait_for_function("Bokeh.documents[0].get_model_by_name('map-caption').text.startsWith('2023 · ')",
                            timeout=60_000)
+
+
+# Each visible card of the side bar, the map and the plots that answer a click, by their boxes in the window
+# ([left, top, width, height], CSS px), once their layout has held still for five frames.
+BOXES = """async () => {
+    const doc = Bokeh.documents[0], box = (m) => {
+        const v = Bokeh.index.find_one(m), r = v && v.el.getBoundingClientRect();
+        return r && r.width > 0 && r.height > 0 ? [r.left, r.top, r.width, r.height] : null; };
+    const now = () => {
+        const cards = [...doc.all_models].filter((m) => m.type.endsWith('.Card')).map(box).filter((b) => b);
+        const plots = ['spectrum', 'years', 'change'].map((n) => doc.get_model_by_name(n)).filter((m) => m).map(box);
+        return {map: box(doc.get_model_by_name('map')), cards, plots, width: innerWidth, height: innerHeight,
+                scrollWidth: document.documentElement.scrollWidth};
+    };
+    let last = JSON.stringify(now()), still = 0;
+    while (still < 5) {
+        await new Promise((ok) => requestAnimationFrame(ok));
+        const s = JSON.stringify(now());
+        still = s === last ? still + 1 : 0;
+        last = s;
+    }
+    return JSON.parse(last);
+}"""
+
+
+def overlap(a, b) -> float:
+    """The area two boxes share (less a pixel's rounding on each side)."""
+    w = min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0]) - 1
+    h = min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1]) - 1
+    return max(w, 0) * max(h, 0)
+
+
+def inside(outer, inner) -> bool:
+    return (inner[0] >= outer[0] - 1 and inner[1] >= outer[1] - 1 and inner[0] + inner[2] <= outer[0] + outer[2] + 1
+            and inner[1] + inner[3] <= outer[1] + outer[3] + 1)
+
+
+@pytest.mark.parametrize("width,height,desktop", [(1366, 768, True), (1920, 1080, True), (390, 844, False)])
+def test_the_map_fills_the_window_and_cards_map_and_plots_never_overlap(page, server, site, width, height, desktop):
+    """The page was a long column: the map half the width, the plots that answer a click under it and 1,400-2,000 px
+    down the side bar. Now the map fills the window beside a side bar of cards (app/layout.py) whose plots' card
+    opens on a click; on a phone the side bar goes below the map. Screenshots: artifacts/layout-WxH.png."""
+    from browser_util import REPO, scroll_height, visible_controls
+    from tools_util import pixel_lonlat
+    store = site / "data" / "2024.zarr"
+    scales = zarr.open_group(store / "utm30", mode="r")["scales"][:]
+    rows, cols = np.nonzero(np.isfinite(scales) & (scales > 0))
+    lon, lat = pixel_lonlat(store, "utm30", int(rows[len(rows) // 2]), int(cols[len(cols) // 2]))
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(server + f"index.html#lon={lon}&lat={lat}&span=6000")
+    assert wait_state(page) == "ready"
+    page.wait_for_function("window.tesseraTimings.plots !== undefined", timeout=60_000)
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", [lon, lat])
+    page.wait_for_function("""() => [...Bokeh.documents[0].all_models].some((m) => m.type.endsWith('.Card')
+        && !m.collapsed && Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name('spectrum'))
+           ?.el.getBoundingClientRect().height > 0)""", timeout=30_000)
+    b = page.evaluate(BOXES)
+    seen = json.dumps(b)  # every box, in each failure's message
+    assert b["map"] and len(b["cards"]) >= 5 and all(b["plots"]), seen
+    (REPO / "artifacts").mkdir(exist_ok=True)
+    page.screenshot(path=str(REPO / "artifacts" / f"layout-{width}x{height}.png"), full_page=not desktop)
+    boxes = [("map", b["map"])] + [(f"card {i}", c) for i, c in enumerate(b["cards"])]
+    for i, (n1, b1) in enumerate(boxes):
+        for n2, b2 in boxes[i + 1:]:
+            assert overlap(b1, b2) == 0, (n1, n2, seen)
+    for p in b["plots"]:  # the plots lie in their card, clear of the map
+        assert overlap(p, b["map"]) == 0 and any(inside(c, p) for c in b["cards"]), (p, seen)
+    assert b["scrollWidth"] <= width, seen  # nothing wider than the window
+    if desktop:  # the map keeps most of the window, and the page does not scroll: the side bar does
+        assert b["map"][2] * b["map"][3] >= 0.6 * width * height, seen
+        assert scroll_height(page) <= height
+        assert visible_controls(page) >= 12, visible_controls(page)
+        # "Controls" folds the side bar away, in the page (no round trip to Python): the map takes the room, unless the
+        # window's height held it already
+        page.get_by_role("button", name="Controls", exact=True).click()
+        folded = page.evaluate(BOXES)
+        assert folded["cards"] == [] and folded["map"][2] >= b["map"][2], json.dumps(folded)
+        if b["map"][1] + b["map"][3] < height - 2:
+            assert folded["map"][2] > b["map"][2], json.dumps(folded)
+    else:  # the map spans the phone's width, the side bar below it
+        assert b["map"][2] >= 0.9 * width and all(c[1] >= b["map"][1] + b["map"][3] - 1 for c in b["cards"]), seen

@@ -291,3 +291,27 @@ def test_a_pixel_read_ahead_while_another_year_opens_is_not_offered_for_that_yea
     read_ahead, year, ahead = run_async(run())
     assert read_ahead is not None and year == 2023
     assert ahead is None
+
+
+def test_the_layers_offered_for_export_are_those_computed_the_newest_chosen(store):
+    """"Layer to export" offered "similarity" (and every tool's layer) before any was computed: a click on GeoTIFF
+    then failed. Now it offers the embedding preview, and each layer once it exists, chosen as it comes."""
+    catalog = [{"year": 2024, "url": str(store), "label": "2024"}]
+
+    async def run():
+        state = await opened(catalog, 2024)
+        assert state.param["export_layer"].objects == ["base"] and state.export_layer == "base"
+        zone = state.model.zones["utm31"]
+        lon, lat = zone.centre_lonlat(*valid_pixel(store, "utm31", 7))
+        state.centre_view(lon, lat, 3000)
+        await state.select(lon, lat)
+        state.similarity_on = True
+        await state.settle()
+        assert state.param["export_layer"].objects == ["similarity", "base"] and state.export_layer == "similarity"
+        state.export_layer = "base"  # the user's choice stands while its layer does
+        state.pin()
+        await state.settle()
+        assert state.export_layer == "base"
+        state.sim = None  # as a year switch leaves it
+        assert state.param["export_layer"].objects == ["base"] and state.export_layer == "base"
+    run_async(run())

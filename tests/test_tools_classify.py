@@ -155,3 +155,28 @@ def test_a_classification_running_while_an_import_replaces_the_classes_stops_in_
         layer = await state.tools.classify.classify("k-NN")
         assert layer is not None and state.tools.classify.names == ["new a", "new b"]
     run_async(run())
+
+
+def test_a_class_given_another_colour_is_redrawn_in_it_at_once_and_a_run_goes_on(store, world):
+    """Class colours could not be chosen. Labels.recolour takes any CSS colour; the class map follows without a new
+    run, and a classification under way is not stopped (the class set is the same)."""
+    async def run():
+        state, _ = await labelled(store, world)
+        L, c = state.tools.labels, state.tools.classify
+        layer = await c.classify("k-NN", seed=3)
+        first = c.names[0]
+        mine = layer.values == 0  # the pixels of the first class
+        assert mine.any()
+        revision = L.revision
+        L.recolour(first, "rgb(18, 52, 86)")
+        assert L.colour(first) == "#123456" and L.revision == revision
+        rgba = c.result.rgba
+        shown = rgba[..., 3] > 0
+        assert (mine & shown).any() and (rgba[mine & shown][:, :3] == [0x12, 0x34, 0x56]).all()
+        assert not (rgba[~mine & shown][:, :3] == [0x12, 0x34, 0x56]).all(axis=1).any()
+        for bad in ("not a colour", None):
+            with pytest.raises(ValueError):
+                L.recolour(first, bad)
+        with pytest.raises(ValueError):
+            L.recolour("no such class", "#000000")
+    run_async(run())

@@ -38,6 +38,7 @@ class Tools(param.Parameterized):
             tool.param.watch(lambda e, name=name: setattr(self, "shown", name if e.new is not None else "none"),
                              "result")
         self.scatter.param.watch(self._on_highlight, "highlight")
+        self.labels.param.watch(lambda e: self.classify.take_colours(self.labels), "classes")
 
     def _on_highlight(self, e) -> None:
         if e.new is not None:

@@ -124,6 +124,13 @@ class Classifier(param.Parameterized):
         return reg.joined([reg.replace(p, rgba=class_rgba(p.values, c.values, self.colours, self.threshold))
                            for p, c in zip(layer.all, self.conf.all)])
 
+    def take_colours(self, labels) -> None:
+        """The class map in the label classes' colours now: a class given another colour is redrawn in it at once."""
+        now = [labels.colour(n) if n in labels.names() else c for n, c in zip(self.names, self.colours)]
+        if now != self.colours:
+            self.colours = now
+            self.recolour()
+
     def recolour(self) -> None:
         if self.result is not None:
             self.result = self.coloured(self.result)

@@ -56,6 +56,7 @@ class Clusters(param.Parameterized):
         self.app = app
         self.inertia = None
         self.region = None
+        self.key: list[tuple[str, str]] = []  # the result's colours by cluster number: ("cluster 0", "#rrggbb"), ...
 
     async def cluster(self, k=None, seed=None) -> reg.Layer | None:
         app = self.app
@@ -68,6 +69,7 @@ class Clusters(param.Parameterized):
         pixels = region.pixels()
         labels, _, self.inertia = await kmeans(pixels, self.k, self.seed)
         self.region = region
+        self.key = [(f"cluster {i}", c) for i, c in enumerate(colours(self.k))]
         self.result = region.layer("cluster", region.spread(labels.astype(np.float32)),
                                    lambda v: class_rgba(v, np.ones_like(v), colours(self.k), 0.0))
         n = len(pixels)

@@ -97,7 +97,8 @@ class Labels(param.Parameterized):
 
     # ------------------------------------------------------------ classes --
     def _classes_changed(self, event) -> None:
-        self.revision += 1
+        if [n for n, _ in event.old] != [n for n, _ in event.new]:  # a colour changed alone: the same class set
+            self.revision += 1
 
     def names(self) -> list[str]:
         return [n for n, _ in self.classes]
@@ -111,6 +112,15 @@ class Labels(param.Parameterized):
             self.classes = [*self.classes, (name, next_colour(self.classes))]
         self.active = name
         return name
+
+    def recolour(self, name: str, colour) -> None:
+        """Give class `name` the CSS colour `colour` (ValueError: no such class, or not a colour: app/tools/colours.py)."""
+        c = colours.normalise(colour)
+        if name not in self.names():
+            raise ValueError(f"no class {name!r}")
+        if c is None:
+            raise ValueError("no colour given")
+        self.classes = [(n, c if n == name else k) for n, k in self.classes]
 
     def rename(self, old: str, new) -> None:
         new = check_name(new)

@@ -14,6 +14,7 @@ from bokeh.models import ColumnDataSource, CustomJS, TapTool
 from bokeh.plotting import figure
 
 from app import geo, page, views
+from app.layout import PANE_W
 
 # The map's mouse position reaches Python once the mouse rests for 40 ms (not on every move).
 HOVER_JS = """
@@ -54,7 +55,7 @@ class ScatterUI:
         self.cursor = ColumnDataSource(dict(x=[], y=[]), name="scatter-cursor")
         self.mouse = ColumnDataSource(dict(x=[], y=[]), name="hover-source")
         self.tapped = ColumnDataSource(dict(i=[], x=[], y=[]), name="scatter-tap", tags=[page.EVERY_CHANGE])
-        self.note = pn.pane.HTML(note_html(None), name="scatter-note", width=380)
+        self.note = pn.pane.HTML(note_html(None), name="scatter-note", width=PANE_W)
         self.points.selected.on_change("indices", self._on_brush)
         map_fig.js_on_event(MouseMove, CustomJS(args=dict(src=self.mouse), code=HOVER_JS))
         self.mouse.on_change("data", self._on_mouse)
@@ -66,7 +67,7 @@ class ScatterUI:
 
     def view(self):
         """The tab: the scatter's settings, its note and its figure (built when the tab is first opened)."""
-        fig = figure(width=380, height=380, name="scatter", tools="box_select,lasso_select,pan,wheel_zoom,reset,save",
+        fig = figure(width=PANE_W, height=PANE_W, name="scatter", tools="box_select,lasso_select,pan,wheel_zoom,reset,save",
                      active_drag="box_select", title="Embedding scatter")
         dots = fig.scatter("x", "y", source=self.points, size=3, fill_color="#4c72b0", line_color=None,
                            alpha=0.6, selection_fill_color="#ff00ff", selection_alpha=1.0,

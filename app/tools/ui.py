@@ -9,6 +9,7 @@ from bokeh.models import ColumnDataSource
 from bokeh.plotting import figure
 
 from app import geo, page, views
+from app.layout import PANE_W, TABS_CSS
 from app.state import TOOL_TABS
 from app.tools import labelfiles, labels as lab, panes
 from app.tools.scatter_ui import ScatterUI
@@ -27,14 +28,18 @@ class ToolsUI:
                                          name="tool-layer")
         fig.scatter("x", "y", source=self.label_src, size=8, marker="square", fill_color="color",
                     line_color="black", name="labels")
-        self.labels_pane = pn.pane.HTML(panes.labels_html(L), name="labels-list", width=380)
-        self.legend_pane = pn.pane.HTML("", name="class-legend", width=380)
+        self.labels_pane = pn.pane.HTML(panes.labels_html(L), name="labels-list", width=PANE_W)
+        self.legend_pane = pn.pane.HTML("", name="class-legend", width=PANE_W)
         self.active = pn.widgets.Select(name="Active class", options=L.names())
         self.active.param.watch(lambda e: setattr(L, "active", e.new or ""), "value")
-        self.rename_to = pn.widgets.TextInput(name="Rename the active class to")
+        # The active class's colour: the user's choice recolours its labels and the class map at once.
+        self.colour = pn.widgets.ColorPicker(name="Colour of the active class", value="#000000")
+        self.colour.param.watch(lambda e: self._guard(lambda: L.recolour(L.active, e.new))
+                                if L.active and e.new != dict(L.classes).get(L.active) else None, "value")
+        self.rename_to = pn.widgets.TextInput(name="Rename the active class to", width=PANE_W - 110)
         add = pn.widgets.Button(name="Add class")
         add.on_click(lambda e: self._guard(lambda: L.add_class(L.new_name)))
-        rename = pn.widgets.Button(name="Rename")
+        rename = pn.widgets.Button(name="Rename", width=80, align="end")
         rename.on_click(lambda e: self._guard(lambda: L.rename(L.active, self.rename_to.value)))
         delete = pn.widgets.Button(name="Delete class", button_type="danger")
         delete.on_click(lambda e: L.delete(L.active))
@@ -49,7 +54,7 @@ class ToolsUI:
         self.upload = pn.widgets.FileInput(accept=".geojson,.json,.csv,.kml", multiple=True,
                                            name="Import labels (GeoJSON, CSV, KML)")
         self.upload.param.watch(lambda e: self.import_labels(e.new, self.upload.filename) if e.new else None, "value")
-        self.import_pane = pn.pane.HTML("", name="import-problems", width=380)
+        self.import_pane = pn.pane.HTML("", name="import-problems", width=PANE_W)
         # a file over the size limit is not sent by the page (app/web/boot.js oversizedFile); it says so
         page.on("file-refused", lambda msg: setattr(state, "status", views.html(
             "<b>Import refused:</b> the labels file is {:,} bytes; files over {:,} bytes are refused",
@@ -62,27 +67,28 @@ class ToolsUI:
         later = lambda build: pn.param.ParamFunction(build, lazy=True)
         every = dict(zip(TOOL_TABS, (
             ("Labels", pn.Column(pn.widgets.Toggle.from_param(L.param.mode, button_type="success"),
-                                 pn.widgets.TextInput.from_param(L.param.new_name), add, self.active,
+                                 pn.widgets.TextInput.from_param(L.param.new_name), add, self.active, self.colour,
                                  pn.Row(self.rename_to, rename), delete, self.labels_pane, export, export_csv,
                                  export_kml, self.upload, self.import_pane)),
             ("Classify", later(lambda: pn.Column(w(c.param, parameters=["method", "k", "seed", "threshold", "train_year",
                                                                       "test_year", "run"]),
                                                  self.legend_pane, pn.pane.HTML(pn.bind(panes.evaluation_html,
-                                                 c.param.evaluation), name="evaluation", width=380)))),
+                                                 c.param.evaluation), name="evaluation", width=PANE_W)))),
             ("Regression", later(lambda: pn.Column(w(t.regress.param, parameters=["method", "seed", "run"]),
                                                    pn.pane.HTML(pn.bind(panes.regression_html, t.regress.param.evaluation,
                                                                         t.regress.param.result), name="regression",
-                                                                width=380)))),
+                                                                width=PANE_W)))),
             ("Clusters", later(lambda: w(k.param, parameters=["k", "seed", "run", "which", "per_class", "to_label"]))),
             ("Change", later(lambda: pn.Column(w(ch.param, parameters=["y0", "y1", "threshold", "run"]),
                                                self._histogram()))),
-            ("Similarity", later(lambda: pn.Column(w(state.param, parameters=["sim_from", "sim_mode"]),
-                                                   w(t.examples.param, parameters=["positive", "negative", "threshold",
-                                                                                   "run"])))),
+            # similarity to pixels is the side bar's (its toggle, threshold, source and mode: app/main.py); this tab's
+            # is similarity to label classes
+            ("Similarity", later(lambda: w(t.examples.param, parameters=["positive", "negative", "threshold", "run"]))),
             ("Scatter", later(lambda: self.scatter.view())))))
-        self.panel = pn.Tabs(*(every[name] for name in tabs), name="tools", width=400, dynamic=True)
+        self.panel = pn.Tabs(*(every[name] for name in tabs), name="tools", width=PANE_W + 10, dynamic=True,
+                             stylesheets=[TABS_CSS])
         self.exact = pn.Column(pn.widgets.Toggle.from_param(state.param.exact, button_type="primary"),
-                               pn.pane.HTML(views.html("{}", state.cost), name="read-cost", width=380))
+                               pn.pane.HTML(views.html("{}", state.cost), name="read-cost", width=PANE_W))
         state.param.watch(lambda e: setattr(self.exact[1], "object", views.html("{}", e.new)), "cost")
         self.layer_select = pn.widgets.Select.from_param(t.param.shown)
         L.param.watch(self._draw_labels, ["classes", "points", "active"])
@@ -94,10 +100,13 @@ class ToolsUI:
         ch.param.watch(lambda e: setattr(self.hist_src, "data", dict(e.new)), "hist")
 
     def _histogram(self):
-        hist = figure(width=380, height=200, title="Change histogram (1 - cosine)", name="change-hist", tools="save")
-        hist.quad(left="left", right="right", top="count", bottom=0, source=self.hist_src)
+        # Counts on a logarithmic axis: on a linear one, the bin of the unchanged pixels dwarfed the rest. A bar
+        # starts at 0.5, so that a bin of one pixel shows too.
+        hist = figure(width=PANE_W, height=200, title="Change histogram (1 - cosine)", name="change-hist", tools="save",
+                      y_axis_type="log", y_axis_label="pixels")
+        hist.quad(left="left", right="right", top="count", bottom=0.5, source=self.hist_src)
         from app.figures import anchor
-        anchor(hist)  # no "could not set initial ranges" before a change is computed
+        anchor(hist, 1.0)  # no "could not set initial ranges" before a change is computed
         return hist
 
     def _guard(self, fn) -> None:
@@ -144,6 +153,7 @@ class ToolsUI:
         self.labels_pane.object = panes.labels_html(L)
         self.active.options = L.names()
         self.active.value = L.active or None
+        self.colour.value = dict(L.classes).get(L.active, self.colour.value)
         self.legend_pane.object = panes.legend_html(self.state.tools.classify.legend())
 
     def _draw_layer(self, *events) -> None:

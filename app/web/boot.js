@@ -263,6 +263,10 @@ async function main() {
   // it does nothing until the host asks. A failure costs the sizing only.
   if (framed) loadScript("vendor/iframe-resizer/iframeResizer.contentWindow.min.js")
     .catch((err) => console.warn("tessera: the frame cannot size itself:", err.message));
+  // iframe-resizer watches the page's own DOM; the explorer's layout changes inside shadow roots (a card opened, a tab
+  // drawn), which it does not see: a change of the explorer's size is told to it (window.parentIFrame, once the host
+  // asked it to size the frame).
+  if (framed) new ResizeObserver(() => window.parentIFrame?.size()).observe(el("app-root"));
   const host = location.ancestorOrigins && location.ancestorOrigins.length ? location.ancestorOrigins[0] : null;
   worker.postMessage({ type: "boot", boot, bridgeOptions: window.tesseraBridgeOptions,
                        page: { href: location.href, search: location.search, hash: location.hash,
