@@ -85,3 +85,20 @@ def test_vectorised_indexing_reads_the_named_pixels(stores, kind):
     r, c = np.array([[10, 20], [30, 40]]), np.array([[50, 60], [70, 80]])
     w = z.emb[0][:, r, c][[0, 7]].transpose(1, 2, 0).astype(np.float32) * z.scales[0, r, c][..., None]
     np.testing.assert_array_equal(grid.values, np.where(np.isfinite(z.scales[0, r, c])[..., None], w, np.nan))
+
+
+def test_depth_opens_the_nested_depth_arrays(stores):
+    g = stores["geoemb"]
+    z = g.zones["utm30"]
+    tree = xr.open_datatree(g.path, engine="tessera", depth=16)
+    ds = tree["utm30"].to_dataset()
+    assert ds.embeddings.shape == (2, 512, 512, 16) and ds.attrs["depth"] == 16 and list(ds.band.values) == list(range(16))
+    win = ds.embeddings.isel(time=1, y=slice(250, 260), x=slice(30, 36)).values
+    s = z.scales[1, 250:260, 30:36]
+    want = np.where(np.isfinite(s)[..., None], np.moveaxis(z.emb[1, :16, 250:260, 30:36], 0, -1) * s[..., None], np.nan)
+    np.testing.assert_array_equal(win, want.astype(np.float32))
+    pts = ds.embeddings.isel(time=0, y=xr.DataArray([100, 300], dims="p"), x=xr.DataArray([200, 400], dims="p")).values
+    np.testing.assert_array_equal(pts, z.emb[0, :16, [100, 300], [200, 400]].astype(np.float32)
+                                  * z.scales[0, [100, 300], [200, 400]][:, None])
+    with pytest.raises(ValueError, match=r"^utm30: no depth-8 array \(embeddings_d\{D\} depths: 4, 16\)$"):
+        xr.open_dataset(g.path, engine="tessera", group="utm30", depth=8)

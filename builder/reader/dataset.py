@@ -73,14 +73,16 @@ def spatial_ref(crs: str, transform: list[float]) -> xr.Variable:
                                          "GeoTransform": f"{t[2]} {t[0]} {t[1]} {t[5]} {t[3]} {t[4]}"})
 
 
-def zone_dataset(views: list[ZoneView], time: bool, drop_variables=()) -> xr.Dataset:
-    """The Dataset of one zone: one ZoneView (one year) or one per year on a `time` dimension."""
+def zone_dataset(views: list[ZoneView], time: bool, drop_variables=(), depth: int | None = None) -> xr.Dataset:
+    """The Dataset of one zone: one ZoneView (one year) or one per year on a `time` dimension; `depth`: the
+    embeddings of the zone's nested-depth array of that many bands (ZoneView.depths) instead of the full ones."""
     v = views[0]
     z, g = v.zone, v.zone.grid
+    nb = v.n_bands(depth)  # a depth the zone lacks: ValueError, one line
     lead = ("time",) if time else ()
-    sizes = {"time": 1, "y": BLOCK, "x": BLOCK, "band": z.n_bands, "rgb_band": 4}
-    specs = {"embeddings": (("y", "x", "band"), lambda w, ys, xs: w.dequantised(ys, xs), (z.n_bands,), np.float32,
-                            lambda w, r, c: w.layout.dequantise(*w.pixels(r, c))),
+    sizes = {"time": 1, "y": BLOCK, "x": BLOCK, "band": nb, "rgb_band": 4}
+    specs = {"embeddings": (("y", "x", "band"), lambda w, ys, xs: w.dequantised(ys, xs, depth), (nb,), np.float32,
+                            lambda w, r, c: w.layout.dequantise(*w.pixels(r, c, depth))),
              "scales": (("y", "x"), lambda w, ys, xs: w.scales_box(ys, xs), (), np.float32,
                         lambda w, r, c: w.scales_at(r, c))}
     if v.t is None and "rgb" in v.group.array_keys():
@@ -94,9 +96,11 @@ def zone_dataset(views: list[ZoneView], time: bool, drop_variables=()) -> xr.Dat
         data[name] = xr.Variable(dims, indexing.LazilyIndexedArray(ZoneArray(views, time, read, tail, dtype, points)),
                                  {"grid_mapping": "spatial_ref"}, {"preferred_chunks": {d: sizes[d] for d in dims}})
     coords = {"y": conv.northing_coords(g.origin_n, g.height), "x": conv.easting_coords(g.origin_e, g.width),
-              "band": np.arange(z.n_bands, dtype=np.int32), "spatial_ref": spatial_ref(z.crs, z.transform)}
+              "band": np.arange(nb, dtype=np.int32), "spatial_ref": spatial_ref(z.crs, z.transform)}
     attrs = {"proj:code": z.crs, "zone": z.name, "layout": v.layout.name,
              **conv.spatial_attrs(g.origin_e, g.origin_n, g.height, g.width), "spatial:dimensions": ["y", "x"]}
+    if depth is not None:
+        attrs["depth"] = depth
     if time:
         coords["time"] = np.array([w.year for w in views], dtype=np.int32)
     else:
