@@ -50,8 +50,11 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--year", type=int, action="append", required=True, help="year to build (repeatable)")
     b.add_argument("--from", dest="mirror", metavar="URL", help="instead of TILES: fetch from a TESSERA HTTP mirror "
                    "(the version root holding manifest.parquet) the tiles meeting --bbox, into --cache")
-    b.add_argument("--bbox", help="W,S,E,N in degrees (with --from)")
-    b.add_argument("--cache", help="tile cache for --from (default .cache/mirror); never inside a store")
+    b.add_argument("--from-store", metavar="URL", help="instead of TILES: re-lay --bbox of a store the reader opens "
+                   "(geoemb:, the dClimate plain copy, tessera: v1; path or fsspec URL) as tiles in --cache")
+    b.add_argument("--bbox", help="W,S,E,N in degrees (with --from or --from-store)")
+    b.add_argument("--cache", help="tile cache for --from (default .cache/mirror) or --from-store (default "
+                                   ".cache/relay); never inside a store")
     b.add_argument("--jobs", type=int, default=8, help="parallel downloads with --from (default 8)")
     mirror_limits.add_arguments(b)
     g = b.add_mutually_exclusive_group(required=True)

@@ -64,9 +64,11 @@ def cmd_build(a) -> int:
                         rgb=not a.no_rgb, overlap=a.overlap, layout=layout, global_res=a.global_res, quiet=a.quiet,
                         global_rgb=not a.no_global, overviews=not a.no_overviews, code_dims=a.code_dims)
             for y in years]
-    from builder.mirror import tiles_from_args
-    # TILES, or a view of the tiles fetched --from a mirror (with the tiles each store's record names)
-    tiles = tiles_from_args(a, DEFAULT_CACHE, {cfg.year: cfg.record_sink for cfg in cfgs})
+    from builder import mirror, relay
+    # TILES, or a view of the tiles fetched --from a mirror or re-laid --from-store (with the tiles each store's
+    # record names)
+    records = {cfg.year: cfg.record_sink for cfg in cfgs}
+    tiles = (relay if a.from_store else mirror).tiles_from_args(a, DEFAULT_CACHE, records)
     with Runner(a.scheduler, a.workers, a.quiet) as runner:
         for cfg in cfgs:
             cfg.tiles = tiles

@@ -17,9 +17,9 @@ from builder import convention as conv
 from builder.bounds import BANDS_MAX, CHUNK_BYTES_MAX, COORD_VALUES_MAX, mib
 from builder.grid import ZoneGrid
 from builder.describe import STACK, StoreError, StoreInfo, describe
-from builder.layout import GEOEMB, NODATA, OUTSIDE, V1, VALID, WATER, Layout
+from builder.layout import GEOEMB, NODATA, OUTSIDE, V1, VALID, WATER, Layout, depth_arrays
 
-__all__ = ["GEOEMB", "V1", "Layout", "VALID", "WATER", "NODATA", "OUTSIDE", "Zone", "ZoneView", "detect", "read_root"]
+__all__ = ["GEOEMB", "V1", "Layout", "VALID", "WATER", "NODATA", "OUTSIDE", "Zone", "ZoneView", "NoDataView", "detect", "read_root"]
 # Edge (pixels) of the blocks regions are read in: one v1 shard (256), or 8x8 inner chunks of a geoemb:
 # shard (a whole 4096 x 4096 x 128 geoemb shard would be 8 GiB as float32).
 BLOCK = 256
@@ -126,7 +126,9 @@ class Zone:
 
 
 class ZoneView:
-    """One zone of one year, read in (y, x, band) order whatever the layout."""
+    """One zone of one year, read in (y, x, band) order whatever the layout.  `depth` (pixels, box,
+    dequantised): read the nested-depth array `embeddings_d{depth}` (the first `depth` bands of every vector,
+    geoemb: v2) instead of the full vectors; None reads the full ones.  `depths` lists the zone's."""
 
     def __init__(self, layout: Layout, group, zone: Zone, year: int, t: int | None, source=None):
         """`source`: (fsspec filesystem, store root) for whole-shard window reads of (H, W[, B]) arrays."""
@@ -135,36 +137,89 @@ class ZoneView:
         self.group = group
         self.embeddings = group["embeddings"]
         self.scales = group["scales"]
+        self._depth_names = dict(depth_arrays(group.array_keys())) if layout.time_axis else {}
+        self._depth_arrays: dict[int, object] = {}
         self._windows = None
         if t is None and source is not None:
             self._windows = (WindowReader(self.embeddings, *source), WindowReader(self.scales, *source))
 
-    def pixels(self, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    @property
+    def depths(self) -> list[int]:
+        """The depths of the zone's nested-depth arrays, smallest first ([] when it has none)."""
+        return sorted(self._depth_names)
+
+    def _embeddings(self, depth: int | None):
+        """The embeddings array of `depth` (None: the full vectors), its shape checked against the full one's."""
+        if depth is None:
+            return self.embeddings
+        if depth not in self._depth_names:
+            have = ", ".join(map(str, self.depths)) or "none"
+            raise ValueError(f"{self.zone.name}: no depth-{depth} array (embeddings_d{{D}} depths: {have})")
+        if depth not in self._depth_arrays:
+            a = self.group[self._depth_names[depth]]
+            want = list(self.embeddings.shape)
+            want[self.layout.band_axis] = depth
+            if tuple(a.shape) != tuple(want) or not 1 <= depth <= self.zone.n_bands:
+                raise ValueError(f"{self.zone.name}/{self._depth_names[depth]}: shape {a.shape}, the embeddings' "
+                                 f"{self.embeddings.shape} with {depth} bands needs {tuple(want)}")
+            check_arrays(a, self.scales, self.layout, self.zone.grid)
+            self._depth_arrays[depth] = a
+        return self._depth_arrays[depth]
+
+    def n_bands(self, depth: int | None = None) -> int:
+        return self.zone.n_bands if depth is None else int(self._embeddings(depth).shape[self.layout.band_axis])
+
+    def pixels(self, rows: np.ndarray, cols: np.ndarray, depth: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(int8 (N, B), float32 (N,)) of pixels: one coordinate selection per array, so zarr-python reads
         each touched shard index once and each touched inner chunk once (ranged reads, not whole shards)."""
         rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
-        b = np.arange(self.zone.n_bands)[None, :]
+        emb = self._embeddings(depth)
+        b = np.arange(self.n_bands(depth))[None, :]
         if self.t is None:
-            q = self.embeddings.vindex[rows[:, None], cols[:, None], b]
-            s = self.scales.vindex[rows, cols]
+            q = emb.vindex[rows[:, None], cols[:, None], b]
         else:
-            t = np.full_like(rows, self.t)
-            q = self.embeddings.vindex[t[:, None], b, rows[:, None], cols[:, None]]
-            s = self.scales.vindex[t, rows, cols]
-        return np.asarray(q), np.asarray(s, dtype=np.float32)
+            q = emb.vindex[np.full_like(rows, self.t)[:, None], b, rows[:, None], cols[:, None]]
+        return np.asarray(q), self.scales_at(rows, cols)
+
+    def scales_at(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """float32 (N,) scales of pixels, without reading their vectors."""
+        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        if self.t is None:
+            return np.asarray(self.scales.vindex[rows, cols], dtype=np.float32)
+        return np.asarray(self.scales.vindex[np.full_like(rows, self.t), rows, cols], dtype=np.float32)
 
     def scales_box(self, ys: slice, xs: slice) -> np.ndarray:
         if self._windows:
             return self._windows[1].read(ys, xs)
         return np.asarray(self.scales[ys, xs] if self.t is None else self.scales[self.t, ys, xs])
 
-    def box(self, ys: slice, xs: slice) -> tuple[np.ndarray, np.ndarray]:
+    def box(self, ys: slice, xs: slice, depth: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(int8 (h, w, B), float32 (h, w)) of a window."""
-        if self._windows:
+        emb = self._embeddings(depth)
+        if self._windows and depth is None:
             return self._windows[0].read(ys, xs), self.scales_box(ys, xs)
         if self.t is None:
-            return np.asarray(self.embeddings[ys, xs, :]), self.scales_box(ys, xs)
-        return np.moveaxis(np.asarray(self.embeddings[self.t, :, ys, xs]), 0, -1), self.scales_box(ys, xs)
+            return np.asarray(emb[ys, xs, :]), self.scales_box(ys, xs)
+        return np.moveaxis(np.asarray(emb[self.t, :, ys, xs]), 0, -1), self.scales_box(ys, xs)
 
-    def dequantised(self, ys: slice, xs: slice) -> np.ndarray:
-        return self.layout.dequantise(*self.box(ys, xs))
+    def dequantised(self, ys: slice, xs: slice, depth: int | None = None) -> np.ndarray:
+        return self.layout.dequantise(*self.box(ys, xs, depth))
+
+
+class NoDataView(ZoneView):
+    """A year a store lists on its time axis but does not hold (dClimate: not in `years_complete`): every
+    pixel reads as no data (+inf scales, zero vectors) whatever the arrays hold for it."""
+
+    def pixels(self, rows, cols, depth=None):
+        return np.zeros((len(np.asarray(rows)), self.n_bands(depth)), np.int8), self.scales_at(rows, cols)
+
+    def scales_at(self, rows, cols):
+        return np.full(len(np.asarray(rows)), np.inf, np.float32)
+
+    def scales_box(self, ys, xs):
+        h, w = (len(range(n)[s]) for n, s in zip((self.zone.grid.height, self.zone.grid.width), (ys, xs)))
+        return np.full((h, w), np.inf, np.float32)
+
+    def box(self, ys, xs, depth=None):
+        s = self.scales_box(ys, xs)
+        return np.zeros((*s.shape, self.n_bands(depth)), np.int8), s

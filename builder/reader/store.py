@@ -15,6 +15,7 @@ from pathlib import Path
 
 import fsspec
 import jsonschema
+import numpy as np
 import zarr
 
 from builder import convention as conv
@@ -23,7 +24,7 @@ from builder.describe import TESSERA, StoreError, describe
 from builder.reader.cache import byte_source, is_url, reader_store
 from builder.layout import TIME, time_index
 from builder.reader.base import EmbeddingStore
-from builder.reader.layouts import GEOEMB, V1, Layout, Zone, ZoneView, read_root
+from builder.reader.layouts import GEOEMB, V1, Layout, NoDataView, Zone, ZoneView, read_root
 from builder.virtual.contain import check_catalog
 
 
@@ -118,13 +119,19 @@ def _time_axis(zone: zarr.Group, where: str) -> list[int]:
 
 
 class GeoembStore(EmbeddingStore):
-    """geoemb: one store, years on each zone's `time` axis."""
+    """geoemb: one store, years on each zone's `time` axis; v2 stores add nested-depth arrays
+    (`embeddings_d{D}`, ZoneView.depths)."""
 
     rules = GEOEMB
 
-    def __init__(self, url: str, group: zarr.Group):
+    @classmethod
+    def claims(cls, group: zarr.Group, zone_attrs: list[dict]) -> bool:
+        """Whether a store that registers geoemb: is of this kind (the most specific kind is asked first)."""
+        return True
+
+    def __init__(self, url: str, group: zarr.Group, zones: dict[str, Zone] | None = None):
         self.url, self._group = url, group
-        self._zones = _zones(group, url, GEOEMB)
+        self._zones = zones if zones is not None else _zones(group, url, GEOEMB)
         with ThreadPoolExecutor(8) as ex:  # one small read per zone, concurrently
             times = ex.map(lambda z: _time_axis(group[z], f"{url}/{z}"), self._zones)
         self._times = dict(zip(self._zones, times))
@@ -142,6 +149,69 @@ class GeoembStore(EmbeddingStore):
         if zone not in self._zones or y not in self._times[zone]:
             raise ValueError(f"{self.url}: no zone {zone!r} in {y} (zones {', '.join(self.zones(y))})")
         return ZoneView(GEOEMB, self._group[zone], self._zones[zone], y, time_index(self._times[zone], y))
+
+
+YEARS_COMPLETE = "years_complete"
+YEARS_COMPLETE_MAX = 1000  # values of one years_complete list (metadata is data: bounded before use)
+
+
+def years_complete(attrs: dict, where: str) -> list[int]:
+    """A zone group's `years_complete`: a list of at most YEARS_COMPLETE_MAX integer years; ValueError otherwise."""
+    v = attrs[YEARS_COMPLETE]
+    if not (isinstance(v, list) and len(v) <= YEARS_COMPLETE_MAX
+            and all(isinstance(y, int) and not isinstance(y, bool) for y in v)):
+        raise ValueError(f"{where}: {YEARS_COMPLETE} {str(v)[:80]} is not a list of at most "
+                         f"{YEARS_COMPLETE_MAX} integer years")
+    return sorted(v)
+
+
+class DClimateStore(GeoembStore):
+    """The dClimate v1.1 plain Zarr copy: the geoemb: layout with 256 x 256 x 128 inner chunks (8 MiB a pixel
+    read), PCodec-encoded scales, per-pixel quality arrays, and `years_complete` on each zone group: a year on
+    the time axis but not listed there reads as no data (a NoDataView)."""
+
+    QUALITY = ("s2_obs_count", "s1_asc_obs_count", "s1_desc_obs_count", "s2_month_covered", "s1_month_covered")
+
+    @classmethod
+    def claims(cls, group, zone_attrs):
+        return any(YEARS_COMPLETE in a for a in zone_attrs)
+
+    def __init__(self, url: str, group: zarr.Group, zones: dict[str, Zone] | None = None):
+        super().__init__(url, group, zones)
+        self._complete = {}
+        for z in self._zones:
+            attrs = dict(group[z].attrs)
+            if YEARS_COMPLETE not in attrs:
+                raise ValueError(f"{url}/{z}: no {YEARS_COMPLETE} (every other zone of this dClimate store has one)")
+            self._complete[z] = years_complete(attrs, f"{url}/{z}")
+
+    def complete(self, zone: str) -> list[int]:
+        """The years of `zone` that hold data (the rest of its time axis reads as no data)."""
+        return self._complete[zone]
+
+    def view(self, zone, year=None):
+        v = super().view(zone, year)
+        if v.year in self._complete[zone]:
+            return v
+        return NoDataView(GEOEMB, v.group, v.zone, v.year, v.t)
+
+    def quality(self, zone: str, year: int, rows, cols) -> dict[str, np.ndarray]:
+        """The per-pixel quality arrays present in `zone` at pixels (rows, cols) of `year`, by name."""
+        v = super().view(zone, year)
+        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        t = np.full_like(rows, v.t)
+        have = set(v.group.array_keys())
+        return {n: np.asarray(v.group[n].vindex[t, rows, cols]) for n in self.QUALITY if n in have}
+
+
+# The kinds a store registering geoemb: may be, most specific first (GeoembStore claims any).
+GEOEMB_KINDS = (DClimateStore, GeoembStore)
+
+
+def _geoemb_kind(url: str, g: zarr.Group) -> EmbeddingStore:
+    zones = _zones(g, url, GEOEMB)
+    kind = next(k for k in GEOEMB_KINDS if k.claims(g, [dict(g[n].attrs) for n in zones]))
+    return kind(url, g, zones)
 
 
 def _read_json(url: str, so: dict) -> dict | None:
@@ -205,6 +275,6 @@ def open_store(url, *, allow=None, **storage_options) -> EmbeddingStore:
         raise ValueError(f"{url}: no zarr.json and no catalog.json (not a store, nor a directory of year stores)")
     info = read_root(dict(g.attrs), url)
     if info.layout is GEOEMB:
-        return GeoembStore(url, g)
+        return _geoemb_kind(url, g)
     year = info.year
     return V1Stores(url, {year: url}, so, {year: (g, _zones(g, url, V1), byte_source(url, so))})
