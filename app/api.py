@@ -18,7 +18,7 @@ from app.commands import CommandQueue
 from app.model import cosine_map
 from app.session import Explorer
 from app.tools import api as tools_api
-from builder.convention import dequantise
+from builder.core.convention import dequantise
 
 
 def commands(state: Explorer, tools_ui=None) -> dict:

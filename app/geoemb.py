@@ -1,6 +1,6 @@
 """Opening a geoemb: store (the TESSERA maintainers' multi-year layout) in the explorer.
 
-The layout's rules (its uuid, axis order, no-data test, zone grid) are builder/layout.py's, shared with the
+The layout's rules (its uuid, axis order, no-data test, zone grid) are builder/core/layout.py's, shared with the
 Python reader; this module only finds the store's nodes and fills a StoreModel with them:
   * from the root's consolidated metadata when it has some (no request per node), otherwise
   * by asking for each of the 60 `utmNN/zarr.json` (static HTTP cannot list), then for the arrays used;
@@ -17,10 +17,10 @@ import numpy as np
 from app import geo
 from app.meta import Zone
 from app.reader import SourceError
-from builder import convention as conv
-from builder import layout as lay
-from builder.describe import StoreInfo, levels
-from builder.describe import zones as describe_zones
+from builder.core import convention as conv
+from builder.core import layout as lay
+from builder.core.describe import StoreInfo, levels
+from builder.core.describe import zones as describe_zones
 
 
 async def _nodes(source, info: StoreInfo) -> dict[str, dict]:

@@ -1,5 +1,5 @@
 """What the explorer reads from a store's metadata: zones (grids) and the pixels it shows (the global_rgb
-levels are builder/describe.py's Level)."""
+levels are builder/core/describe.py's Level)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -7,9 +7,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from app import geo
-from builder import convention as conv
-from builder import layout as lay
-from builder.grid import ZoneGrid
+from builder.core import convention as conv
+from builder.core import layout as lay
+from builder.core.grid import ZoneGrid
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class Pixel:
     northing: float
     scale: float
     vector: np.ndarray | None  # float32 (B,), None where there is no data
-    status: str = lay.VALID  # builder.layout: valid, or water / nodata (geoemb: NaN water, +inf no data)
+    status: str = lay.VALID  # builder.core.layout: valid, or water / nodata (geoemb: NaN water, +inf no data)
 
     @property
     def valid(self) -> bool:

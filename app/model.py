@@ -12,11 +12,11 @@ import numpy as np
 from app import geo, render
 from app.meta import Pixel, Zone, zone_from_meta
 from app.reader import PIXEL, REGION, Source, SourceError, as_slices
-from builder import convention as conv
-from builder import extensions as ext
-from builder import layout as lay
-from builder.describe import GEOEMB, STACK, Level, StoreError, StoreInfo, describe, levels
-from builder.quant import cosine_map, cosine_pairs, cosine_table
+from builder.core import convention as conv
+from builder.core import extensions as ext
+from builder.core import layout as lay
+from builder.core.describe import GEOEMB, STACK, Level, StoreError, StoreInfo, describe, levels
+from builder.core.quant import cosine_map, cosine_pairs, cosine_table
 
 __all__ = ["StoreModel", "Zone", "Level", "Pixel", "cosine_map", "cosine_pairs", "cosine_table", "levels"]
 
@@ -82,7 +82,7 @@ class StoreModel:
 
     @staticmethod
     def _describe(doc: dict) -> StoreInfo:
-        import jsonschema  # the real library on both sides (builder/schemacheck.py); a boot wheel of the site
+        import jsonschema  # the real library on both sides (builder/core/schemacheck.py); a boot wheel of the site
         try:
             return describe(doc, jsonschema=jsonschema)
         except StoreError as e:

@@ -26,7 +26,7 @@ import numpy as np
 from app import reader
 from app.meta import Zone
 from app.model import StoreModel
-from builder import convention as conv
+from builder.core import convention as conv
 
 IN_BROWSER = sys.platform == "emscripten"
 SITE_ENV = "TESSERA_SITE"  # CPython: the site's root (a directory or URL); default "static/"

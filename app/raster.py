@@ -6,8 +6,8 @@ functions:
 
   * `geotiff(values, zone, window, nodata, palette)`: float32 values (similarity, change; NaN is
     no data) or uint8 (class, cluster; `nodata` names the no-data class, `palette` writes a colour
-    map) or (H, W, 4) uint8 RGBA (previews). Georeferenced by builder/geotags.py: the zone's EPSG
-    code (builder/convention.py), the window's corner from the zone grid (builder/grid.py);
+    map) or (H, W, 4) uint8 RGBA (previews). Georeferenced by builder/core/geotags.py: the zone's EPSG
+    code (builder/core/convention.py), the window's corner from the zone grid (builder/core/grid.py);
   * `png(rgba)`: what the layer looks like, one PNG pixel per grid pixel (the colours the map uses).
 
 Neither writer is loaded at start-up in the browser: `ensure_writer(kind)` loads tifffile (a pure wheel
@@ -24,8 +24,8 @@ import numpy as np
 
 from app import gis
 from app.model import Zone
-from builder import convention as conv
-from builder import geotags
+from builder.core import convention as conv
+from builder.core import geotags
 
 Window = tuple[int, int, int, int]  # r0, r1, c0, c1
 

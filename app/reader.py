@@ -20,7 +20,7 @@ PIXEL, REGION = "pixel", "region"  # read hints: fewest bytes (single inner chun
 
 def as_slices(box) -> Box:
     """A box as a tuple of slices, from slices, (start, stop) pairs or None (all): the core's layout rules
-    (builder/layout.py pixel_sel) give pairs, being stdlib + numpy only."""
+    (builder/core/layout.py pixel_sel) give pairs, being stdlib + numpy only."""
     return tuple(s if isinstance(s, slice) else slice(None) if s is None else slice(int(s[0]), int(s[1]))
                  for s in box)
 

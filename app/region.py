@@ -22,7 +22,7 @@ from app import gis, model as app_model  # MAX_REGION, looked up at call time
 from app.layers import ExportError
 from app.raster import georef
 from app.tools import region as tool_region
-from builder import convention as conv
+from builder.core import convention as conv
 
 ROWS_PER_BLOCK = 32
 

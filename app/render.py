@@ -18,8 +18,8 @@ from bokeh.palettes import Viridis256
 
 from app import geo
 from app.meta import Zone
-from builder import convention as conv
-from builder.describe import Level
+from builder.core import convention as conv
+from builder.core.describe import Level
 
 ZONE_ZOOM_M = 12.0  # below this many metres per screen pixel, draw zones' native previews (level 0 is ~10 m)
 MAX_CHUNKS = 48

@@ -16,9 +16,9 @@ from bokeh.palettes import Category10
 from app import geo, render
 from app.model import Pixel
 from app.state import UrlState
-from builder import convention as conv
-from builder import layout as lay
-from builder.quant import cosine_table
+from builder.core import convention as conv
+from builder.core import layout as lay
+from builder.core.quant import cosine_table
 
 COLORS = list(Category10[10])  # selected pixel first, then one per pin
 EMPTY_IMAGE = dict(image=[], x=[], y=[], dw=[], dh=[])

@@ -73,8 +73,8 @@ def main() -> None:
     a = ap.parse_args()
     import zarr
 
-    from builder import convention as conv
-    from builder import extensions as ext
+    from builder.core import convention as conv
+    from builder.core import extensions as ext
     from builder.overviews import CodeModel
     from builder.arrayfiles import ShardedArrayFiles
     from builder.store import Layout, _sharded

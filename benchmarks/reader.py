@@ -104,7 +104,7 @@ def region(url: str, label: str, bbox, year: int, zone: str) -> None:
     import numpy as np
     import zarr
 
-    from builder import convention as conv
+    from builder.core import convention as conv
     from builder.reader import open_store
     from builder.reader.cache import base_store
     s = open_store(url)

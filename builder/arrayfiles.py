@@ -2,7 +2,7 @@
 
 The build's tasks write and read a shard or a chunk at a time; zarr-python's per-call overhead (an event-loop
 round trip, selection and merge logic, one inner chunk at a time through its codec pipeline) cost more than
-the encoding itself (builder/shardio.py says why in detail).  zarr-python creates the arrays
+the encoding itself (builder/core/shardio.py says why in detail).  zarr-python creates the arrays
 (builder/store.py) and reads what is written here value for value (tests/test_shardio.py, test_pyramid.py).
 An array is a builder.sink.Sink rooted at its directory (a local path is taken as one), so the same code
 writes a local store and an object store: a shard is one object, written whole.
@@ -71,7 +71,7 @@ class ShardSpec:
         sharding = meta["codecs"][0]
         if sharding["name"] != "sharding_indexed":
             raise BuildError("array is not sharded", where)
-        from builder.shardio import has_chunk_crc
+        from builder.core.shardio import has_chunk_crc
         fv = meta["fill_value"]
         blosc = next(c for c in sharding["configuration"]["codecs"] if c["name"] == "blosc")["configuration"]
         return cls(tuple(meta["chunk_grid"]["configuration"]["chunk_shape"]),
@@ -98,13 +98,13 @@ class ShardedArrayFiles:
         self.crc = google_crc32c.value
 
     def key(self, sr: int, sc: int) -> str:
-        from builder.shardio import array_shard_key
+        from builder.core.shardio import array_shard_key
         return array_shard_key(sr, sc, len(self.shard_shape))
 
     def write(self, sr: int, sc: int, data: np.ndarray) -> bool:
         """Write (whole: a temporary file renamed, or one PUT) or, when all fill, remove the shard.  True if one
         exists."""
-        from builder.shardio import encode_shard
+        from builder.core.shardio import encode_shard
         if tuple(data.shape) != self.shard_shape:
             raise ValueError(f"shard data {data.shape} is not {self.shard_shape}")
         blob = encode_shard(data.astype(self.dtype, copy=False), self.chunk_shape, self.fill, self.compress_rows, self.crc,
@@ -116,14 +116,14 @@ class ShardedArrayFiles:
         return True
 
     def read(self, sr: int, sc: int) -> np.ndarray:
-        from builder.shardio import decode_shard
+        from builder.core.shardio import decode_shard
         buf = self.sink.get(self.key(sr, sc))
         return decode_shard(buf, self.shard_shape, self.chunk_shape, self.dtype, self.fill, self.decompress, self.crc,
                             self.chunk_crc)
 
     def read_region(self, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
         """Rows r0:r1, cols c0:c1 (whole trailing dims), assembled from the inner chunks they touch."""
-        from builder.shardio import decode_window
+        from builder.core.shardio import decode_window
         s0, s1 = self.shard_shape[:2]
         out = np.full((r1 - r0, c1 - c0, *self.shard_shape[2:]), self.fill, dtype=self.dtype)
         for sr in range(r0 // s0, (r1 - 1) // s0 + 1):
@@ -168,7 +168,7 @@ class ChunkedArrayFiles:
 
     def read(self, *idx: int) -> np.ndarray:
         """The whole chunk (fill where it has no object); ValueError when its crc32c differs."""
-        from builder.shardio import open_chunk
+        from builder.core.shardio import open_chunk
         buf = self.sink.get(self.key(*idx))
         if buf is None:
             return np.full(self.chunk_shape, self.fill, dtype=self.dtype)

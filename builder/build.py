@@ -55,13 +55,13 @@ import zarr
 from threadpoolctl import threadpool_limits
 
 from builder import BUILD_VERSION
-from builder import convention as conv
-from builder import extensions as ext
+from builder.core import convention as conv
+from builder.core import extensions as ext
 from builder import overviews as ovr
 from builder import record as rec
 from builder.arrayfiles import ShardSpec
 from builder.errors import BuildError
-from builder.grid import ZoneGrid
+from builder.core.grid import ZoneGrid
 from builder.hooks import kill_point
 from builder.lock import store_lock
 from builder.parallel import Runner

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import jsonschema
 
-from builder.describe import TESSERA, StoreError, describe
+from builder.core.describe import TESSERA, StoreError, describe
 from builder.errors import BuildError
 from builder.sink import LocalSink, open_sink
 

@@ -7,7 +7,7 @@ import os
 import sys
 import warnings
 
-from builder import convention as conv
+from builder.core import convention as conv
 from builder.commands import (DEFAULT_CACHE, DEFAULT_STATIC, cmd_build, cmd_catalog, cmd_demo, cmd_index, cmd_publish,
                                cmd_sample, cmd_serve, cmd_site, cmd_up, cmd_validate)
 from builder.errors import BuildError

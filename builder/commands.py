@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from builder import convention as conv
+from builder.core import convention as conv
 from builder.catalog import write_catalog, write_years_index
 from builder.errors import BuildError
 

@@ -33,7 +33,7 @@ import numpy as np
 from global_land_mask import globe
 from pyproj import Transformer
 
-from builder import convention as conv
+from builder.core import convention as conv
 from builder.atomic import write_bytes
 from builder.geotiff import write_geotiff
 from builder.synth.easy import EasyWorld

@@ -4,7 +4,7 @@ tifffile reads and writes the TIFF itself, through any file-like object, so a
 landmask behind fsspec (s3://, http://) is read by range requests, and it
 decodes the GeoKey directory (`geotiff_metadata`).  What is left here is
 turning a UTM tile's ModelPixelScale + ModelTiepoint into an origin; the tags
-themselves are defined in builder/geotags.py (shared with the explorer's
+themselves are defined in builder/core/geotags.py (shared with the explorer's
 exports).  rasterio would do it too but brings all of GDAL.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 import tifffile
 
 from builder.atomic import write_bytes
-from builder.geotags import TAG_PIXEL_SCALE, TAG_TIEPOINT, extratags
+from builder.core.geotags import TAG_PIXEL_SCALE, TAG_TIEPOINT, extratags
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ In each zone group, the subgroup `overviews/` holds
 The code of a vector v is conv.quantise((v - code_mean) @ code_basis.T): D int8 values and a float32 scale
 per pixel (NaN: no data), so it dequantises with the convention's own formula into PCA coordinates.
 
-Level k lies on the CRS-wide lattice of level-k shards (builder.grid: `level_grid`), so that a level-k shard
+Level k lies on the CRS-wide lattice of level-k shards (builder.core.grid: `level_grid`), so that a level-k shard
 is computed from exactly 2x2 level-(k-1) shards and a grid that grows moves every level by whole shards.
 
 `update` recomputes the level shards above a set of changed level-0 shards, level by level (the build's one
@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from builder import convention as conv
-from builder import extensions as ext
+from builder.core import convention as conv
+from builder.core import extensions as ext
 from builder import levels as lv
-from builder.grid import ZoneGrid
+from builder.core.grid import ZoneGrid
 from builder.parallel import Runner
 from builder.pca import principal_axes, project
 from builder.arrayfiles import ShardedArrayFiles, ShardSpec

@@ -11,9 +11,9 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from builder import convention as conv
+from builder.core import convention as conv
 from builder.errors import BuildError
-from builder.grid import ZoneGrid
+from builder.core.grid import ZoneGrid
 
 if TYPE_CHECKING:
     from builder.tiles import Tile

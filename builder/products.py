@@ -1,6 +1,6 @@
 """Per-shard products: what the shard task (builder/shardtask.py) writes beside a shard's embeddings and scales,
 while the shard is in memory.  Each is registered here, as the convention's extensions are in
-builder/extensions.py, and the shard task knows none of them by name: it calls `before` on each before it writes
+builder/core/extensions.py, and the shard task knows none of them by name: it calls `before` on each before it writes
 the shard's own objects, and `write` on each after.
 
   RGBPreview       the zone's `rgb` preview shard (the store's colour model, tessera:has_rgb_preview)
@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from builder import convention as conv
+from builder.core import convention as conv
 from builder import overviews as ovr
 from builder.arrayfiles import ShardedArrayFiles, ShardSpec
 from builder.sink import Sink

@@ -38,7 +38,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from builder.atomic import PARTIAL, write_bytes
-from builder.describe import claims_tessera_root
+from builder.core.describe import claims_tessera_root
 from builder.errors import BuildError
 from builder.hooks import kill_point
 from builder.lock import destination_lock

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 from pyproj import Transformer
 
-from builder import convention as conv
+from builder.core import convention as conv
 from builder import levels as lv
 from builder.errors import BuildError
-from builder.grid import ZoneGrid
+from builder.core.grid import ZoneGrid
 from builder.parallel import Runner
 from builder.arrayfiles import ChunkedArrayFiles, ShardedArrayFiles
 from builder.sink import Sink

@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from builder import convention as conv
+from builder.core import convention as conv
 from builder import overviews as ovr
 from builder.errors import BuildError
-from builder.grid import ZoneGrid
+from builder.core.grid import ZoneGrid
 from builder.plan import zone_key
 from builder.sink import Sink
 

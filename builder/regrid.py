@@ -1,5 +1,5 @@
 """Growing a zone grid to the north or west: shard objects move by whole shards, journalled (crash-safe,
-resumable).  See builder/grid.py for why whole shards suffice.  The journal (`<zone>.regrid.json`) and the shards
+resumable).  See builder/core/grid.py for why whole shards suffice.  The journal (`<zone>.regrid.json`) and the shards
 staged on the way (`<zone>.regrid.staging/`) are in the build record's sink; a move is a rename on a local disk and
 a copy then a delete on an object store (builder/sink.py), idempotent either way."""
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Callable
 
 import zarr
 
-from builder import extensions as ext
+from builder.core import extensions as ext
 from builder import overviews as ovr
-from builder.grid import ZoneGrid
+from builder.core.grid import ZoneGrid
 from builder.hooks import kill_point
 from builder.record import BuildRecord, save_json, save_record
 from builder.sink import Sink

@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 from pyproj import Transformer
 
-from builder import convention as conv
+from builder.core import convention as conv
 from builder.atomic import write_bytes
 from builder.errors import BuildError
 from builder.geotiff import write_geotiff
-from builder.layout import VALID, WATER
+from builder.core.layout import VALID, WATER
 from builder.tiles import EMBEDDINGS_DIR, LANDMASKS_DIR, grid_name
 
 TILE_PX = 512

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from builder import convention as conv
+from builder.core import convention as conv
 from builder.pca import principal_axes, project
 
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from builder import convention as conv
+from builder.core import convention as conv
 from builder.arrayfiles import ShardedArrayFiles, ShardSpec
 from builder.errors import BuildError
-from builder.grid import ZoneGrid
+from builder.core.grid import ZoneGrid
 from builder.hooks import kill_point
 from builder.products import ShardData, ShardProduct
 from builder.record import Journal

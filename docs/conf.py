@@ -24,7 +24,7 @@ nitpicky = True
 nitpick_ignore_regex = [
     ("py:.*", r"(xarray|xr|pandas|pd|numpy|np|zarr|fsspec|dask)\..*"),
     ("py:.*", r"(np\.ndarray|Mapping|Path|Any|Iterable|BackendEntrypoint)"),
-    # the core's own classes that the reader's signatures name (builder/grid.py, builder/layout.py): internals
+    # the core's own classes that the reader's signatures name (builder/core/grid.py, builder/core/layout.py): internals
     ("py:class", r"(builder\.grid\.ZoneGrid|builder\.layout\.Layout|Layout)"),
 ]
 autodoc_member_order = "bysource"

@@ -1,5 +1,5 @@
 """A small test-only writer of `geoemb:` stores (the official multi-year layout: the
-geo-embeddings `embeddings-zarr-convention` v1, as builder/layout.py reads it).
+geo-embeddings `embeddings-zarr-convention` v1, as builder/core/layout.py reads it).
 
 It writes straight through zarr-python from tiles in the geotessera layout, sharing nothing with the
 builder's store code (builder/store.py, build.py, shardio.py): a reader bug that mirrored a builder bug

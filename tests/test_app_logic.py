@@ -256,7 +256,7 @@ def test_an_overview_level_is_sampled_pixel_for_pixel_from_its_chunks():
     """Every view pixel gets the level's pixel under its centre: the level's row and column, counted from 90N and
     180W, looked up pixel by pixel in the chunk that holds it. A chunk not given is transparent, as is the world
     outside the level (here its last row of chunks is cut short)."""
-    from builder.describe import Level
+    from builder.core.describe import Level
     lvl = Level(index=5, res=0.01, height=1300, width=36000, chunk=256)  # 2.56 degrees per chunk, 13 degrees tall
     x0, y0 = geo.lonlat_to_merc(-6.0, 74.0)
     x1, y1 = geo.lonlat_to_merc(4.0, 79.5)

@@ -192,7 +192,7 @@ def test_store_whose_root_breaks_the_schema_or_is_another_layout(setup):
     assert msg.count(str(out / "2024.zarr")) == 1
     write_root_attrs(out, only={"zarr_conventions": [{"name": "geoemb:", "uuid": "0123"}]})
     expect_error(bad, out, "'schema_url' is a required property")
-    # a geoemb: root (its uuid: builder/layout.py GEOEMB_UUID)
+    # a geoemb: root (its uuid: builder/core/layout.py GEOEMB_UUID)
     write_root_attrs(out, only={"zarr_conventions": [{"name": "geoemb:", "uuid": "61c12cc5-0e28-4056-999a-480cf3fb7e4c"}]})
     expect_error(bad, out, "not a tessera: v1 year store but a geoemb: root")
 

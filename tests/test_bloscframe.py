@@ -10,7 +10,7 @@ import pytest
 from numcodecs import blosc
 
 from builder.bloscframe import RowCompressor, bitshuffle_rows, decompress
-from builder.shardio import ShardIndex, chunk_grid, open_chunk
+from builder.core.shardio import ShardIndex, chunk_grid, open_chunk
 
 
 def _c_blosc(rows: np.ndarray, cfg: dict) -> list[bytes]:

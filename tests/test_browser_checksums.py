@@ -2,7 +2,7 @@
 it, never a value, a similarity, a tool result or an export (app/js/checksums.js, the bridge's crc32c codec).
 
 Each test copies the demo's 2024 store, corrupts bytes of one shard file (located through the shard index at the
-shard's end, read here with builder.shardio and google_crc32c, not with the code under test) so that Blosc still
+shard's end, read here with builder.core.shardio and google_crc32c, not with the code under test) so that Blosc still
 decodes them to other values, serves it, and drives the explorer at it.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from browser_util import all_text, model_data, wait_text
-from builder.shardio import EMPTY, ShardIndex, chunk_grid
+from builder.core.shardio import EMPTY, ShardIndex, chunk_grid
 from test_browser import interior_valid, open_app, pixel_lonlat, truth
 
 pytestmark = pytest.mark.browser

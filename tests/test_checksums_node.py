@@ -10,7 +10,7 @@ import subprocess
 import google_crc32c
 import numpy as np
 
-from builder.shardio import ShardIndex, chunk_grid
+from builder.core.shardio import ShardIndex, chunk_grid
 from conftest import REPO
 
 # Reads cases from the JSON file argv[2]: {crc: [hex...], decode: [[hex, what]...]} (what: the metadata the codec is

@@ -26,7 +26,7 @@ def imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if node.module in ("app", "builder"):  # `from builder import convention` imports builder.convention
+            if node.module in ("app", "builder"):  # `from builder.core import convention` imports builder.core.convention
                 out |= {f"{node.module}.{a.name}" for a in node.names}
             else:
                 out.add(node.module)

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from builder import convention as conv
+from builder.core import convention as conv
 
 
 def test_dequantise_is_int8_times_scale_and_nan_is_no_data():
@@ -47,7 +47,7 @@ def test_registration_and_fill_rules():
 
 
 def test_the_zone_pixel_formulas_invert_each_other():
-    from builder.grid import ZoneGrid
+    from builder.core.grid import ZoneGrid
     g = ZoneGrid(30, False, 500000.0, 5800000.0, 512, 768)
     # pixel (2, 3) covers easting [500030, 500040) and northing (5799970, 5799980]: by hand from the convention
     assert tuple(map(float, g.corner(2, 3))) == (500030.0, 5799980.0)

@@ -11,8 +11,8 @@ import jsonschema
 import pytest
 import zarr
 
-from builder import layout as lay
-from builder.describe import GEOEMB, STACK, TESSERA, StoreError, claims_tessera_root, describe
+from builder.core import layout as lay
+from builder.core.describe import GEOEMB, STACK, TESSERA, StoreError, claims_tessera_root, describe
 
 
 def root_doc(store: Path) -> dict:
@@ -90,7 +90,7 @@ def test_a_geoemb_store_written_by_zarr_python(geoemb_store):
 
 
 def test_a_multi_year_index_root():
-    from builder import extensions as ext
+    from builder.core import extensions as ext
     doc = {"zarr_format": 3, "node_type": "group", "attributes": {
         "zarr_conventions": [dict(c) for c in ext.STACK_ROOT_CONVENTIONS], "tessera:dataset_version": "v1",
         "tessera-stack:years": [2023, 2024]}}

@@ -13,9 +13,9 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from builder import convention as conv
-from builder import extensions as ext
-from builder.describe import is_stack
+from builder.core import convention as conv
+from builder.core import extensions as ext
+from builder.core.describe import is_stack
 from builder.docs import build_docs, external_loads
 from builder.errors import BuildError
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from builder.errors import BuildError
-from builder.grid import ZoneGrid
+from builder.core.grid import ZoneGrid
 from builder.plan import check_overlaps, plan_zone, tile_box, zone_key
 
 SHARD = 256

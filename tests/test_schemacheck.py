@@ -1,4 +1,4 @@
-"""builder/schemacheck.py: the convention's schemas applied by the real jsonschema library, on CPython (the
+"""builder/core/schemacheck.py: the convention's schemas applied by the real jsonschema library, on CPython (the
 validator's jsonschema) and with the explorer's own: the site's sha256-pinned jsonschema 4.17.3, attrs and
 pyrsistent wheels (builder/sitepkgs.py), imported from exactly those files in a CPython without
 site-packages.  Planted errors are read off the schemas, never from the checker."""
@@ -14,8 +14,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from builder import convention as conv
-from builder import extensions as ext
+from builder.core import convention as conv
+from builder.core import extensions as ext
 
 REPO = Path(__file__).resolve().parent.parent
 ZONE = conv.zone_attrs(year=2024, zone=30, south=False, n_bands=128, n_tiles=1, model_version="1.0",
@@ -82,7 +82,7 @@ import json, sys
 sys.path[:0] = sys.argv[1:3]
 from importlib.metadata import version
 import jsonschema
-from builder.schemacheck import schema_problems
+from builder.core.schemacheck import schema_problems
 assert jsonschema.__file__.startswith(sys.argv[1]), jsonschema.__file__
 cases = json.load(sys.stdin)
 print(json.dumps({"version": version("jsonschema"),

@@ -1,4 +1,4 @@
-"""builder.shardio.ShardIndex on real shards written by the builder: sizes derived from the array's
+"""builder.core.shardio.ShardIndex on real shards written by the builder: sizes derived from the array's
 shapes, crc32c checked, and the one parser that decode_shard, validate --deep and the virtual writer use."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import zarr
 
-from builder.shardio import CRC_BYTES, ENTRY_BYTES, ShardIndex, chunk_grid, open_chunk
+from builder.core.shardio import CRC_BYTES, ENTRY_BYTES, ShardIndex, chunk_grid, open_chunk
 from builder.arrayfiles import ShardedArrayFiles
 from test_contract import REPO, imports
 

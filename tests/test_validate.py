@@ -118,7 +118,7 @@ def test_not_a_store(tmp_path):
 
 # ------------------------------------------------------------ --deep (corruption) --
 def _shard_chunks(shard: Path, n_chunks: int):
-    from builder.shardio import EMPTY, read_index
+    from builder.core.shardio import EMPTY, read_index
     index = read_index(shard.read_bytes(), n_chunks)
     return [(i, int(off), int(ln)) for i, (off, ln) in enumerate(index) if off != EMPTY]
 

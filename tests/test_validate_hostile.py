@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from builder import convention as conv
+from builder.core import convention as conv
 from conftest import REPO
 
 MAX_SECONDS = 5.0  # the bounds, asserted exactly

@@ -387,7 +387,7 @@ def test_validate_checks_a_multi_year_index(two_years, tmp_path):
 
 
 # The upstream proj: and spatial: v1 JSON schemas (descriptions left out), pinned at the commits whose
-# registration objects are the ones builder.convention writes (name "proj:" / "spatial:"):
+# registration objects are the ones builder.core.convention writes (name "proj:" / "spatial:"):
 # zarr-conventions/geo-proj 0113bc4 and zarr-conventions/spatial 71e4d0d.
 _ARR = {"type": "array", "items": {"type": "number"}}
 UPSTREAM_PROJ = {

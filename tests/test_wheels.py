@@ -83,10 +83,10 @@ def test_a_wheel_whose_members_do_not_match_its_record_is_refused(tmp_path):
 
 def test_pack_and_add_members_keep_the_record_whole(tmp_path):
     out = tmp_path / "tessera_explorer_app-0.1.0-py3-none-any.whl"
-    wheels.pack(out, {"app/__init__.py": b"", "builder/grid.py": b"X = 1\n"}, "tessera-explorer-app", "0.1.0")
+    wheels.pack(out, {"app/__init__.py": b"", "builder/core/grid.py": b"X = 1\n"}, "tessera-explorer-app", "0.1.0")
     wheels.add_members(out, {"app/__pycache__/__init__.cpython-312.pyc": b"\x00pyc"})
     members = _check_record(out)
-    assert members["builder/grid.py"] == b"X = 1\n"
+    assert members["builder/core/grid.py"] == b"X = 1\n"
     assert members["app/__pycache__/__init__.cpython-312.pyc"] == b"\x00pyc"
     assert b"Tag: py3-none-any" in members["tessera_explorer_app-0.1.0.dist-info/WHEEL"]
     assert not (tmp_path / ".partial").exists()

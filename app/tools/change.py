@@ -17,7 +17,7 @@ from app import render, views
 from app.model import StoreModel, cosine_pairs
 from app.reader import SourceError
 from app.tools import region as reg
-from builder.quant import cosine_pairs_code
+from builder.core.quant import cosine_pairs_code
 
 BINS = 40
 

@@ -1,7 +1,7 @@
 """Label files besides GeoJSON: CSV (lon, lat, class[, value][, year]) and KML (Placemarks with a name and a Point),
 read into the (classes, points) that Labels.load takes, and written from the labels.
 
-They are files from elsewhere, so they are bounded like store metadata (builder/bounds.py): at most FILE_MAX bytes
+They are files from elsewhere, so they are bounded like store metadata (builder/core/bounds.py): at most FILE_MAX bytes
 (a catalog's read), at most labels.MAX_POINTS labels, KML nested at most JSON_DEPTH_MAX levels and without a
 DOCTYPE (no entities to expand); a GeoJSON goes through bounds.parse_json before labels.from_geojson.  A class
 name is user text: it is checked by labels.check_name (not empty, at most MAX_NAME characters) and shown escaped
@@ -17,7 +17,7 @@ import math
 import xml.etree.ElementTree as ET
 
 from app.tools.labels import MAX_POINTS, check_name, from_geojson
-from builder.bounds import JSON_DEPTH_MAX, ROOT_JSON_MAX, parse_json
+from builder.core.bounds import JSON_DEPTH_MAX, ROOT_JSON_MAX, parse_json
 
 FILE_MAX = ROOT_JSON_MAX
 KML_NS = "http://www.opengis.net/kml/2.2"

@@ -23,8 +23,8 @@ from app import render
 from app.model import StoreModel, Zone
 from app.reader import REGION
 from app import model as app_model  # MAX_REGION, looked up at call time
-from builder import convention as conv
-from builder.quant import cosine_map, cosine_map_code
+from builder.core import convention as conv
+from builder.core.quant import cosine_map, cosine_map_code
 
 
 @dataclass

@@ -36,7 +36,7 @@ async function chooseStore(js, q, h) {
   return new URL(pick.url, catalog).href.replace(/\/+$/, "");
 }
 
-// global_rgb levels from the consolidated metadata (builder/describe.py levels), finest first.
+// global_rgb levels from the consolidated metadata (builder/core/describe.py levels), finest first.
 function levels(rootMeta) {
   const nodes = (rootMeta.consolidated_metadata || {}).metadata || {};
   const layout = ((nodes.global_rgb || {}).attributes || {}).multiscales?.layout || [];

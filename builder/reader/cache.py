@@ -1,7 +1,7 @@
 """zarr stores for the reader (a local path or any fsspec URL): metadata read within bounds, shard indexes kept
 between reads.
 
-`BoundedMetadataStore`: every zarr.json zarr-python asks for is read as at most builder/bounds.py's limit
+`BoundedMetadataStore`: every zarr.json zarr-python asks for is read as at most builder/core/bounds.py's limit
 (the root's ROOT_JSON_MAX, any other NODE_JSON_MAX) plus one byte and checked by its rule (values,
 nesting) before zarr-python parses it; a document out of bounds is a MetadataError (a ValueError, one
 line naming the document), never a 300 MB read or a RecursionError.
@@ -27,14 +27,14 @@ import fsspec
 from zarr.abc.store import RangeByteRequest, SuffixByteRequest
 from zarr.storage import FsspecStore, LocalStore, WrapperStore
 
-from builder.bounds import NODE_JSON_MAX, ROOT_JSON_MAX, parse_json
+from builder.core.bounds import NODE_JSON_MAX, ROOT_JSON_MAX, parse_json
 
 MAX_INDEX_BYTES = 64 << 20  # 1024 v1 shard indexes, 256 geoemb ones
 METADATA = "zarr.json"
 
 
 class BoundedMetadataStore(WrapperStore):
-    """Reads zarr.json documents within builder/bounds.py's limits (see the module docstring)."""
+    """Reads zarr.json documents within builder/core/bounds.py's limits (see the module docstring)."""
 
     def __init__(self, store, url: str = ""):
         super().__init__(store)

@@ -12,7 +12,7 @@ from pyproj import CRS
 from xarray.backends import BackendArray
 from xarray.core import indexing
 
-from builder import convention as conv
+from builder.core import convention as conv
 from builder.reader.layouts import BLOCK, ZoneView
 
 

@@ -1,4 +1,4 @@
-"""The layouts the reader understands (their rules: builder/layout.py, the pure core the explorer shares),
+"""The layouts the reader understands (their rules: builder/core/layout.py, the pure core the explorer shares),
 the geometry of their zones for pyproj, and one zone of one year read in (y, x, band) order.
 
 Everything above this module (points, regions, the xarray backend) works on a `ZoneView`: one zone of
@@ -13,11 +13,11 @@ import jsonschema
 import numpy as np
 from pyproj import Transformer
 
-from builder import convention as conv
-from builder.bounds import BANDS_MAX, CHUNK_BYTES_MAX, COORD_VALUES_MAX, mib
-from builder.grid import ZoneGrid
-from builder.describe import STACK, StoreError, StoreInfo, describe
-from builder.layout import GEOEMB, NODATA, OUTSIDE, V1, VALID, WATER, Layout, depth_arrays
+from builder.core import convention as conv
+from builder.core.bounds import BANDS_MAX, CHUNK_BYTES_MAX, COORD_VALUES_MAX, mib
+from builder.core.grid import ZoneGrid
+from builder.core.describe import STACK, StoreError, StoreInfo, describe
+from builder.core.layout import GEOEMB, NODATA, OUTSIDE, V1, VALID, WATER, Layout, depth_arrays
 
 __all__ = ["GEOEMB", "V1", "Layout", "VALID", "WATER", "NODATA", "OUTSIDE", "Zone", "ZoneView", "NoDataView", "detect", "read_root"]
 # Edge (pixels) of the blocks regions are read in: one v1 shard (256), or 8x8 inner chunks of a geoemb:
@@ -36,7 +36,7 @@ def from_crs(crs: str) -> Transformer:
 
 
 def detect(attrs: dict, url: str) -> Layout:
-    """The layout of a store from its root attributes (builder/describe.py); ValueError otherwise."""
+    """The layout of a store from its root attributes (builder/core/describe.py); ValueError otherwise."""
     return read_root(attrs, url).layout
 
 
@@ -56,7 +56,7 @@ def read_root(attrs: dict, url: str) -> StoreInfo:
 
 
 def check_arrays(emb, scl, layout: Layout, grid: ZoneGrid) -> None:
-    """What a reader allocates from a zone's embeddings and scales, checked against builder/bounds.py and the
+    """What a reader allocates from a zone's embeddings and scales, checked against builder/core/bounds.py and the
     zone grid: the layout's axes, chunk edges of at least 1, inner chunks of at most CHUNK_BYTES_MAX decoded,
     1..BANDS_MAX bands, (rows, cols) equal to spatial:shape and at most COORD_VALUES_MAX each, scales of
     the embeddings' shape without the band axis."""
@@ -99,7 +99,7 @@ class Zone:
     @classmethod
     def from_group(cls, name: str, attrs: dict, group, layout: Layout) -> "Zone":
         """A zone group's grid and arrays, checked before anything is allocated from them: ValueError
-        (one line) for attributes of no grid, or arrays that do not fit it or exceed builder/bounds.py."""
+        (one line) for attributes of no grid, or arrays that do not fit it or exceed builder/core/bounds.py."""
         emb, scl = group["embeddings"], group["scales"]
         grid = layout.zone_grid(attrs, emb.shards or emb.chunks, name)
         check_arrays(emb, scl, layout, grid)

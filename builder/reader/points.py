@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from builder.geometry import central_meridian
+from builder.core.geometry import central_meridian
 from builder.reader.layouts import OUTSIDE, VALID, Zone, to_crs
 
 BATCH = 8192  # points per coordinate selection (zarr expands it to points x bands indices: ~25 MB)

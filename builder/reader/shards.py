@@ -1,8 +1,8 @@
-"""Windows of a sharded array: small whole shards decoded by builder.shardio, everything else by zarr-python.
+"""Windows of a sharded array: small whole shards decoded by builder.core.shardio, everything else by zarr-python.
 
 Why not zarr-python alone: it decodes a tessera: v1 shard's 4096 inner chunks (4x4x128) one at a time
 through its async codec pipeline, 0.86 s per 256 x 256 embeddings shard here, and a window that does not
-cover whole shards costs one range request per inner chunk (thousands).  builder.shardio (which the
+cover whole shards costs one range request per inner chunk (thousands).  builder.core.shardio (which the
 builder and the explorer already use) makes the same Blosc calls directly: 0.014 s per shard, one GET.
 So a shard is fetched whole and decoded by shardio when it is small (at most WHOLE_MAX bytes decoded)
 and the window needs at least WHOLE_MIN_CHUNKS of its inner chunks, with exactly the codecs shardio
@@ -19,7 +19,7 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from builder.shardio import decode_shard, has_chunk_crc, shard_key
+from builder.core.shardio import decode_shard, has_chunk_crc, shard_key
 from builder.arrayfiles import _codecs  # Blosc + crc32c from the array's codec metadata (the builder's own helper)
 
 WHOLE_MAX = 64 << 20  # a v1 embeddings shard is 8 MiB decoded; a geoemb 4096^2 x 128 shard 2 GiB: never whole

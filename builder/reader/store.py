@@ -1,7 +1,7 @@
 """open_store: one object for a tessera: v1 year store (or several: a catalog, a directory, a mapping
 year -> store) or a geoemb: multi-year store, local or at any fsspec URL (http(s)://, s3://, ...).
 
-A store's metadata and a catalog are data: JSON is read within builder/bounds.py's limits (cache.py
+A store's metadata and a catalog are data: JSON is read within builder/core/bounds.py's limits (cache.py
 for zarr.json, `_read_json` here for catalogs and a directory's stores), zone shapes are checked before
 anything is allocated from them (layouts.Zone), and a catalog's stores must lie on the catalog's origin
 or below a prefix of `allow` (builder/virtual/contain.py).  Each refusal is a ValueError of one line
@@ -18,11 +18,11 @@ import jsonschema
 import numpy as np
 import zarr
 
-from builder import convention as conv
-from builder.bounds import COORD_VALUES_MAX, ROOT_JSON_MAX, read_json_file
-from builder.describe import TESSERA, StoreError, describe
+from builder.core import convention as conv
+from builder.core.bounds import COORD_VALUES_MAX, ROOT_JSON_MAX, read_json_file
+from builder.core.describe import TESSERA, StoreError, describe
 from builder.reader.cache import byte_source, is_url, reader_store
-from builder.layout import TIME, time_index
+from builder.core.layout import TIME, time_index
 from builder.reader.base import EmbeddingStore
 from builder.reader.layouts import GEOEMB, V1, Layout, NoDataView, Zone, ZoneView, read_root
 from builder.virtual.contain import check_catalog
@@ -215,7 +215,7 @@ def _geoemb_kind(url: str, g: zarr.Group) -> EmbeddingStore:
 
 
 def _read_json(url: str, so: dict) -> dict | None:
-    """A catalog (or a directory's store root) read within builder/bounds.py's limits; None when absent."""
+    """A catalog (or a directory's store root) read within builder/core/bounds.py's limits; None when absent."""
     try:
         with fsspec.open(url, "rb", **so) as f:
             return read_json_file(f, url, ROOT_JSON_MAX)

@@ -8,7 +8,7 @@
     xr.open_dataset(url, engine="tessera", group="utm30", depth=16)     # a geoemb: v2 store's depth-16 prefixes
     xr.open_dataset(url)                                                # a store that registers tessera: or geoemb:
 
-`guess_can_open` reads the root zarr.json (bounded, builder/bounds.py) of a local store or an fsspec URL and
+`guess_can_open` reads the root zarr.json (bounded, builder/core/bounds.py) of a local store or an fsspec URL and
 says yes for a root that registers the tessera: or geoemb: convention (its `zarr_conventions` uuids),
 whatever the name ends with.  Vectorised (pointwise) indexing reads only the pixels it names
 (builder/reader/dataset.py).
@@ -28,8 +28,8 @@ import fsspec
 import xarray as xr
 from xarray.backends import BackendEntrypoint
 
-from builder.bounds import ROOT_JSON_MAX, read_json_file
-from builder.layout import root_kind
+from builder.core.bounds import ROOT_JSON_MAX, read_json_file
+from builder.core.layout import root_kind
 from builder.reader.dataset import zone_dataset
 from builder.reader.store import open_store
 

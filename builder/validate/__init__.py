@@ -1,6 +1,6 @@
 """Check a year store against the `tessera:` convention v1 (or a multi-year index against `tessera-stack:`).
 
-Every rule comes from builder.convention; this package only walks the store
+Every rule comes from builder.core.convention; this package only walks the store
 (local path or any fsspec URL) and reports each violation as one line
 "where: what".  One module per job:
 

@@ -12,8 +12,8 @@ import struct
 import numpy as np
 from zarr.core.sync import sync
 
-from builder import convention as conv
-from builder.shardio import ShardIndex, has_chunk_crc, open_chunk
+from builder.core import convention as conv
+from builder.core.shardio import ShardIndex, has_chunk_crc, open_chunk
 from builder.validate.documents import CHUNK_BYTES_MAX, LEVELS_MAX, PROTO, SHARD_BYTES_MAX, Reader, mib, plain_key
 from builder.validate.nodes import Array, open_array
 

@@ -1,5 +1,5 @@
 """Bounded, cached reading of a store's zarr.json documents, and the validator's own bounds (those the
-reader shares, and the rule for one JSON document, are builder/bounds.py's).
+reader shares, and the rule for one JSON document, are builder/core/bounds.py's).
 
 The store may be hostile: its metadata is read with the bounds below, never
 followed outside the store, and never trusted for an allocation.  A bound that
@@ -14,11 +14,11 @@ from zarr.abc.store import RangeByteRequest
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
-from builder.bounds import CHUNK_BYTES_MAX, COORD_VALUES_MAX  # noqa: F401  (the validator's too: deep.py, nodes.py)
-from builder.bounds import NODE_JSON_MAX, ROOT_JSON_MAX, MetadataError, mib, parse_json
+from builder.core.bounds import CHUNK_BYTES_MAX, COORD_VALUES_MAX  # noqa: F401  (the validator's too: deep.py, nodes.py)
+from builder.core.bounds import NODE_JSON_MAX, ROOT_JSON_MAX, MetadataError, mib, parse_json
 
 # Bounds on what the validator reads (documented in docs/guarantees.md, "Validate"); those a reader
-# shares are builder/bounds.py's.
+# shares are builder/core/bounds.py's.
 METADATA_TOTAL_MAX = 64 * 2**20  # all zarr.json documents of a store together
 NODES_MAX = 10_000               # consolidated entries, and children listed per group
 LEVELS_MAX = 64                  # global_rgb multiscales levels

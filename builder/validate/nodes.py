@@ -6,7 +6,7 @@ import jsonschema
 import zarr
 from zarr.core.sync import sync
 
-from builder import convention as conv
+from builder.core import convention as conv
 from builder.validate.documents import COORD_CHUNKS_MAX, COORD_VALUES_MAX, MISSING, Reader
 
 

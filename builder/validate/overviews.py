@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import zarr
 
-from builder import convention as conv
-from builder import extensions as ext
-from builder.grid import ZoneGrid
+from builder.core import convention as conv
+from builder.core import extensions as ext
+from builder.core.grid import ZoneGrid
 from builder.validate.documents import MISSING, Reader
 from builder.validate.nodes import Array, open_array, registration_problems, schema_problems
 from builder.validate.zone import _fill_ok

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from builder import convention as conv
+from builder.core import convention as conv
 from builder.validate.documents import LEVELS_MAX, MISSING, Reader, plain_key
 from builder.validate.nodes import node_attrs, open_array, registration_problems, schema_problems
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import zarr
 from zarr.core.sync import sync
 
-from builder import convention as conv
-from builder import extensions as ext
-from builder.describe import is_stack
+from builder.core import convention as conv
+from builder.core import extensions as ext
+from builder.core.describe import is_stack
 from builder.validate.deep import check_chunks
 from builder.validate.documents import MISSING, NODES_MAX, Reader, plain_key
 from builder.validate.nodes import node_attrs, registration_problems, schema_problems

@@ -1,7 +1,7 @@
 """The multi-year index (tessera-stack:): its own rule, and opening a local JSON or Parquet index as a store."""
 from __future__ import annotations
 
-from builder import convention as conv
+from builder.core import convention as conv
 
 
 def stack_problems(attrs: dict, where: str) -> list[str]:

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from builder import convention as conv
-from builder import extensions as ext
-from builder.grid import finite_number
+from builder.core import convention as conv
+from builder.core import extensions as ext
+from builder.core.grid import finite_number
 from builder.validate.documents import MISSING, Reader
 from builder.validate.nodes import Array, coord_values, node_attrs, open_array, registration_problems, schema_problems
 from builder.validate.stack import stack_problems

@@ -43,7 +43,7 @@ def tiles_store(root: str, year: int):
         elif shape[2] != first[1]:
             raise BuildError(f"has {shape[2]} bands but {first[0]} has {first[1]}", ref.embeddings_url)
         groups[ref.name] = g
-    from builder import convention as conv
+    from builder.core import convention as conv
     attrs = {"zarr_conventions": [dict(conv.TESSERA)], "tessera:dataset_version": conv.DATASET_VERSION,
              "tessera:year": year, "tessera:source": "geotessera tiles (virtual index)"}
     return ManifestStore(ManifestGroup(groups=groups, attributes=attrs))

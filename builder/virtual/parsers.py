@@ -12,7 +12,7 @@ fsspec: local paths, file://, http(s)://, s3://).
 * `YearsParser`: several year stores of one dataset -> per zone
   `embeddings(year, northing, easting, band)` and `scales(year, northing,
   easting)`, whose chunks are the existing shard files, referenced whole.
-  Grids of one zone differ between years only by whole shards (builder.grid),
+  Grids of one zone differ between years only by whole shards (builder.core.grid),
   so the index spans their union and remaps each year's shard keys; stores of
   other shard/chunk sizes, codecs, CRS or model versions are refused.
 * `PyramidParser`: a store's `global_rgb` levels as a hierarchical store with
@@ -22,7 +22,7 @@ Coordinate arrays exist in no source file; the writer derives them from the
 groups' spatial:transform (and tessera-stack:years) when it serialises an index.
 
 The multi-year index is not a tessera: v1 year store: its root and zone groups
-register the tessera-stack: extension (builder.convention.STACK) instead.
+register the tessera-stack: extension (builder.core.convention.STACK) instead.
 """
 from __future__ import annotations
 
@@ -35,13 +35,13 @@ import numpy as np
 from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
 from virtualizarr.manifests.utils import create_v3_array_metadata
 
-from builder import convention as conv
-from builder import extensions as ext
-from builder.bounds import NODE_JSON_MAX, ROOT_JSON_MAX, read_json_file
-from builder.describe import TESSERA, StoreError, describe
+from builder.core import convention as conv
+from builder.core import extensions as ext
+from builder.core.bounds import NODE_JSON_MAX, ROOT_JSON_MAX, read_json_file
+from builder.core.describe import TESSERA, StoreError, describe
 from builder.errors import BuildError
 from builder.geotiff import read_geoinfo
-from builder.grid import ZoneGrid
+from builder.core.grid import ZoneGrid
 from builder.tiles import read_npy_header
 
 
@@ -141,7 +141,7 @@ class TileParser:
 
 
 def _read_json(fs, path: str, limit: int = NODE_JSON_MAX) -> dict:
-    """A store's zarr.json, read within builder/bounds.py's limits (a store may be hostile)."""
+    """A store's zarr.json, read within builder/core/bounds.py's limits (a store may be hostile)."""
     try:
         with fs.open(path, "rb") as f:
             return read_json_file(f, path, limit)

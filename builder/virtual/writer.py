@@ -37,10 +37,10 @@ import numpy as np
 from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
 from zarr.core.buffer import default_buffer_prototype
 
-from builder import convention as conv
-from builder import extensions as ext
+from builder.core import convention as conv
+from builder.core import extensions as ext
 from builder.atomic import write_bytes
-from builder.shardio import ShardIndex, chunk_grid
+from builder.core.shardio import ShardIndex, chunk_grid
 from builder.virtual.parquet import check_engine, write_parquet
 from builder.virtual.reader import open_index  # noqa: F401  (the writer's counterpart, importable from here)
 

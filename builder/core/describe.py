@@ -3,7 +3,7 @@
 The one reader of a store root's attributes and consolidated metadata.  The explorer (app/model.py,
 app/geoemb.py), the Python reader (builder/reader/), the virtual index parsers, publish and the catalog
 writer all take a store's kind, years, zones, global_rgb levels and extensions from here; the rules that
-differ between layouts are builder/layout.py's.
+differ between layouts are builder/core/layout.py's.
 
     import jsonschema
     info = describe(json.loads(Path("2024.zarr/zarr.json").read_text()), "2024.zarr", jsonschema=jsonschema)
@@ -12,15 +12,15 @@ differ between layouts are builder/layout.py's.
 A root of no layout this project reads, an invalid v1 root or a v1 root of another dataset_version raises
 `StoreError`: one line, `kind` "invalid" or "version".  A tessera: root is checked against the
 convention's schema by the real jsonschema library, which the caller hands in (the core imports
-stdlib + numpy only; builder/schemacheck.py).
+stdlib + numpy only; builder/core/schemacheck.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from builder import convention as conv
-from builder import extensions as ext
-from builder import layout as lay
+from builder.core import convention as conv
+from builder.core import extensions as ext
+from builder.core import layout as lay
 
 TESSERA, STACK, GEOEMB = "tessera:", "tessera-stack:", "geoemb:"
 # Extensions a zone group may register beyond its layout's own conventions: uuid -> name.

@@ -2,9 +2,9 @@
 
 Every name, registration, required property, array specification and attribute writer of the
 convention lives here; its geometry (zone names, EPSG, the pixel formula, global levels) in
-builder/geometry.py, its (de)quantisation in builder/quant.py, how its schemas are applied (with
-jsonschema, on both sides) in builder/schemacheck.py, this project's extensions (tessera-stack:,
-tessera-ovr:) in builder/extensions.py.  This module re-exports the first three, so `conv.dequantise`,
+builder/core/geometry.py, its (de)quantisation in builder/core/quant.py, how its schemas are applied (with
+jsonschema, on both sides) in builder/core/schemacheck.py, this project's extensions (tessera-stack:,
+tessera-ovr:) in builder/core/extensions.py.  This module re-exports the first three, so `conv.dequantise`,
 `conv.proj_code`, `conv.schema_problems` are the convention's.  The builder writes stores from these
 definitions, the validator (`builder.validate`) checks stores against them, and the browser app
 (`app/`) imports them inside Pyodide: stdlib + numpy only.
@@ -16,12 +16,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from builder.geometry import (GLOBAL_BBOX, PIXEL_SIZE, SOUTH_FALSE_NORTHING, central_meridian,  # noqa: F401
+from builder.core.geometry import (GLOBAL_BBOX, PIXEL_SIZE, SOUTH_FALSE_NORTHING, central_meridian,  # noqa: F401
                               easting_coords, epsg_for_zone, global_centres, global_chunks,
                               global_level_transform, global_rowcol, northing_coords, parse_proj_code,
                               parse_zone_group_name, pixel_corner, proj_code, zone_from_epsg, zone_group_name)
-from builder.quant import dequantise, quantise, valid_mask  # noqa: F401
-from builder.schemacheck import registered, schema_problems  # noqa: F401
+from builder.core.quant import dequantise, quantise, valid_mask  # noqa: F401
+from builder.core.schemacheck import registered, schema_problems  # noqa: F401
 
 DATASET_VERSION = "v1"
 SHARD = 256  # recommended shard edge (pixels)
@@ -68,7 +68,7 @@ GLOBAL_RES0 = 0.0001  # degrees, the convention's level-0 resolution
 
 # --------------------------------------------------------------------------
 # Group attribute schemas (JSON Schema draft 2020-12).  The validator and the
-# explorer both run them through `jsonschema` (builder/schemacheck.py).
+# explorer both run them through `jsonschema` (builder/core/schemacheck.py).
 # --------------------------------------------------------------------------
 _CONVENTIONS_LIST = {
     "type": "array",

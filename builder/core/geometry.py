@@ -1,7 +1,7 @@
 """Zone and global-level geometry of the `tessera:` convention (pure core: stdlib + numpy).
 
 Zone group names, zone <-> EPSG, the one pixel formula of a zone grid and the global_rgb level geometry.
-builder/convention.py re-exports every name here (conv.proj_code, conv.global_chunks, ...).
+builder/core/convention.py re-exports every name here (conv.proj_code, conv.global_chunks, ...).
 """
 from __future__ import annotations
 

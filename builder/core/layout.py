@@ -1,6 +1,6 @@
 """The store layouts a reader meets, and the rules that differ between them (pure core: stdlib + numpy).
 
-* `tessera:` v1 (builder/convention.py; what this project builds): one store per year; zone arrays
+* `tessera:` v1 (builder/core/convention.py; what this project builds): one store per year; zone arrays
   embeddings (H, W, B) and scales (H, W); NaN scale = no data.  v1 records water and missing coverage
   alike as NaN (the land mask is applied at build time and not stored), so a v1 NaN is "nodata".
 * `geoemb:` (the TESSERA maintainers' multi-year layout, the geo-embeddings
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from builder import convention as conv
-from builder import extensions as ext
-from builder.grid import ZoneGrid
+from builder.core import convention as conv
+from builder.core import extensions as ext
+from builder.core.grid import ZoneGrid
 
 GEOEMB_UUID = "61c12cc5-0e28-4056-999a-480cf3fb7e4c"
 TIME = "time"  # geoemb: the coordinate array (calendar years) of each zone's time axis

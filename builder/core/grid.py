@@ -15,7 +15,7 @@ from typing import Iterable
 
 import numpy as np
 
-from builder import convention as conv
+from builder.core import convention as conv
 
 EPS = 1e-6
 

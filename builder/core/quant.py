@@ -1,6 +1,6 @@
 """Quantisation of embeddings and the cosine similarities the explorer computes (pure core: stdlib + numpy).
 
-Dequantisation is fixed by the convention, not recorded in metadata; builder/convention.py re-exports
+Dequantisation is fixed by the convention, not recorded in metadata; builder/core/convention.py re-exports
 dequantise, valid_mask and quantise.
 """
 from __future__ import annotations

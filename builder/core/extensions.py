@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from builder.convention import PROJ, ROOT_SCHEMA, SPATIAL, ZONE_ARRAYS, ZONE_SCHEMA
+from builder.core.convention import PROJ, ROOT_SCHEMA, SPATIAL, ZONE_ARRAYS, ZONE_SCHEMA
 
 # The page that specifies both extensions (docs/extensions.md); the registrations' URLs point at its sections.
 SPEC = "https://github.com/ucam-eo/tessera-explorer/blob/main/docs/extensions.md"
@@ -19,7 +19,7 @@ _FORMER_SPEC = "https://github.com/ucam-eo/tessera-explorer/blob/main/README.md"
 class Registration(dict):
     """A convention's registration (the dict a group's zarr_conventions holds) and the (schema_url, spec_url)
     pairs it was written with before (`former`): a group registering one of those still registers it
-    (builder/schemacheck.py registered).  `dict(reg)` is what a store gets: the current URLs alone."""
+    (builder/core/schemacheck.py registered).  `dict(reg)` is what a store gets: the current URLs alone."""
 
     def __init__(self, fields: dict[str, str], former: tuple[tuple[str, str], ...] = ()):
         super().__init__(fields)
@@ -115,7 +115,7 @@ OVR_SCHEMA: dict[str, Any] = {
 
 
 def ovr_attrs(levels: list, dims: int) -> dict[str, Any]:
-    """tessera-ovr:* properties of a zone group; `levels` = [(k, the level's grid: builder.grid.ZoneGrid.level(k))]."""
+    """tessera-ovr:* properties of a zone group; `levels` = [(k, the level's grid: builder.core.grid.ZoneGrid.level(k))]."""
     items = []
     for k, g in levels:
         item: dict[str, Any] = {"level": int(k), "path": f"{OVR_GROUP}/{k}",

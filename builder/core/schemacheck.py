@@ -29,7 +29,7 @@ def schema_problems(jsonschema, attrs: Any, schema: dict[str, Any], where: str) 
 def registered(attrs: dict[str, Any], required: Iterable[dict[str, str]]) -> list[str]:
     """Names of the conventions in `required` that `attrs['zarr_conventions']` does not register exactly: the same
     uuid and name, and the same schema_url and spec_url, or a pair the registration lists as `former` (URLs it
-    was written with before; builder/extensions.py Registration)."""
+    was written with before; builder/core/extensions.py Registration)."""
     have = attrs.get("zarr_conventions") or []
     missing = []
     for conv in required:
