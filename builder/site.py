@@ -3,7 +3,7 @@
 Nothing is fetched from a CDN at run time.  The packages come from the registries
 (builder/sitepkgs.py: Pyodide and its lock wheels verified by sha256, pinned pure
 wheels).  This module adds the app itself (app/ plus the pure core of builder/,
-BROWSER_CORE) as one more wheel, Pyodide bytecode for the pure wheels, the zarrita
+builder/core/) as one more wheel, Pyodide bytecode for the pure wheels, the zarrita
 bundle (esbuild), the Bokeh and Panel JavaScript/CSS taken from those same wheels (so
 the JS and Python versions always match), boot.json, the documentation (builder/docs.py: Sphinx, docs/
 into docs/), and `static/site-manifest.json`
@@ -23,10 +23,9 @@ from builder.sitepkgs import (BACKGROUND_WHEELS, BOKEH_JS, FIRST_STYLESHEETS, PU
                               PYODIDE_VERSION, _lazy_wheels, _npm, _pure_wheels, _pyodide, _run, _sha256, cache_lock)
 
 REPO = Path(__file__).resolve().parent.parent
-# The pure core the explorer imports from builder/ (stdlib + numpy only; tests/test_contract.py
-# checks that this is exactly what app/ reaches, so the browser ships no offline code).
-BROWSER_CORE = ("convention.py", "geometry.py", "quant.py", "schemacheck.py", "extensions.py", "grid.py", "layout.py",
-                "describe.py", "geotags.py", "bounds.py")
+# The pure core the explorer imports: the package builder/core/ whole (stdlib + numpy only;
+# tests/test_contract.py checks that the explorer reaches nothing else of builder/).
+CORE_PACKAGE = REPO / "builder" / "core"
 # Coastlines and borders (world-atlas 2.0.2, Natural Earth 1:50m): copied by _js, named in boot.json for the
 # preview (app/web/preview.js) and the Panel map (app/main.py), which share one decoded copy.
 GEOGRAPHY = "vendor/world-atlas/countries-50m.json"
@@ -39,8 +38,9 @@ def _app_wheel(out: Path) -> str:
     from builder import __version__
     files = {p.relative_to(REPO).as_posix(): p.read_bytes() for p in sorted((REPO / "app").rglob("*.py"))}
     files["app/js/errors.json"] = (REPO / "app" / "js" / "errors.json").read_bytes()  # app/errors.py: kinds shared with JS
-    for mod in ("__init__.py", *BROWSER_CORE):
-        files[f"builder/{mod}"] = (REPO / "builder" / mod).read_bytes()
+    files["builder/__init__.py"] = (REPO / "builder" / "__init__.py").read_bytes()
+    for p in sorted(CORE_PACKAGE.glob("*.py")):
+        files[p.relative_to(REPO).as_posix()] = p.read_bytes()
     name = f"tessera_explorer_app-{__version__}-py3-none-any.whl"
     wheel_files.pack(out / "wheels" / name, files, "tessera-explorer-app", __version__)
     return name

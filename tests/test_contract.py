@@ -5,10 +5,12 @@ import ast
 import sys
 from pathlib import Path
 
-from builder.site import BROWSER_CORE
+import builder.core
+from builder.site import CORE_PACKAGE
 
 REPO = Path(__file__).resolve().parent.parent
-CORE = {f"builder.{m.removesuffix('.py')}" for m in BROWSER_CORE}
+# Every module of the core package, as the site ships it (builder/site.py packs builder/core/ whole).
+CORE = {"builder.core"} | {f"builder.core.{p.stem}" for p in CORE_PACKAGE.glob("*.py") if p.stem != "__init__"}
 FORBIDDEN_IN_CORE = {"zarr", "dask", "distributed", "fsspec", "panel", "bokeh", "param", "numcodecs", "pyproj", "xarray"}
 # What the site ships for the explorer (Pyodide's lock packages and the pure wheels of builder/site.py).
 BROWSER_PACKAGES = {"numpy", "panel", "bokeh", "param", "js", "pyodide", "pyodide_js", "PIL", "tifffile", "jsonschema"}
@@ -35,6 +37,8 @@ def imports(path: Path) -> set[str]:
 
 def module_file(name: str) -> Path | None:
     p = REPO / Path(*name.split("."))
+    if (p / "__init__.py").exists():
+        return p / "__init__.py"
     return p.with_suffix(".py") if p.with_suffix(".py").exists() else None
 
 
@@ -46,22 +50,29 @@ def test_core_imports_only_stdlib_numpy_and_itself():
             assert top in sys.stdlib_module_names or top in ("numpy", "__future__") or imp in CORE, f"{name} imports {imp}"
 
 
-def test_explorer_imports_of_the_builder_are_exactly_the_shipped_core():
-    reached = set()
+def test_the_explorer_reaches_the_builder_only_through_its_core_package():
     for path in sorted((REPO / "app").rglob("*.py")):
         for imp in imports(path):
             top = imp.split(".")[0]
             if top == "builder":
-                if module_file(imp) is not None:
-                    assert imp in CORE, f"app/{path.name} imports {imp}, which is not part of the core"
-                    reached.add(imp)
+                assert imp in CORE, f"app/{path.name} imports {imp}, which is not part of builder.core"
             elif top != "app":
                 assert top in sys.stdlib_module_names or top in BROWSER_PACKAGES | LAZY | CPYTHON_ONLY.get(path.name, set()) \
                     or top == "__future__", \
                     f"app/{path.name} imports {imp}, which the site does not ship"
-    for name in list(reached):  # the core's own imports of the core
-        reached |= {i for i in imports(module_file(name)) if i in CORE}
-    assert reached == CORE, f"the site ships {sorted(CORE)} but the explorer reaches {sorted(reached)}"
+
+
+def test_the_core_states_its_public_api_and_each_name_resolves():
+    assert set(builder.core.MODULES) == {m.removeprefix("builder.core.") for m in CORE} - {"builder.core"}
+    for name in builder.core.__all__:
+        assert getattr(builder.core, name) is not None, name
+    # a name the API does not state is an AttributeError, not a silent None
+    try:
+        builder.core.no_such_name
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("builder.core.no_such_name resolved")
 
 
 def test_lazy_packages_are_imported_only_inside_functions():
