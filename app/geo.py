@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from builder.core.geometry import central_meridian  # the core's rule, used here and by app.model
+from builder.core.geometry import central_meridian
 
 A_AXIS = 6378137.0
 F = 1 / 298.257223563

@@ -15,6 +15,7 @@ from app.reader import PIXEL, REGION, Source, SourceError, as_slices
 from builder.core import convention as conv
 from builder.core import extensions as ext
 from builder.core import layout as lay
+from builder.core.geometry import NearestZone
 from builder.core.describe import GEOEMB, STACK, Level, StoreError, StoreInfo, describe, levels
 from builder.core.quant import cosine_map, cosine_pairs, cosine_table
 
@@ -119,17 +120,16 @@ class StoreModel:
         cols). Where zones overlap, the zone whose central meridian is nearest (the first listed of equals)."""
         zs = list((zones or self.zones).values())
         lon, lat = np.asarray(lons, np.float64), np.asarray(lats, np.float64)
-        k, rows, cols = np.full(lon.shape, -1), np.zeros(lon.shape, np.int64), np.zeros(lon.shape, np.int64)
-        best = np.full(lon.shape, np.inf)
+        rows, cols = np.zeros(lon.shape, np.int64), np.zeros(lon.shape, np.int64)
+        pick = NearestZone(lon)
         for i, z in enumerate(zs):
             w, s, e, n = z.lonlat
             with np.errstate(all="ignore"):  # points far from the zone project to nothing
                 r, c = z.to_rowcol(lon, lat)
-            d = np.abs(lon - geo.central_meridian(z.zone))
-            hit = (w - 0.01 <= lon) & (lon <= e + 0.01) & (s - 0.01 <= lat) & (lat <= n + 0.01) & z.contains(r, c) \
-                & (d < best)
-            k[hit], rows[hit], cols[hit], best[hit] = i, r[hit], c[hit], d[hit]
-        return zs, k, rows, cols
+            near = (w - 0.01 <= lon) & (lon <= e + 0.01) & (s - 0.01 <= lat) & (lat <= n + 0.01)
+            hit = pick.offer(i, z.zone, near & z.contains(r, c))
+            rows[hit], cols[hit] = r[hit], c[hit]
+        return zs, pick.which, rows, cols
 
     def _t(self, zone: Zone) -> tuple[int, int] | None:
         """The time index of the year shown, as a selection (geoemb:); None for a year store."""

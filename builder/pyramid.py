@@ -25,6 +25,7 @@ from pyproj import Transformer
 from builder.core import convention as conv
 from builder import levels as lv
 from builder.errors import BuildError
+from builder.core.geometry import meridian_distance
 from builder.core.grid import ZoneGrid
 from builder.parallel import Runner
 from builder.arrayfiles import ChunkedArrayFiles, ShardedArrayFiles
@@ -92,10 +93,6 @@ class ZoneInfo:
     def epsg(self) -> int:
         return conv.epsg_for_zone(self.grid.zone, self.grid.south)
 
-    @property
-    def central_meridian(self) -> float:
-        return conv.central_meridian(self.grid.zone)
-
 
 def _to_lonlat(grid: ZoneGrid) -> Transformer:
     return Transformer.from_crs(conv.epsg_for_zone(grid.zone, grid.south), 4326, always_xy=True)
@@ -148,7 +145,7 @@ def _render_chunk0(chunk: tuple[int, int], store: Sink, res0: float, zones: list
     cw, cn = lon[0], lat[0]
     ce, cs = lon[-1], lat[-1]
     cand = [z for z in zones if z.lonlat[0] <= ce and z.lonlat[2] >= cw and z.lonlat[1] <= cn and z.lonlat[3] >= cs]
-    cand.sort(key=lambda z: abs((cw + ce) / 2 - z.central_meridian))
+    cand.sort(key=lambda z: float(meridian_distance((cw + ce) / 2, z.grid.zone)))  # stable: first listed of equals
     for z in cand:
         if z.epsg not in transformers:
             transformers[z.epsg] = Transformer.from_crs(4326, z.epsg, always_xy=True)

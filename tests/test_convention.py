@@ -73,3 +73,16 @@ def test_global_level_chunks_match_a_brute_force_count():
     assert got == set(zip((row // chunk).tolist(), (col // chunk).tolist()))
     lon_c, lat_c = conv.global_centres(10, 20, 3, 0.5)
     assert lon_c.tolist() == [-180 + 10.25, -180 + 10.75, -180 + 11.25] and lat_c.tolist() == [90 - 5.25, 90 - 5.75, 90 - 6.25]
+
+
+def test_where_zones_overlap_the_nearest_central_meridian_wins_and_the_first_listed_of_equals():
+    """builder.core.geometry.NearestZone: zone 30's meridian is -3, zone 31's is 3 (UTM: -183 + 6 n)."""
+    from builder.core.geometry import NearestZone, meridian_distance
+    lon = np.array([-1.0, 1.0, 0.0, 2.0, 50.0])
+    pick = NearestZone(lon)
+    in30 = np.array([True, True, True, False, False])
+    in31 = np.array([True, True, True, True, False])
+    assert pick.offer(0, 30, in30).tolist() == [True, True, True, False, False]
+    assert pick.offer(1, 31, in31).tolist() == [False, True, False, True, False]  # 0.0: equal, the first keeps it
+    assert pick.which.tolist() == [0, 1, 0, 1, -1]
+    assert meridian_distance([-1.0, 4.5], 31).tolist() == [4.0, 1.5]

@@ -32,6 +32,30 @@ def central_meridian(zone: int) -> float:
     return -183.0 + 6.0 * zone
 
 
+def meridian_distance(lon, zone: int) -> np.ndarray:
+    """Degrees between each longitude and a UTM zone's central meridian. Where zone grids overlap, the zone whose
+    central meridian is nearest wins (the least distortion), the first listed of equals: NearestZone for points,
+    and the global pyramid's order of zones for a chunk (builder/pyramid.py)."""
+    return np.abs(np.asarray(lon, dtype=np.float64) - central_meridian(zone))
+
+
+class NearestZone:
+    """The zone each point falls in, by the rule of `meridian_distance`: `offer` the zones in their listed order,
+    each with the points its grid contains; `which` is each point's index among them, or -1 outside every one."""
+
+    def __init__(self, lon):
+        self.lon = np.asarray(lon, dtype=np.float64)
+        self.which = np.full(self.lon.shape, -1, dtype=np.int64)
+        self._best = np.full(self.lon.shape, np.inf)
+
+    def offer(self, index: int, zone: int, contains: np.ndarray) -> np.ndarray:
+        """The points (a mask) that zone `zone`, listed at `index`, now wins among those it `contains`."""
+        d = meridian_distance(self.lon, zone)
+        win = np.asarray(contains, dtype=bool) & (d < self._best)
+        self.which[win], self._best[win] = index, d[win]
+        return win
+
+
 def epsg_for_zone(zone: int, south: bool) -> int:
     return (32700 if south else 32600) + int(zone)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from builder.core.geometry import central_meridian
+from builder.core.geometry import NearestZone
 from builder.reader.layouts import OUTSIDE, VALID, Zone, to_crs
 
 BATCH = 8192  # points per coordinate selection (zarr expands it to points x bands indices: ~25 MB)
@@ -33,21 +33,21 @@ def lonlat(points, where: str = "points") -> tuple[np.ndarray, np.ndarray]:
 def locate(zones: list[Zone], lon: np.ndarray, lat: np.ndarray):
     """(zone index or -1, row, col) per point.  Where zone grids overlap, the zone whose central meridian
     is nearest wins: the explorer's rule (app/model.py StoreModel.locate), with its helper."""
-    which = np.full(lon.shape, -1, dtype=np.int64)
     rows = np.full(lon.shape, -1, dtype=np.int64)
     cols = np.full(lon.shape, -1, dtype=np.int64)
-    best = np.full(lon.shape, np.inf)
+    pick = NearestZone(lon)
     for i, z in enumerate(zones):
         near = np.flatnonzero(z.near(lon, lat))
         if not len(near):
             continue
         e, n = to_crs(z.crs).transform(lon[near], lat[near])
         r, c = z.rowcol(e, n)
-        pref = np.abs(lon[near] - central_meridian(z.grid.zone))
-        win = z.contains(r, c) & (pref < best[near])
+        contains = np.zeros(lon.shape, dtype=bool)
+        contains[near] = z.contains(r, c)
+        win = pick.offer(i, z.grid.zone, contains)[near]
         idx = near[win]
-        which[idx], rows[idx], cols[idx], best[idx] = i, r[win], c[win], pref[win]
-    return which, rows, cols
+        rows[idx], cols[idx] = r[win], c[win]
+    return pick.which, rows, cols
 
 
 def _batches(rows: np.ndarray, cols: np.ndarray, chunk: int):
