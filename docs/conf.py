@@ -25,7 +25,7 @@ nitpick_ignore_regex = [
     ("py:.*", r"(xarray|xr|pandas|pd|numpy|np|zarr|fsspec|dask)\..*"),
     ("py:.*", r"(np\.ndarray|Mapping|Path|Any|Iterable|BackendEntrypoint)"),
     # the core's own classes that the reader's signatures name (builder/core/grid.py, builder/core/layout.py): internals
-    ("py:class", r"(builder\.grid\.ZoneGrid|builder\.layout\.Layout|Layout)"),
+    ("py:class", r"(builder\.core\.grid\.ZoneGrid|builder\.core\.layout\.Layout|Layout)"),
 ]
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"

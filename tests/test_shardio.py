@@ -85,6 +85,6 @@ def test_corrupt_or_short_index_is_refused(store):
 def test_shardio_is_pure():
     """Like the browser core: stdlib and numpy only (the codecs are passed in)."""
     import sys
-    for imp in imports(REPO / "builder" / "shardio.py"):
+    for imp in imports(REPO / "builder" / "core" / "shardio.py"):
         top = imp.split(".")[0]
         assert top in sys.stdlib_module_names or top in ("numpy", "__future__"), imp

@@ -1,0 +1,48 @@
+"""The pure core of tessera-explorer: what a `tessera:` store is, and how its bytes are laid out.
+
+Stdlib and numpy only, so that the builder on CPython, the explorer in Pyodide and the notebook share it
+(tests/test_contract.py holds both sides to that).  The public API is the modules below and the names in
+`__all__`; submodules are imported on first use, so importing the package costs nothing in the browser.
+
+- `convention`: the `tessera:` convention v1, its names and schemas (re-exports geometry and quant).
+- `geometry`: UTM zones, central meridians, global levels.
+- `grid`: zone grids, where tiles and shards sit inside a zone group (`ZoneGrid`).
+- `layout`: the store layouts a reader meets (`Layout`, `V1`, `GEOEMB`) and their rules.
+- `describe`: what a store's root metadata says (`StoreInfo`, `Level`, `StoreError`).
+- `quant`: quantisation, dequantisation and cosine similarity.
+- `extensions`: this project's extensions (`tessera-ovr:`, `tessera-stack:`).
+- `schemacheck`: the convention's schemas applied with a caller-given `jsonschema`.
+- `bounds`: how far metadata from elsewhere is trusted (sizes, depth).
+- `shardio`: the `sharding_indexed` codec's shard index (`ShardIndex`) and whole-shard decoding.
+- `geotags`: the GeoTIFF tags of a north-up raster.
+"""
+from __future__ import annotations
+
+import importlib
+
+MODULES = ("convention", "geometry", "grid", "layout", "describe", "quant", "extensions", "schemacheck", "bounds",
+           "shardio", "geotags")
+# Public names and the module that defines each.
+NAMES = {
+    "ZoneGrid": "grid",
+    "Layout": "layout", "V1": "layout", "GEOEMB": "layout",
+    "StoreInfo": "describe", "Level": "describe", "StoreError": "describe",
+    "dequantise": "quant", "quantise": "quant", "valid_mask": "quant",
+    "central_meridian": "geometry",
+    "ShardIndex": "shardio",
+    "MetadataError": "bounds", "parse_json": "bounds",
+}
+__all__ = [*MODULES, *NAMES]
+
+
+def __getattr__(name: str):
+    """Submodules and public names, imported on first use (PEP 562)."""
+    if name in MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in NAMES:
+        return getattr(importlib.import_module(f"{__name__}.{NAMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
