@@ -18,7 +18,12 @@ def lines_figure(source, name: str, title: str, height: int, width: int):
                  tools="pan,wheel_zoom,reset,save")
     fig.multi_line("xs", "ys", source=source, line_color="color", line_width=2, legend_field="label",
                    name=f"{name}-lines")
-    fig.legend.location = "top_right"
+    # The legend goes below the plot area, where no line can reach it (inside, at top right, it covered the spectrum).
+    legend = fig.legend[0]
+    fig.center.remove(legend)
+    legend.update(location="top_left", label_text_font_size="10px", glyph_height=10, label_height=10, spacing=0,
+                  padding=2, margin=2, border_line_alpha=0, name=f"{name}-legend")
+    fig.add_layout(legend, "below")
     anchor(fig)
     return fig
 

@@ -36,4 +36,8 @@ def caption(state) -> str:
     if state.tools.shown and state.tools.layer(state.tools.shown) is not None:
         layers.append(str(state.tools.shown))
     what = representation(state.model, state.render_view(), state.exact) if state.model is not None else ""
-    return " · ".join(str(p) for p in (state.year, " + ".join(layers) or "embedding preview", what) if p != "")
+    text = " · ".join(str(p) for p in (state.year, " + ".join(layers) or "embedding preview", what) if p != "")
+    labels = state.tools.labels
+    if labels.mode:  # a click on the map labels a pixel rather than selecting it
+        text += f" · LABELLING: a click labels a pixel as {labels.active or 'class 1'}"
+    return text

@@ -94,7 +94,10 @@ class ExplorerUI(pn.viewable.Viewer):
             borders=pn.widgets.Checkbox.from_param(state.param.show_borders),
             geo_opacity=pn.widgets.FloatSlider.from_param(state.param.geo_opacity),
             embedding_opacity=pn.widgets.FloatSlider.from_param(state.param.embedding_opacity),
-            cancel=pn.widgets.Button.from_param(state.param.cancel_read, visible=False, name="Cancel read"))
+            cancel=pn.widgets.Button.from_param(state.param.cancel_read, visible=False, name="Cancel read"),
+            # shown while the selected pixel is outside the view (_draw_info)
+            go_selected=pn.widgets.Button(name="Go to it", button_type="primary", visible=False))
+        self.widgets["go_selected"].on_click(lambda e: state.go_to_selected())
         state.param.watch(lambda e: setattr(self.widgets["cancel"], "visible", e.new), ["reading"])
         if state.tiles_url:  # the web tile layer's controls exist only when a deployment set a template
             self.widgets.update(tiles=pn.widgets.Checkbox.from_param(state.param.show_tiles),
@@ -110,6 +113,7 @@ class ExplorerUI(pn.viewable.Viewer):
         self._ahead_ids = itertools.count()
         state.param.watch(self._send_ahead, ["ahead", "pins"])
         state.tools.labels.param.watch(self._send_ahead, ["mode"])
+        state.tools.labels.param.watch(self._draw_legend, ["mode", "active"])  # the caption says when clicks label
         state.param.watch(self._show_view, ["view"])
         state.tools.param.watch(self._draw_legend, ["shown"])
         for tool in (state.tools.classify, state.tools.cluster, state.tools.change):
@@ -197,7 +201,8 @@ class ExplorerUI(pn.viewable.Viewer):
             view += [w["tiles"], w["tiles_opacity"]]
         tools = bool(t.panel.objects)
         cards = [layout.card("View", *view, name="view-card"),
-                 layout.card("Pixel", self.info, pn.Row(w["pin"], w["clear"]), self.table, name="pixel-card"),
+                 layout.card("Pixel", self.info, w["go_selected"], pn.Row(w["pin"], w["clear"]), self.table,
+                             name="pixel-card"),
                  self.plots,
                  layout.card("Layers", w["similarity"], w["threshold"], w["sim_from"], w["sim_mode"],
                              *([t.layer_select] if tools else []), t.exact,
@@ -266,6 +271,15 @@ class ExplorerUI(pn.viewable.Viewer):
             self.y_range.update(start=y0, end=y1)
         finally:
             self._showing = False
+        self._draw_info()
+
+    def _draw_info(self) -> None:
+        """The pixel pane, and "Go to it" while the selected pixel is outside the view."""
+        s = self.state
+        text = views.info_html(s.model, s.selected, s.outside, s.view)
+        if self.info.object != text:  # not sent again at every move of the map
+            self.info.object = text
+        self.widgets["go_selected"].visible = s.selected is not None and not views.in_view(s.selected, s.view)
 
     def _draw_layers(self, *events) -> None:  # several at once when set together (param.update)
         s, lay = self.state, self.layers
@@ -356,7 +370,7 @@ class ExplorerUI(pn.viewable.Viewer):
             layout.open_plots(self.plots)
         self.sources["pin-source"].data = views.pins_data(s.pins)
         self.sources["selected-source"].data = views.selected_data(s.selected)
-        self.info.object = views.info_html(s.model, s.selected, s.outside)
+        self._draw_info()
         self.table.object = views.table_html(s.selected, s.pins)
 
     def _draw_years(self, event) -> None:

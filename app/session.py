@@ -290,6 +290,14 @@ class Explorer(param.Parameterized):
     def centre_view(self, lon: float, lat: float, span_m: float) -> None:
         self.view = centred_box(lon, lat, span_m)
 
+    def go_to_selected(self, widest_m: float = 20_000) -> None:
+        """Centre the map on the selected pixel, as wide on the ground as the view is there, at most `widest_m`."""
+        px = self.selected
+        if px is None:
+            return
+        wide = (self.view[1] - self.view[0]) * math.cos(math.radians(px.lat))
+        self.centre_view(px.lon, px.lat, min(wide, widest_m))
+
     def goto(self, text: str):
         """Move the map to what the go-to box says (lon,lat or a country name); else say why not."""
         result = places.resolve(text, self.places)

@@ -29,12 +29,23 @@ def html(template: str, *values) -> str:
     return template.format(*(v if isinstance(v, numbers.Number) else _html.escape(str(v)) for v in values))
 
 
-def info_html(model, selected: Pixel | None, outside: tuple[float, float] | None) -> str:
-    """The selected pixel: where it is, in which zone and store, and its scale (or that it has no data)."""
+def in_view(px: Pixel, view: tuple[float, float, float, float]) -> bool:
+    """Whether the pixel's centre lies in the Web Mercator box (x0, x1, y0, y1)."""
+    x, y = geo.lonlat_to_merc(px.lon, px.lat)
+    return view[0] <= float(x) <= view[1] and view[2] <= float(y) <= view[3]
+
+
+def info_html(model, selected: Pixel | None, outside: tuple[float, float] | None,
+              view: tuple[float, float, float, float] | None = None) -> str:
+    """The selected pixel: where it is, in which zone and store, and its scale (or that it has no data); first, when
+    it lies outside `view` (the map's box), that it does (the side bar's "Go to it" goes there)."""
     if selected is None:
         if outside is not None:
             return html("<b>{:.5f}, {:.5f}</b>: outside the zones of this store.", *outside)
         return "Click the map to read a pixel's embedding."
+    if view is not None and not in_view(selected, view):
+        return html("<b class='away'>The selected pixel is outside the view</b> ({:.5f}, {:.5f}): <i>Go to it</i>, "
+                    "or click the map to select another.", selected.lon, selected.lat)
     px, z = selected, model.zones[selected.zone]
     where = html("<b>{:.6f}, {:.6f}</b> (lon, lat)<br>{} ({}) E {:.1f} N {:.1f}<br>row {}, col {}, year {}<br>"
                  "<span class='store'>model {}, build {}</span>", px.lon, px.lat, z.name,

@@ -303,3 +303,72 @@ def test_the_map_fills_the_window_and_cards_map_and_plots_never_overlap(page, se
             assert folded["map"][2] > b["map"][2], json.dumps(folded)
     else:  # the map spans the phone's width, the side bar below it
         assert b["map"][2] >= 0.9 * width and all(c[1] >= b["map"][1] + b["map"][3] - 1 for c in b["cards"]), seen
+
+
+def test_controls_say_what_they_do_label_mode_slow_steps_the_spectrum_legend_and_a_pixel_out_of_view(page, server,
+                                                                                                       site):
+    """Issue 38, point 6: "Click to label" looked the same on and off; the first classify held the page ~10 s (the
+    scikit-learn import) with nothing said; the spectrum's legend sat over its line; and the pixel pane kept
+    describing a pixel from another continent as if it were on the map."""
+    from tools_util import pixel_lonlat
+    store = site / "data" / "2024.zarr"
+    scales = zarr.open_group(store / "utm30", mode="r")["scales"][:]
+    rows, cols = np.nonzero(np.isfinite(scales) & (scales > 0))
+    at = lambda f: pixel_lonlat(store, "utm30", int(rows[int(len(rows) * f)]), int(cols[int(len(cols) * f)]))
+    lon, lat = at(0.5)
+    page.goto(server + f"index.html#lon={lon}&lat={lat}&span=6000")
+    assert wait_state(page) == "ready"
+    page.wait_for_function("window.tesseraTimings.plots !== undefined", timeout=60_000)
+    call = lambda name, *a: page.evaluate("async ([n, a]) => await window.tesseraApi[n](...a)", [name, list(a)])
+    caption = lambda: page.evaluate("Bokeh.documents[0].get_model_by_name('map-caption').text")
+
+    # ---- "Click to label": its text, its colour and the map's caption say whether clicks label
+    toggle = """() => [...Bokeh.documents[0].all_models].find((m) => 'active' in m && typeof m.label === 'string'
+        && (m.label === 'Click to label' || m.label.startsWith('Labelling')))"""
+    look = lambda: page.evaluate(f"() => {{ const m = ({toggle})(); return [m.label, m.button_type, m.active]; }}")
+    assert look() == ["Click to label", "success", False] and "LABELLING" not in caption()
+    page.evaluate(f"() => {{ ({toggle})().active = true; }}")
+    page.wait_for_function(f"() => ({toggle})().label === 'Labelling: on, click to stop'", timeout=30_000)
+    assert look() == ["Labelling: on, click to stop", "warning", True]
+    page.wait_for_function("Bokeh.documents[0].get_model_by_name('map-caption').text.includes('LABELLING')",
+                           timeout=30_000)
+    assert "a click labels a pixel as class 1" in caption()
+    page.evaluate(f"() => {{ ({toggle})().active = false; }}")
+    page.wait_for_function(f"() => ({toggle})().label === 'Click to label'", timeout=30_000)
+    page.wait_for_function("!Bokeh.documents[0].get_model_by_name('map-caption').text.includes('LABELLING')",
+                           timeout=30_000)
+    assert look() == ["Click to label", "success", False]
+
+    # ---- the first classify says that scikit-learn loads, before the load; the result replaces that line
+    assert call("label", *at(0.3), "a") and call("label", *at(0.7), "b")
+    page.evaluate("""() => { window.textsSeen = [];
+        for (const m of Bokeh.documents[0].all_models)
+            if (m.properties && 'text' in m.properties && typeof m.text === 'string')
+                m.properties.text.change.connect(() => window.textsSeen.push(m.text)); }""")
+    res = call("classify", "k-NN", {"seed": 3})
+    assert res is not None and "Classified" in res["status"], res
+    seen = page.evaluate("window.textsSeen")
+    loading = [i for i, t in enumerate(seen) if "Loading scikit-learn (first use, about 10 s)..." in t]
+    done = [i for i, t in enumerate(seen) if "Classified (k-NN" in t]
+    assert loading and done and loading[0] < done[0], seen
+    assert "Loading scikit-learn" not in all_text(page)  # replaced by the result
+
+    # ---- the spectrum's legend lies outside its plot area, where no line reaches it
+    call("select", lon, lat)
+    where = page.evaluate("""() => { const f = Bokeh.documents[0].get_model_by_name('spectrum');
+        const names = (side) => f[side].filter((m) => m.type === 'Legend').map((m) => m.name);
+        return {below: names('below'), center: names('center')}; }""")
+    assert where == {"below": ["spectrum-legend"], "center": []}, where
+
+    # ---- a selected pixel far outside the view: the pane says so, and "Go to it" goes there
+    assert "row " in all_text(page) and "outside the view" not in all_text(page)
+    call("view", lon + 20, lat, 6000)
+    wait_text(page, "The selected pixel is outside the view")
+    page.get_by_role("button", name="Go to it", exact=True).click()
+    page.wait_for_function("""([x, y]) => { const m = Bokeh.documents[0].get_model_by_name('map');
+        return m.x_range.start < x && x < m.x_range.end && m.y_range.start < y && y < m.y_range.end; }""",
+                           arg=list(merc(lon, lat)), timeout=30_000)
+    page.wait_for_function("""() => { const d = Bokeh.documents[0];
+        return ![...d.all_models].some((m) => m.type.endsWith('Button') && m.label === 'Go to it' && m.visible); }""",
+                           timeout=30_000)
+    assert "outside the view" not in all_text(page) and "row " in all_text(page)

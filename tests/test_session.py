@@ -166,6 +166,29 @@ def test_views_escape_text_and_describe_pixels(store):
     run_async(run())
 
 
+def test_a_selected_pixel_outside_the_view_is_said_so_and_go_to_selected_centres_the_map_on_it(store):
+    """The pixel pane kept describing a pixel from another continent as if it were on the map (issue 38)."""
+    from pyproj import Transformer
+    catalog = [{"year": 2024, "url": str(store), "label": "2024"}]
+    to_merc = Transformer.from_crs(4326, 3857, always_xy=True)
+
+    async def run():
+        state = await opened(catalog, 2024)
+        r, c = valid_pixel(store, "utm30", 5)
+        px = await state.select(*state.model.zones["utm30"].centre_lonlat(r, c))
+        state.centre_view(px.lon, px.lat, 6000)
+        assert f"row {r}, col {c}" in views.info_html(state.model, px, None, state.view)
+        state.centre_view(px.lon + 20, px.lat, 6000)
+        away = views.info_html(state.model, px, None, state.view)
+        assert "The selected pixel is outside the view" in away and f"row {r}" not in away
+        state.go_to_selected()
+        x, y = to_merc.transform(px.lon, px.lat)
+        x0, x1, y0, y1 = state.view
+        assert x0 < x < x1 and y0 < y < y1 and abs((x0 + x1) / 2 - x) < 1 and abs((y0 + y1) / 2 - y) < 1
+        assert f"row {r}, col {c}" in views.info_html(state.model, px, None, state.view)
+    run_async(run())
+
+
 def test_a_zoomed_in_redraw_projects_the_views_pixels_only_into_the_zones_it_shows(store, monkeypatch):
     """Zoomed in to the zones' previews, each zone the view misses costs the projection of the view's edges alone
     (2 (W + H) points), not of its W x H pixels: with a global store's many zones, every redraw paid for each."""

@@ -97,6 +97,7 @@ class Classifier(param.Parameterized):
             app.status = views.html("The view shows no zone of this store.")
             return None
         t1 = time.perf_counter()
+        await lazy.sklearn(app)  # the first time: "Loading scikit-learn..." in the status line
         idx, conf = await fit_predict(self.method, X, y, region.pixels(), self.k, self.seed)
         if labels.revision != revision:
             app.status = views.html("Classification stopped: the label classes changed while it ran; run it again.")

@@ -67,6 +67,7 @@ class Clusters(param.Parameterized):
             return None
         t0 = time.perf_counter()
         pixels = region.pixels()
+        await lazy.sklearn(app)  # the first time: "Loading scikit-learn..." in the status line
         labels, _, self.inertia = await kmeans(pixels, self.k, self.seed)
         self.region = region
         self.key = [(f"cluster {i}", c) for i, c in enumerate(colours(self.k))]

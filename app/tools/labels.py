@@ -12,6 +12,7 @@ refused in one line naming what is wrong and where.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from dataclasses import dataclass
@@ -91,6 +92,7 @@ class Labels(param.Parameterized):
         self.app = app
         self.storage = storage if storage is not None else MemoryStorage()
         self._loads = 0  # loads started (load): the latest one applies
+        self._adding = None  # the future of the last click's label (add): the next one waits for it
         self.revision = 0  # changes of the class set so far: a tool that reads it stops if it changed meanwhile
         self.param.watch(lambda *e: self.save(), ["classes", "points"])
         self.param.watch(self._classes_changed, ["classes"])
@@ -146,14 +148,27 @@ class Labels(param.Parameterized):
 
     # ------------------------------------------------------------ points --
     async def add(self, lon: float, lat: float, cls=None) -> Point | None:
-        """Label the pixel under lon/lat with `cls` (default: the active class; made if new)."""
+        """Label the pixel under lon/lat with `cls` (default: the active class; made if new). Quick clicks read their
+        pixels at once, together, but are labelled in click order: each waits for the one before it."""
         app = self.app
         name = self.add_class(cls if cls is not None else (self.active or "class 1"))
-        px = await app.model.pixel_at(float(lon), float(lat)) if app.model is not None else None
+        before, self._adding = self._adding, asyncio.get_running_loop().create_future()
+        done = self._adding
+        try:
+            px = await app.model.pixel_at(float(lon), float(lat)) if app.model is not None else None
+            if before is not None:
+                await asyncio.shield(before)  # shielded: a cancelled click does not cancel the one before it
+            return self._add_read(name, float(lon), float(lat), px)
+        finally:
+            if not done.done():
+                done.set_result(None)
+
+    def _add_read(self, name: str, lon: float, lat: float, px) -> Point | None:
+        app = self.app
         if px is None or not px.valid:
             app.status = views.html("No data at {:.5f}, {:.5f}: not labelled.", float(lon), float(lat))
             return None
-        p = Point(name, app.model.year, float(lon), float(lat), px.vector)
+        p = Point(name, app.model.year, lon, lat, px.vector)
         self.points = [*self.points, p]
         lazy.prefetch()  # a label means a classification may follow: scikit-learn starts loading now
         app.status = views.html("Labelled {} as <b>{}</b> ({} labels).", px.label(), name, len(self.points))

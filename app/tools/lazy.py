@@ -1,7 +1,8 @@
 """scikit-learn on first use: in Pyodide it is loaded then (from the site's own, sha256-verified
 lock wheels: scikit-learn, scipy, joblib, threadpoolctl, openblas), never at start-up.  The user's first
 label starts the load (`prefetch`): classifying needs labels, so the 26 MB arrive while the user labels,
-not after the first "Classify" click."""
+not after the first "Classify" click.  Its first import (`sklearn`) says so in the status line before it starts:
+the load and the import take about 10 s in Pyodide."""
 from __future__ import annotations
 
 import asyncio
@@ -21,11 +22,21 @@ def prefetch():
     return _loading
 
 
-async def sklearn() -> None:
-    """Make `import sklearn` work (a no-op on CPython)."""
+LOADING = "Loading scikit-learn (first use, about 10 s)..."
+
+
+async def sklearn(app=None) -> None:
+    """Make `import sklearn` work, and import it. The first time, `app`'s status line says so first, and the page is
+    sent that line before the load and the import block (the tool's result replaces it)."""
+    if "sklearn.base" in sys.modules:
+        return
+    if app is not None:
+        app.status = LOADING
+        await asyncio.sleep(0)  # the status change goes out before the import holds the interpreter
     loading = prefetch()
     if loading is not None:
         await loading
+    import sklearn.base  # noqa: F401 (the import itself: seconds in Pyodide)
 
 
 async def chunked(fn, x, rows: int = 32768):

@@ -98,7 +98,7 @@ class Regressor(param.Parameterized):
         if region is None:
             app.status = views.html("The view shows no zone of this store.")
             return None
-        await lazy.sklearn()
+        await lazy.sklearn(app)
         model = estimator(self.method, self.seed).fit(X, y)
         pred = (await lazy.chunked(model.predict, region.pixels())).astype(np.float32)
         lo, hi = (float(pred.min()), float(pred.max())) if len(pred) else (0.0, 1.0)

@@ -15,6 +15,14 @@ from app.tools import labelfiles, labels as lab, panes
 from app.tools.scatter_ui import ScatterUI
 
 
+LABELLING = "Labelling: on, click to stop"
+
+
+def mode_look(on: bool) -> dict:
+    """The label-mode toggle's text and colour, on and off."""
+    return dict(name=LABELLING if on else "Click to label", button_type="warning" if on else "success")
+
+
 class ToolsUI:
     def __init__(self, state, fig, tabs=TOOL_TABS):
         """`tabs`: the names of the tool tabs shown (app/state.py TOOL_TABS, in that order; the link's `tools=`)."""
@@ -59,6 +67,9 @@ class ToolsUI:
         page.on("file-refused", lambda msg: setattr(state, "status", views.html(
             "<b>Import refused:</b> the labels file is {:,} bytes; files over {:,} bytes are refused",
             int(msg.bytes), int(msg.limit))))
+        # "Click to label" says whether it is on, in its text and colour (the map's caption says so too: app/legend.py)
+        self.label_mode = pn.widgets.Toggle.from_param(L.param.mode, **mode_look(L.mode))
+        L.param.watch(lambda e: self.label_mode.param.update(**mode_look(e.new)), "mode")
         c, k, ch = t.classify, t.cluster, t.change
         self.scatter = ScatterUI(state, fig)
         w = lambda p, **kw: pn.Param(p, show_name=False, **kw)
@@ -66,7 +77,7 @@ class ToolsUI:
         # first opened, not while the explorer starts: their widgets and figures cost Python's start-up nothing.
         later = lambda build: pn.param.ParamFunction(build, lazy=True)
         every = dict(zip(TOOL_TABS, (
-            ("Labels", pn.Column(pn.widgets.Toggle.from_param(L.param.mode, button_type="success"),
+            ("Labels", pn.Column(self.label_mode,
                                  pn.widgets.TextInput.from_param(L.param.new_name), add, self.active, self.colour,
                                  pn.Row(self.rename_to, rename), delete, self.labels_pane, export, export_csv,
                                  export_kml, self.upload, self.import_pane)),
