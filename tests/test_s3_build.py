@@ -84,3 +84,40 @@ def test_a_build_into_a_bucket_that_does_not_exist_is_one_line_and_writes_nothin
     assert "bucket does not exist" in lines[0]
     names = [b["Name"] for b in boto3.client("s3", endpoint_url=s3).list_buckets()["Buckets"]]
     assert "no-such-bucket" not in names
+
+
+def root_doc(s3: str, url: str) -> dict | None:
+    """The store's root zarr.json on the object store, or None while there is none."""
+    import json
+    import boto3
+    bucket, _, key = url.removeprefix("s3://").partition("/")
+    client = boto3.client("s3", endpoint_url=s3)
+    try:
+        return json.loads(client.get_object(Bucket=bucket, Key=f"{key}/zarr.json")["Body"].read())
+    except client.exceptions.NoSuchKey:
+        return None
+
+
+def test_the_root_with_the_consolidated_metadata_is_written_last(s3, tiles_root, store):
+    """Killed once every shard, overview and pyramid level is written, a first build to s3:// has left no root
+    zarr.json that lists the zones (the commit point a reader opens); the same command then writes it, equal
+    to the local build's."""
+    import json
+    url = "s3://stores/commit"
+    assert build(tiles_root, url, s3, phase="pyramid-level0") == -signal.SIGKILL
+    doc = root_doc(s3, f"{url}/2024.zarr")
+    assert doc is None or not doc.get("consolidated_metadata"), sorted(doc)
+    assert build(tiles_root, url, s3) == 0
+    doc = root_doc(s3, f"{url}/2024.zarr")
+    assert doc == json.loads((store / "zarr.json").read_text())
+    assert any(k.startswith("utm") for k in doc["consolidated_metadata"]["metadata"])
+
+
+def test_store_names_a_single_year_store_on_s3(s3, tiles_root, store):
+    """`build --store s3://.../2024.zarr` builds that one store on the object store, object for object the
+    local build."""
+    url = "s3://stores/single/2024.zarr"
+    p = run_cli("build", str(tiles_root), "--year", "2024", "--store", url, "--scheduler", "threads", "-q",
+                check=False, env=env(s3))
+    assert p.returncode == 0, p.stderr
+    assert_same_objects(objects(s3, url), tree_digest(store))
