@@ -18,6 +18,18 @@ from test_browser import demo_pixel, truth, wait_spectrum
 FAULTS = ("503", "429", "drop")
 
 
+def each_first_try_fails():
+    """A `fail` for faulty_server: every request's first try fails, in turn with each of FAULTS; a retry passes."""
+    tried: dict = {}
+
+    def fail(key):
+        if key in tried:
+            return None
+        tried[key] = FAULTS[len(tried) % len(FAULTS)]
+        return tried[key]
+    return fail
+
+
 @contextmanager
 def faulty_server(root, fail, hold: threading.Event | None = None, paths: tuple[str, ...] = (".zarr/",),
                   delay_s: float = 0.0):
@@ -78,13 +90,7 @@ def test_reads_retry_through_busy_answers_and_dropped_connections(page, site):
     asked again and answered (failed before: no request was asked again)."""
     store = site / "data" / "2024.zarr"
     row, col, lon, lat, x, y = demo_pixel(site, 0)
-    tried: dict = {}
-
-    def first_try_fails(key):
-        if key in tried:
-            return None
-        tried[key] = FAULTS[len(tried) % len(FAULTS)]
-        return tried[key]
+    first_try_fails = each_first_try_fails()
 
     with faulty_server(site, first_try_fails) as (base, log):
         page.goto(base + "index.html")

@@ -14,7 +14,7 @@ import pytest
 import zarr
 
 from browser_util import open_bridge
-from test_browser_flaky import FAULTS, faulty_server
+from test_browser_flaky import each_first_try_fails, faulty_server
 
 pytestmark = pytest.mark.browser
 GAP = 64 * 1024  # the documented limits, restated here: the test checks the code against them
@@ -138,13 +138,7 @@ def test_a_flaky_host_still_gives_every_caller_its_exact_bytes(page, site, files
     ranges still come back exact and as three answered requests, and a box of 16 inner chunks of a shard reads
     the values zarr-python wrote, with two answered requests for the shard file (its index, then its 16 chunks
     as one range)."""
-    tried: dict = {}
-
-    def first_try_fails(key):
-        if key in tried:
-            return None
-        tried[key] = FAULTS[len(tried) % len(FAULTS)]
-        return tried[key]
+    first_try_fails = each_first_try_fails()
 
     ranges, merged = neighbours()
     with faulty_server(site, first_try_fails, paths=("/flights/",)) as (base, log):

@@ -21,6 +21,18 @@ def highlighted(page) -> set[tuple[int, int]]:
     return {(r0 + int(r), c0 + int(c)) for r, c in np.argwhere(vals == 1)}  # 0: not brushed, NaN: no data
 
 
+def open_on_utm30(page, server, store):
+    """The explorer opened on a 5 km view around the middle of utm30's data: (utm30's vectors read by zarr-python,
+    the rows and columns of its valid pixels, the view's centre lon and lat)."""
+    page.goto(server + "index.html")
+    assert wait_state(page) == "ready"
+    v = zone_vectors(store, "utm30")
+    rows, cols = np.nonzero(np.isfinite(v[..., 0]))
+    clon, clat = pixel_lonlat(store, "utm30", int(rows.mean()), int(cols.mean()))
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 5000)", [clon, clat])
+    return v, rows, cols, clon, clat
+
+
 def selected_in_bokeh(page) -> int:
     return page.evaluate("Bokeh.documents[0].get_model_by_name('scatter-source').selected.indices.length")
 
@@ -29,12 +41,7 @@ def test_scatter_projection_brush_and_hover(page, server, site):
     from sklearn.decomposition import PCA
 
     store = site / "data" / "2024.zarr"
-    page.goto(server + "index.html")
-    assert wait_state(page) == "ready"
-    v = zone_vectors(store, "utm30")
-    rows, cols = np.nonzero(np.isfinite(v[..., 0]))
-    clon, clat = pixel_lonlat(store, "utm30", int(rows.mean()), int(cols.mean()))
-    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 5000)", [clon, clat])
+    v, rows, cols, clon, clat = open_on_utm30(page, server, store)
 
     res = call(page, "scatter", "PCA", {"max_points": 3000, "seed": 2})
     assert res is not None, all_text(page)[-500:]

@@ -14,9 +14,9 @@ from pyproj import Transformer
 
 from browser_util import all_text, map_click_point, model_data, wait_async, wait_state, wait_text
 from test_browser_hostile import python_lives, status
-from test_browser_scatter import highlighted
+from test_browser_scatter import highlighted, open_on_utm30
 from test_browser_tools import call
-from tools_util import pixel_lonlat, zone_vectors
+from tools_util import pixel_lonlat
 
 pytestmark = pytest.mark.browser
 
@@ -47,12 +47,7 @@ def test_umap_off_the_page_thread_trustworthy_seeded_and_linked(page, server, si
     from sklearn.manifold import trustworthiness
 
     store = site / "data" / "2024.zarr"
-    page.goto(server + "index.html")
-    assert wait_state(page) == "ready"
-    v = zone_vectors(store, "utm30")
-    rows, cols = np.nonzero(np.isfinite(v[..., 0]))
-    clon, clat = pixel_lonlat(store, "utm30", int(rows.mean()), int(cols.mean()))
-    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 5000)", [clon, clat])
+    v, rows, cols, clon, clat = open_on_utm30(page, server, store)
     page.locator(".bk-tab", has_text="Scatter").click()  # the plot is on the page: its drawing is measured too
     page.wait_for_function("Bokeh.documents[0].get_model_by_name('scatter-source') !== null", timeout=60_000)
 
