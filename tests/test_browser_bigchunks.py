@@ -55,6 +55,19 @@ def bridge_read(page, url, path, sel, hint, rid=None):
                          [url, path, sel, hint, rid])
 
 
+def hold_the_first_chunk_read(prefix: str):
+    """A `fail` for faulty_server that holds the first chunk read (not a shard index's suffix range) of a path
+    holding `prefix`, and the event set when that read arrives."""
+    arrived = threading.Event()
+
+    def fail(key):
+        if prefix in key[0] and not key[1].startswith("bytes=-") and not arrived.is_set():
+            arrived.set()
+            return "hold"
+        return None
+    return fail, arrived
+
+
 def test_a_big_chunk_is_read_once_for_two_pixels_and_a_region_and_its_cost_is_said_before(page, site, big):
     """Two pixels of one 256-px chunk and then a region over it: one request for the chunk's bytes (read whole by
     the region store before chunks were kept decoded); the cost asked before is 8,388,608 bytes, after it 0."""
@@ -84,13 +97,8 @@ def test_a_cancelled_big_read_stops_its_request_and_the_next_read_is_exact(page,
     "cancelled" kind while the request is still held, the chunk is not kept, and the same read then gets the
     exact values."""
     (r1, c1), _ = two_pixels_in_one_chunk(big)
-    held, arrived = threading.Event(), threading.Event()
-
-    def hold_first_chunk(key):
-        if "utm30/embeddings/c/1/" in key[0] and not key[1].startswith("bytes=-") and not arrived.is_set():
-            arrived.set()
-            return "hold"
-        return None
+    held = threading.Event()
+    hold_first_chunk, arrived = hold_the_first_chunk_read("utm30/embeddings/c/1/")
 
     e = zarr.open_group(str(big / "utm30"), mode="r")["embeddings"]
     sel = [[1, 2], None, [r1, r1 + 1], [c1, c1 + 1]]
@@ -117,13 +125,8 @@ def test_the_explorer_says_a_big_pixel_read_shows_its_progress_and_cancels_it(pa
     a Cancel button that stops it (the status says so); the page is usable after: the same click plots the exact
     vector, and a second pixel of the same chunk reads no chunk again."""
     (r1, c1), (r2, c2) = two_pixels_in_one_chunk(big)
-    held, arrived = threading.Event(), threading.Event()
-
-    def hold_first_2023_chunk(key):
-        if "utm30/embeddings/c/0/" in key[0] and not key[1].startswith("bytes=-") and not arrived.is_set():
-            arrived.set()
-            return "hold"
-        return None
+    held = threading.Event()
+    hold_first_2023_chunk, arrived = hold_the_first_chunk_read("utm30/embeddings/c/0/")
 
     g = zarr.open_group(str(big / "utm30"), mode="r")
     t = g.attrs["spatial:transform"]
