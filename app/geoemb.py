@@ -14,8 +14,6 @@ import asyncio
 
 import numpy as np
 
-from app import geo
-from app.meta import Zone
 from app.reader import SourceError
 from builder.core import convention as conv
 from builder.core import layout as lay
@@ -53,14 +51,10 @@ async def read_geoemb(model, info: StoreInfo) -> None:
     if not names:
         raise SourceError("invalid", "geoemb: store without a zone group (utmNN with embeddings)")
     times = await asyncio.gather(*(model.source.read(f"{n}/{lay.TIME}", (slice(None),)) for n in names))
-    zones = {}
-    for name, t in zip(names, times):
-        za, emb = found[name].attrs, found[name].arrays["embeddings"]
-        grid = lay.GEOEMB.zone_grid(za, found[name].shard, name)
-        lonlat = geo.utm_bbox_lonlat(grid.box(), grid.zone, grid.south)
-        zones[name] = Zone(name, grid, int(emb["shape"][lay.GEOEMB.band_axis]), False, lonlat,
-                           str(attrs.get("geoemb:model", "")), str(attrs.get("geoemb:build_version", "")),
-                           tuple(int(y) for y in np.asarray(t).reshape(-1)))
+    zones = {name: found[name].zone(lay.GEOEMB, has_rgb=False, model_version=str(attrs.get("geoemb:model", "")),
+                                    build_version=str(attrs.get("geoemb:build_version", "")),
+                                    times=tuple(int(y) for y in np.asarray(t).reshape(-1)))
+             for name, t in zip(names, times)}
     model.all_zones = model.zones = zones
     model.years = sorted(set().union(*(z.times for z in zones.values())))
     if not model.years:

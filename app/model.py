@@ -9,14 +9,15 @@ import copy
 
 import numpy as np
 
-from app import geo, render
-from app.meta import Pixel, Zone, zone_from_meta
+from app import render
+from app.meta import Pixel
 from app.reader import PIXEL, REGION, Source, SourceError, as_slices
 from builder.core import convention as conv
 from builder.core import extensions as ext
 from builder.core import layout as lay
 from builder.core.geometry import NearestZone
 from builder.core.describe import GEOEMB, STACK, Level, StoreError, StoreInfo, describe, levels
+from builder.core.zone import Zone
 from builder.core.quant import cosine_map, cosine_pairs, cosine_table
 
 __all__ = ["StoreModel", "Zone", "Level", "Pixel", "cosine_map", "cosine_pairs", "cosine_table", "levels"]
@@ -101,8 +102,10 @@ class StoreModel:
         if not info.consolidated:
             raise SourceError("invalid", "not a tessera store: no consolidated metadata in its root zarr.json "
                                          "(rebuild or re-consolidate it with zarr.consolidate_metadata)")
-        self.zones = {n: zone_from_meta(n, z.attrs, z.arrays, () if info.kind == STACK else z.overviews)
-                      for n, z in info.zones.items()}
+        # A multi-year index's zones show no overview levels (each year store has its own).
+        no_levels = {"levels": (), "code_dims": 0} if info.kind == STACK else {}
+        self.layout = info.layout
+        self.zones = {n: z.zone(info.layout, times=info.years, **no_levels) for n, z in info.zones.items()}
         self.all_zones = self.zones
         self.levels = list(info.levels)
         if not self.zones:
@@ -123,11 +126,9 @@ class StoreModel:
         rows, cols = np.zeros(lon.shape, np.int64), np.zeros(lon.shape, np.int64)
         pick = NearestZone(lon)
         for i, z in enumerate(zs):
-            w, s, e, n = z.lonlat
             with np.errstate(all="ignore"):  # points far from the zone project to nothing
                 r, c = z.to_rowcol(lon, lat)
-            near = (w - 0.01 <= lon) & (lon <= e + 0.01) & (s - 0.01 <= lat) & (lat <= n + 0.01)
-            hit = pick.offer(i, z.zone, near & z.contains(r, c))
+            hit = pick.offer(i, z.zone, z.near(lon, lat) & z.contains(r, c))
             rows[hit], cols[hit] = r[hit], c[hit]
         return zs, pick.which, rows, cols
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app import reader
-from app.meta import Zone
+from builder.core.zone import Zone
 from app.model import StoreModel
 from builder.core import convention as conv
 

@@ -17,7 +17,7 @@ import numpy as np
 from bokeh.palettes import Viridis256
 
 from app import geo
-from app.meta import Zone
+from builder.core.zone import Zone
 from builder.core import convention as conv
 from builder.core.describe import Level
 

@@ -15,7 +15,6 @@ level scheduler (builder/levels.py), through the store's sink (builder/sink.py).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Callable
 
@@ -27,6 +26,7 @@ from builder import levels as lv
 from builder.errors import BuildError
 from builder.core.geometry import meridian_distance
 from builder.core.grid import ZoneGrid
+from builder.core.zone import Zone
 from builder.parallel import Runner
 from builder.arrayfiles import ChunkedArrayFiles, ShardedArrayFiles
 from builder.sink import Sink
@@ -83,17 +83,6 @@ def _open_levels(store: Sink, res0: float) -> None:
     write_group(path, fill)
 
 
-@dataclass(frozen=True)
-class ZoneInfo:
-    name: str
-    grid: ZoneGrid
-    lonlat: tuple[float, float, float, float]  # west, south, east, north
-
-    @property
-    def epsg(self) -> int:
-        return conv.epsg_for_zone(self.grid.zone, self.grid.south)
-
-
 def _to_lonlat(grid: ZoneGrid) -> Transformer:
     return Transformer.from_crs(conv.epsg_for_zone(grid.zone, grid.south), 4326, always_xy=True)
 
@@ -103,7 +92,7 @@ def _lonlat_box(grid: ZoneGrid, box: tuple[float, float, float, float],
     return (t or _to_lonlat(grid)).transform_bounds(*box, densify_pts=21)
 
 
-def _zones(store: Sink) -> list[ZoneInfo]:
+def _zones(store: Sink) -> list[Zone]:
     # Not the consolidated metadata: it is rewritten after the pyramid, so it may still hold a
     # zone's grid from before this build grew it.
     import zarr
@@ -114,7 +103,7 @@ def _zones(store: Sink) -> list[ZoneInfo]:
             continue
         g = root[name]
         grid = ZoneGrid.from_attrs(dict(g.attrs), g["rgb"].shards[0])
-        out.append(ZoneInfo(name, grid, _lonlat_box(grid, grid.box())))
+        out.append(Zone(name, grid, _lonlat_box(grid, grid.box())))
     return out
 
 
@@ -130,14 +119,14 @@ def _batches(chunks: list[tuple[int, int]], parts: int = 8, most: int = 32) -> l
 
 
 def _render_level0(chunks: tuple[tuple[int, int], ...], store: Sink, res0: float,
-                   zones: list[ZoneInfo]) -> list[tuple[tuple[int, int], bool]]:
+                   zones: list[Zone]) -> list[tuple[tuple[int, int], bool]]:
     level = _level_files(store, 0)
     transformers: dict[int, Transformer] = {}
     previews: dict[str, ShardedArrayFiles] = {}
     return [_render_chunk0(chunk, store, res0, zones, level, transformers, previews) for chunk in chunks]
 
 
-def _render_chunk0(chunk: tuple[int, int], store: Sink, res0: float, zones: list[ZoneInfo], level: ChunkedArrayFiles,
+def _render_chunk0(chunk: tuple[int, int], store: Sink, res0: float, zones: list[Zone], level: ChunkedArrayFiles,
                    transformers: dict, previews: dict) -> tuple[tuple[int, int], bool]:
     ci, cj = chunk
     lon, lat = conv.global_centres(ci * CHUNK, cj * CHUNK, CHUNK, res0)

@@ -192,7 +192,7 @@ def test_a_selected_pixel_outside_the_view_is_said_so_and_go_to_selected_centres
 def test_a_zoomed_in_redraw_projects_the_views_pixels_only_into_the_zones_it_shows(store, monkeypatch):
     """Zoomed in to the zones' previews, each zone the view misses costs the projection of the view's edges alone
     (2 (W + H) points), not of its W x H pixels: with a global store's many zones, every redraw paid for each."""
-    from app.meta import Zone
+    from builder.core.zone import Zone
     catalog = [{"year": 2024, "url": str(store), "label": "2024"}]
     projected = []
     to_rowcol = Zone.to_rowcol

@@ -54,7 +54,7 @@ function levels(rootMeta) {
 
 // The zones' lon/lat boxes (w, s, e, n) from the consolidated metadata (proj:code EPSG:326NN / 327NN and the
 // UTM spatial:bbox): where the store has data.  The transverse Mercator inverse to first order of Krueger's
-// series (app/geo.py has it to third order), off by under 0.001 degree; readWindow grows the boxes by
+// series (builder/core/utm.py has it to third order), off by under 0.001 degree; readWindow grows the boxes by
 // ZONE_GROW_DEG.  Only global_rgb chunks touching them are read (the builder writes no other: a
 // sparse pyramid's missing chunks would each be a failed request), and the first view frames them (firstBox).
 // Anything odd in a zone's attributes leaves that zone out.

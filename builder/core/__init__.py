@@ -8,6 +8,8 @@ Stdlib and numpy only, so that the builder on CPython, the explorer in Pyodide a
 - `geometry`: UTM zones, central meridians, global levels.
 - `grid`: zone grids, where tiles and shards sit inside a zone group (`ZoneGrid`).
 - `layout`: the store layouts a reader meets (`Layout`, `V1`, `GEOEMB`) and their rules.
+- `zone`: one zone of a store (`Zone`): its grid, lon/lat bounds and bands, points to pixels.
+- `utm`: UTM <-> lon/lat on WGS84 (Krueger's series in numpy).
 - `describe`: what a store's root metadata says (`StoreInfo`, `Level`, `StoreError`).
 - `quant`: quantisation, dequantisation and cosine similarity.
 - `extensions`: this project's extensions (`tessera-ovr:`, `tessera-stack:`).
@@ -20,11 +22,11 @@ from __future__ import annotations
 
 import importlib
 
-MODULES = ("convention", "geometry", "grid", "layout", "describe", "quant", "extensions", "schemacheck", "bounds",
-           "shardio", "geotags")
+MODULES = ("convention", "geometry", "grid", "zone", "utm", "layout", "describe", "quant", "extensions", "schemacheck",
+           "bounds", "shardio", "geotags")
 # Public names and the module that defines each.
 NAMES = {
-    "ZoneGrid": "grid",
+    "ZoneGrid": "grid", "Zone": "zone",
     "Layout": "layout", "V1": "layout", "GEOEMB": "layout",
     "StoreInfo": "describe", "Level": "describe", "StoreError": "describe",
     "dequantise": "quant", "quantise": "quant", "valid_mask": "quant",

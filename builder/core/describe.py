@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from builder.core import convention as conv
 from builder.core import extensions as ext
 from builder.core import layout as lay
+from builder.core.grid import ZoneGrid
+from builder.core.zone import Zone
 
 TESSERA, STACK, GEOEMB = "tessera:", "tessera-stack:", "geoemb:"
 # Extensions a zone group may register beyond its layout's own conventions: uuid -> name.
@@ -72,6 +74,25 @@ class ZoneInfo:
         """The embeddings' shard shape (the outer chunk grid), None when the zone lists no embeddings."""
         emb = self.arrays.get("embeddings")
         return None if emb is None else list(emb["chunk_grid"]["configuration"]["chunk_shape"])
+
+    def zone(self, layout: lay.Layout, **more) -> Zone:
+        """The zone these documents describe (builder/core/zone.py): its grid by `layout`'s rule (ValueError, one
+        line, for attributes of no grid), its bands from the embeddings' shape (`tessera:n_bands` when it lists
+        none), its tessera-ovr: level grids when they run 0, 1, .. without a gap; `more` overrides any field."""
+        shard = self.shard or [conv.SHARD] * 3
+        emb = self.arrays.get("embeddings")
+        n_bands = emb["shape"][layout.band_axis] if emb else self.attrs["tessera:n_bands"]
+        grid = layout.zone_grid(self.attrs, shard, self.name)
+        ovr = self.overviews
+        levels = tuple(ZoneGrid.from_level_attrs(grid, it) for it in ovr)
+        if [it["level"] for it in ovr] != list(range(len(ovr))):
+            levels = ()
+        fields = dict(n_bands=int(n_bands), has_rgb=bool(self.attrs.get("tessera:has_rgb_preview", False)),
+                      model_version=str(self.attrs.get("tessera:model_version", "")),
+                      build_version=str(self.attrs.get("tessera:build_version", "")), levels=levels,
+                      code_dims=int((self.attrs.get("tessera-ovr:code") or {}).get("dims", 0)) if levels else 0)
+        fields.update(more)
+        return Zone.of_attrs(self.name, self.attrs, layout, shard, **fields)
 
 
 @dataclass(frozen=True)

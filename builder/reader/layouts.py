@@ -6,7 +6,6 @@ one year whose arrays read in (y, x, band) order whatever the layout.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 
 import jsonschema
@@ -17,9 +16,10 @@ from builder.core import convention as conv
 from builder.core.bounds import BANDS_MAX, CHUNK_BYTES_MAX, COORD_VALUES_MAX, mib
 from builder.core.grid import ZoneGrid
 from builder.core.describe import STACK, StoreError, StoreInfo, describe
+from builder.core.zone import Zone
 from builder.core.layout import GEOEMB, NODATA, OUTSIDE, V1, VALID, WATER, Layout, depth_arrays
 
-__all__ = ["GEOEMB", "V1", "Layout", "VALID", "WATER", "NODATA", "OUTSIDE", "Zone", "ZoneView", "NoDataView", "detect", "read_root"]
+__all__ = ["GEOEMB", "V1", "Layout", "VALID", "WATER", "NODATA", "OUTSIDE", "Zone", "ZoneView", "NoDataView", "zone_of_group", "detect", "read_root"]
 # Edge (pixels) of the blocks regions are read in: one v1 shard (256), or 8x8 inner chunks of a geoemb:
 # shard (a whole 4096 x 4096 x 128 geoemb shard would be 8 GiB as float32).
 BLOCK = 256
@@ -28,11 +28,6 @@ BLOCK = 256
 @lru_cache(maxsize=None)
 def to_crs(crs: str) -> Transformer:
     return Transformer.from_crs("EPSG:4326", crs, always_xy=True)
-
-
-@lru_cache(maxsize=None)
-def from_crs(crs: str) -> Transformer:
-    return Transformer.from_crs(crs, "EPSG:4326", always_xy=True)
 
 
 def detect(attrs: dict, url: str) -> Layout:
@@ -85,44 +80,15 @@ def check_arrays(emb, scl, layout: Layout, grid: ZoneGrid) -> None:
         raise ValueError(f"scales has shape {scl.shape}, the embeddings' {emb.shape} need {want}")
 
 
-@dataclass(frozen=True)
-class Zone:
-    """A zone grid (the builder's ZoneGrid on the zone's own CRS) with what a reader needs."""
-
-    name: str
-    grid: ZoneGrid
-    crs: str  # proj:code: tessera v1 EPSG:326NN or 327NN, geoemb always 326NN
-    n_bands: int
-    chunk: int  # inner chunk edge in pixels
-    lonlat: tuple[float, float, float, float]  # west, south, east, north
-
-    @classmethod
-    def from_group(cls, name: str, attrs: dict, group, layout: Layout) -> "Zone":
-        """A zone group's grid and arrays, checked before anything is allocated from them: ValueError
-        (one line) for attributes of no grid, or arrays that do not fit it or exceed builder/core/bounds.py."""
-        emb, scl = group["embeddings"], group["scales"]
-        grid = layout.zone_grid(attrs, emb.shards or emb.chunks, name)
-        check_arrays(emb, scl, layout, grid)
-        lonlat = from_crs(attrs["proj:code"]).transform_bounds(*grid.box(), densify_pts=21)
-        return cls(name, grid, attrs["proj:code"], int(emb.shape[layout.band_axis]),
-                   int(emb.chunks[layout.yx[0]]), tuple(float(v) for v in lonlat))
-
-    @property
-    def transform(self) -> list[float]:
-        return conv.spatial_attrs(self.grid.origin_e, self.grid.origin_n, self.grid.height,
-                                  self.grid.width)["spatial:transform"]
-
-    def rowcol(self, e: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Row and column of the pixels containing UTM points (any, even outside the grid)."""
-        return self.grid.rowcol(e, n)
-
-    def contains(self, row: np.ndarray, col: np.ndarray) -> np.ndarray:
-        return self.grid.contains(row, col)
-
-    def near(self, lon: np.ndarray, lat: np.ndarray, margin: float = 0.01) -> np.ndarray:
-        """Points within the zone grid's lon/lat bounds (+ about 1 km): the ones worth projecting."""
-        w, s, e, n = self.lonlat
-        return (lon >= w - margin) & (lon <= e + margin) & (lat >= s - margin) & (lat <= n + margin)
+def zone_of_group(name: str, attrs: dict, group, layout: Layout) -> Zone:
+    """A zone group's zone (builder/core/zone.py) from its attributes and arrays, checked before anything is
+    allocated from them: ValueError (one line) for attributes of no grid, or arrays that do not fit it or exceed
+    builder/core/bounds.py."""
+    emb, scl = group["embeddings"], group["scales"]
+    zone = Zone.of_attrs(name, attrs, layout, emb.shards or emb.chunks, int(emb.shape[layout.band_axis]),
+                         chunk=int(emb.chunks[layout.yx[0]]))
+    check_arrays(emb, scl, layout, zone.grid)
+    return zone
 
 
 class ZoneView:

@@ -3,7 +3,7 @@ year -> store) or a geoemb: multi-year store, local or at any fsspec URL (http(s
 
 A store's metadata and a catalog are data: JSON is read within builder/core/bounds.py's limits (cache.py
 for zarr.json, `_read_json` here for catalogs and a directory's stores), zone shapes are checked before
-anything is allocated from them (layouts.Zone), and a catalog's stores must lie on the catalog's origin
+anything is allocated from them (layouts.zone_of_group), and a catalog's stores must lie on the catalog's origin
 or below a prefix of `allow` (builder/virtual/contain.py).  Each refusal is a ValueError of one line
 naming the store."""
 from __future__ import annotations
@@ -24,7 +24,7 @@ from builder.core.describe import TESSERA, StoreError, describe
 from builder.reader.cache import byte_source, is_url, reader_store
 from builder.core.layout import TIME, time_index
 from builder.reader.base import EmbeddingStore
-from builder.reader.layouts import GEOEMB, V1, Layout, NoDataView, Zone, ZoneView, read_root
+from builder.reader.layouts import GEOEMB, V1, Layout, NoDataView, Zone, ZoneView, read_root, zone_of_group
 from builder.virtual.contain import check_catalog
 
 
@@ -60,7 +60,7 @@ def _zones(group: zarr.Group, url: str, layout: Layout) -> dict[str, Zone]:
     for name in names:
         g = group[name]
         try:
-            zones[name] = Zone.from_group(name, dict(g.attrs), g, layout)
+            zones[name] = zone_of_group(name, dict(g.attrs), g, layout)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"{url}/{name}: not a readable zone group ({type(e).__name__}: {e})") from None
     if not zones:
