@@ -26,6 +26,7 @@ nitpick_ignore_regex = [
     ("py:.*", r"(np\.ndarray|Mapping|Path|Any|Iterable|BackendEntrypoint)"),
     # the core's own classes that the reader's signatures name (builder/core/grid.py, builder/core/layout.py): internals
     ("py:class", r"(builder\.core\.grid\.ZoneGrid|builder\.core\.layout\.Layout|Layout)"),
+    ("py:class", r"(builder\.core\.(zone|catalog|source)\.)?(Zone|Entry|Box|Hint)"),
 ]
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"

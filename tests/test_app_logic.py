@@ -306,28 +306,6 @@ def test_similarity_colours():
     assert np.isnan(cosine_map(np.zeros((1, 1, 4), np.float32), np.ones(4, np.float32))).all()
 
 
-@pytest.mark.parametrize("doc,want", [
-    ([], 'expected an object with a non-empty "stores" list'),
-    ({"stores": []}, 'expected an object with a non-empty "stores" list'),
-    ({"stores": [{"year": 2024}]}, "store 0 has no url"),
-    ({"stores": [{"year": "2024", "url": "a.zarr"}]}, "store 0 has no integer year"),
-    ({"stores": [{"year": True, "url": "a.zarr"}]}, "store 0 has no integer year"),
-    ({"stores": [{"year": 2024, "url": "a.zarr"}], "multiyear": ["x"]}, "multiyear is not a URL"),
-])
-def test_a_bad_catalog_is_one_clear_error(doc, want):
-    from app.catalog import parse_catalog
-    with pytest.raises(SourceError) as e:
-        parse_catalog(doc)
-    assert e.value.kind == "invalid" and str(e.value) == f"catalog: {want}"
-
-
-def test_catalog_labels_default_to_the_year():
-    from app.catalog import parse_catalog
-    stores, multi = parse_catalog({"stores": [{"year": 2023, "url": "a.zarr"}, {"year": 2024, "url": "b", "label": 7}],
-                                   "multiyear": "years.json"})
-    assert [s["label"] for s in stores] == ["2023", "7"] and multi == "years.json"
-
-
 class _DocSource(ZarrSource):
     def __init__(self, doc):
         self.doc = doc

@@ -504,9 +504,11 @@ def test_explorer_recognises_the_index_by_its_registration(two_years, tmp_path):
         run_async(StoreModel(IndexSource(unregistered)).open())
 
 
-def test_the_python_reader_refuses_the_index_by_its_registration(two_years, tmp_path):
-    from builder.reader.layouts import detect
+def test_the_python_reader_opens_the_index_as_its_own_kind_by_its_registration(two_years, tmp_path):
+    from builder.reader import open_store
+    from builder.reader.stack import StackStore
     _, stores = two_years
-    g = open_index(str(_years_index(stores, tmp_path / "y.json")), allow=[str(stores)])
-    with pytest.raises(ValueError, match="y.json: a multi-year virtual index"):
-        detect(_docs(g)[""]["attributes"], "y.json")
+    idx = open_store(str(_years_index(stores, tmp_path / "y.json")), allow=[str(stores)])
+    assert isinstance(idx, StackStore) and idx.years == [2023, 2024]
+    with pytest.raises(ValueError, match="is outside"):  # its references are held to its directory, as a catalog's
+        open_store(str(_years_index(stores, tmp_path / "z.json")))

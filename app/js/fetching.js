@@ -145,19 +145,28 @@ export async function cappedText(resp, url, limit) {
     all.set(p, at);
     at += p.length;
   }
-  return new TextDecoder().decode(all);
+  return decodeText(all, url);
+}
+
+// UTF-8 as Python reads a document (builder/core/bounds.py): invalid bytes refuse it, a BOM is kept (and then
+// is not JSON) rather than dropped.
+export function decodeText(raw, url) {
+  try {
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(raw);
+  } catch {
+    throw new TesseraError("invalid", `${url} is not UTF-8 text`);
+  }
 }
 
 // Depth of a parsed JSON value (or any plain value), walked iteratively (no recursion to overflow).
+// Every value counts, a number or string too, as in Python's rule (builder/core/bounds.py).
 export function checkDepth(value, url, limit = LIMITS.depth) {
   const stack = [[value, 1]];
   while (stack.length) {
     const [v, d] = stack.pop();
-    if (v === null || typeof v !== "object") continue;
     if (d > limit) throw new TesseraError("invalid", `${url} is nested more than ${limit} levels deep`);
-    for (const child of Array.isArray(v) ? v : Object.values(v)) {
-      if (child !== null && typeof child === "object") stack.push([child, d + 1]);
-    }
+    if (v === null || typeof v !== "object") continue;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, d + 1]);
   }
   return value;
 }
@@ -173,11 +182,11 @@ export function parseJSON(text, url) {
 }
 
 // Bytes of a document decoded and checked like a fetched one.
-export function parseBytes(raw, url) {
-  if (raw.length > LIMITS.metadataBytes) {
-    throw new TesseraError("invalid", `${url} is ${raw.length} bytes; documents over ${LIMITS.metadataBytes} bytes are refused`);
+export function parseBytes(raw, url, limit = LIMITS.metadataBytes) {
+  if (raw.length > limit) {
+    throw new TesseraError("invalid", `${url} is ${raw.length} bytes; documents over ${limit} bytes are refused`);
   }
-  return parseJSON(new TextDecoder().decode(raw), url);
+  return parseJSON(decodeText(raw, url), url);
 }
 
 export async function fetchJSONDoc(request, source, limit) {

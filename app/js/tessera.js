@@ -16,6 +16,7 @@
 import * as zarr from "zarrita";
 import { ERROR_KINDS, LIMITS, TesseraError, catalogOrigins, checkDepth, fetchJSONDoc, fileSizes, parseBytes,
          resetStats as resetFetches, stats } from "./fetching.js";
+import { CATALOG, checkCatalog, pickStore, readCatalog } from "./catalog.js";
 import { BIG_READ_BYTES, chunkCost, clearChunks } from "./chunks.js";
 import { flightProgress, flightStats, sharedFetch } from "./flights.js";
 import { geography } from "./geography.js";
@@ -24,6 +25,7 @@ import { clearCaches, options } from "./ranges.js";
 import { array, node, source } from "./sources.js";
 import { runUmap } from "./umap.js";
 
+export { CATALOG, checkCatalog, pickStore, readCatalog };
 export { BIG_READ_BYTES, ERROR_KINDS, LIMITS, TesseraError, flightStats, options, prefetchStats, stats };
 export * as mercator from "./mercator.js";
 
@@ -47,10 +49,11 @@ const call = (fn) => async (...args) => {
   }
 };
 
-// The catalog (a JSON document with the same limits), checked; its origin becomes one an index may refer to.
+// The catalog (a JSON document within a catalog's size, app/js/catalog.js), its size and depth checked (Python
+// checks its fields, builder/core/catalog.py); its origin becomes one an index may refer to.
 export const fetchJSON = call(async (url) => {
   const abs = new URL(url, location.href).href;
-  const value = await fetchJSONDoc(new Request(abs), abs, LIMITS.metadataBytes);
+  const value = await fetchJSONDoc(new Request(abs), abs, CATALOG.bytes);
   catalogOrigins.add(new URL(abs).origin);
   return JSON.stringify(value);
 });

@@ -9,7 +9,7 @@
 // settles, the view's level is read again, `refine`), a screen column and a screen row at a time: in
 // Mercator, longitude depends on x only, latitude on y only.
 // The projection is the bridge's (app/js/mercator.js, window.tesseraJS.mercator): one copy, the coastlines'.
-import { mercator } from "./vendor/tessera.mjs";
+import { checkCatalog, mercator, pickStore } from "./vendor/tessera.mjs";
 
 const { R, lonToX, latToY, xToLon, yToLat } = mercator;
 const D = Math.PI / 180;
@@ -30,9 +30,8 @@ async function chooseStore(js, q, h) {
   const store = h.get("store") || q.get("store");
   if (store) return new URL(store, location.href).href.replace(/\/+$/, "");
   const catalog = new URL(q.get("catalog") || "data/catalog.json", location.href).href;
-  const stores = JSON.parse(unwrap(await js.fetchJSON(catalog))).stores;
-  const year = Number(h.get("year") || q.get("year"));
-  const pick = stores.find((s) => s.year === year) || stores[stores.length - 1];
+  const cat = checkCatalog(JSON.parse(unwrap(await js.fetchJSON(catalog))), catalog); // builder/core/catalog.py's rules
+  const pick = pickStore(cat, Number(h.get("year") || q.get("year")));
   return new URL(pick.url, catalog).href.replace(/\/+$/, "");
 }
 

@@ -18,6 +18,7 @@ from typing import Any
 
 ROOT_JSON_MAX = 16 * 2**20       # the root zarr.json, which holds the consolidated metadata; a catalog
 NODE_JSON_MAX = 1 * 2**20        # any other zarr.json
+INDEX_JSON_MAX = 64 * 2**20      # a multi-year index's references (JSON), as the explorer's (app/js/fetching.js)
 JSON_VALUES_MAX = 1_000_000      # values in one document (counted as its , [ { bytes)
 JSON_DEPTH_MAX = 64              # nesting levels of one document
 COORD_VALUES_MAX = 4_000_000     # values of one coordinate array (32 MB of float64); rows or columns of a zone

@@ -15,7 +15,7 @@ from pyproj import Transformer
 from builder.core import convention as conv
 from builder.core.bounds import BANDS_MAX, CHUNK_BYTES_MAX, COORD_VALUES_MAX, mib
 from builder.core.grid import ZoneGrid
-from builder.core.describe import STACK, StoreError, StoreInfo, describe
+from builder.core.describe import StoreError, StoreInfo, describe
 from builder.core.zone import Zone
 from builder.core.layout import GEOEMB, NODATA, OUTSIDE, V1, VALID, WATER, Layout, depth_arrays
 
@@ -36,7 +36,8 @@ def detect(attrs: dict, url: str) -> Layout:
 
 
 def read_root(attrs: dict, url: str) -> StoreInfo:
-    """describe() of a store root the reader opens (a year store or a geoemb: store); ValueError otherwise."""
+    """describe() of a store root the reader opens (a year store, a multi-year index or a geoemb: store);
+    ValueError otherwise."""
     try:
         info = describe({"attributes": attrs}, where=url, jsonschema=jsonschema)
     except StoreError as e:
@@ -44,9 +45,6 @@ def read_root(attrs: dict, url: str) -> StoreInfo:
             raise ValueError(f"{url}: tessera:dataset_version {e.version!r}; this reader reads "
                              f"{conv.DATASET_VERSION!r}") from None
         raise ValueError(str(e)) from None
-    if info.kind == STACK:
-        raise ValueError(f"{url}: a multi-year virtual index (tessera-stack:); open the year stores or their "
-                         "catalog.json instead")
     return info
 
 

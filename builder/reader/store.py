@@ -2,7 +2,7 @@
 year -> store) or a geoemb: multi-year store, local or at any fsspec URL (http(s)://, s3://, ...).
 
 A store's metadata and a catalog are data: JSON is read within builder/core/bounds.py's limits (cache.py
-for zarr.json, `_read_json` here for catalogs and a directory's stores), zone shapes are checked before
+for zarr.json, `_read_json` here for a directory's stores; catalogs by builder/core/catalog.py), zone shapes are checked before
 anything is allocated from them (layouts.zone_of_group), and a catalog's stores must lie on the catalog's origin
 or below a prefix of `allow` (builder/virtual/contain.py).  Each refusal is a ValueError of one line
 naming the store."""
@@ -19,12 +19,15 @@ import numpy as np
 import zarr
 
 from builder.core import convention as conv
-from builder.core.bounds import COORD_VALUES_MAX, ROOT_JSON_MAX, read_json_file
-from builder.core.describe import TESSERA, StoreError, describe
+from builder.core.bounds import COORD_VALUES_MAX, INDEX_JSON_MAX, ROOT_JSON_MAX, parse_json
+from builder.core.catalog import CATALOG_JSON_MAX, parse_catalog
+from builder.core.describe import GEOEMB as GEOEMB_KIND
+from builder.core.describe import STACK, TESSERA, StoreError, describe
 from builder.reader.cache import byte_source, is_url, reader_store
 from builder.core.layout import TIME, time_index
 from builder.reader.base import EmbeddingStore
 from builder.reader.layouts import GEOEMB, V1, Layout, NoDataView, Zone, ZoneView, read_root, zone_of_group
+from builder.reader.stack import StackStore
 from builder.virtual.contain import check_catalog
 
 
@@ -40,7 +43,8 @@ def _open_root(url: str, so: dict) -> zarr.Group | None:
         raise ValueError(f"{url}: cannot read ({type(e).__name__}: {e})") from None
 
 
-def _zones(group: zarr.Group, url: str, layout: Layout) -> dict[str, Zone]:
+def zone_names(group: zarr.Group, url: str) -> list[str]:
+    """The zone groups (utmNN) of a root group, listed or (plain HTTP cannot list) asked for one by one."""
     try:
         names = sorted(k for k in group.group_keys() if conv.parse_zone_group_name(k) is not None)
     except (OSError, NotImplementedError, ValueError):
@@ -56,8 +60,12 @@ def _zones(group: zarr.Group, url: str, layout: Layout) -> dict[str, Zone]:
         with ThreadPoolExecutor(8) as ex:
             found = list(ex.map(probe, candidates))
         names = [n for n, g in zip(candidates, found) if g is not None]
+    return names
+
+
+def _zones(group: zarr.Group, url: str, layout: Layout) -> dict[str, Zone]:
     zones = {}
-    for name in names:
+    for name in zone_names(group, url):
         g = group[name]
         try:
             zones[name] = zone_of_group(name, dict(g.attrs), g, layout)
@@ -89,8 +97,8 @@ class V1Stores(EmbeddingStore):
             if g is None:
                 raise ValueError(f"{src}: no zarr.json (year {y} of {self.url})")
             info = read_root(dict(g.attrs), src)
-            if info.layout is not V1:
-                raise ValueError(f"{src}: a {info.layout.name} store, listed as a tessera: v1 year store in {self.url}")
+            if info.kind != TESSERA:
+                raise ValueError(f"{src}: a {info.kind} store, listed as a tessera: v1 year store in {self.url}")
             if info.year != y:
                 raise ValueError(f"{src}: holds year {info.year}, listed as {y} in {self.url}")
             self._open[y] = (g, _zones(g, src, V1), byte_source(src, self._so))
@@ -214,27 +222,28 @@ def _geoemb_kind(url: str, g: zarr.Group) -> EmbeddingStore:
     return kind(url, g, zones)
 
 
-def _read_json(url: str, so: dict) -> dict | None:
-    """A catalog (or a directory's store root) read within builder/core/bounds.py's limits; None when absent."""
+def _read_bytes(url: str, so: dict, limit: int) -> bytes | None:
+    """At most limit + 1 bytes of a document (a catalog, or a directory's store root); None when absent."""
     try:
         with fsspec.open(url, "rb", **so) as f:
-            return read_json_file(f, url, ROOT_JSON_MAX)
+            return f.read(limit + 1)
     except FileNotFoundError:
         return None
     except OSError as e:
         raise ValueError(f"{url}: cannot read ({type(e).__name__}: {e})") from None
 
 
-def _from_catalog(cat_url: str, doc: dict, so: dict, allow) -> V1Stores:
-    """The year stores a catalog lists: relative URLs below the catalog's directory, each store on the
-    catalog's origin or below a prefix of `allow` (builder/virtual/contain.py)."""
+def _read_json(url: str, so: dict) -> dict | None:
+    """A directory's store root read within builder/core/bounds.py's limits; None when absent."""
+    raw = _read_bytes(url, so, ROOT_JSON_MAX)
+    return None if raw is None else parse_json(raw, url, ROOT_JSON_MAX)
+
+
+def _from_catalog(cat_url: str, raw: bytes, so: dict, allow) -> V1Stores:
+    """The year stores a catalog lists (builder/core/catalog.py parses it): relative URLs below the catalog's
+    directory, each store on the catalog's origin or below a prefix of `allow` (builder/virtual/contain.py)."""
     base = cat_url.rsplit("/", 1)[0] if "/" in cat_url else "."
-    try:
-        listed = [(int(s["year"]), s["url"]) for s in doc["stores"]]
-        if not all(isinstance(u, str) for _, u in listed):
-            raise TypeError
-    except (KeyError, TypeError, ValueError, OverflowError):
-        raise ValueError(f"{cat_url}: not a catalog (expected {{\"stores\": [{{\"year\": ..., \"url\": ...}}]}})") from None
+    listed = parse_catalog(raw, cat_url).urls().items()
     resolved = [(y, u, u if "://" in u or u.startswith("/") else f"{base}/{u}") for y, u in listed]
     check_catalog(cat_url, resolved, allow)
     return V1Stores(cat_url, {y: url for y, _, url in resolved}, so)
@@ -250,16 +259,20 @@ def open_store(url, *, allow=None, **storage_options) -> EmbeddingStore:
         return V1Stores(f"{{{', '.join(f'{y}: {u}' for y, u in sorted(url.items()))}}}",
                         {int(y): os.fspath(u) for y, u in url.items()}, so)
     url = os.fspath(url).rstrip("/")
+    if url.endswith(".parquet"):
+        return _of_root(url, _open_index(url, so, allow), so)
     if url.endswith(".json"):
-        doc = _read_json(url, so)
-        if doc is None:
+        raw = _read_bytes(url, so, INDEX_JSON_MAX)
+        if raw is None:
             raise ValueError(f"{url}: no such file")
-        return _from_catalog(url, doc, so, allow)
+        if len(raw) > CATALOG_JSON_MAX or "refs" in parse_json(raw, url, CATALOG_JSON_MAX):
+            return _of_root(url, _open_index(url, so, allow), so)
+        return _from_catalog(url, raw, so, allow)
     g = _open_root(url, so)
     if g is None:
-        doc = _read_json(f"{url}/catalog.json", so)
-        if doc is not None:
-            return _from_catalog(f"{url}/catalog.json", doc, so, allow)
+        raw = _read_bytes(f"{url}/catalog.json", so, CATALOG_JSON_MAX)
+        if raw is not None:
+            return _from_catalog(f"{url}/catalog.json", raw, so, allow)
         local = [] if is_url(url) else sorted(Path(url.removeprefix("file://")).glob("*/zarr.json"))
         years = {}
         for meta in local:
@@ -273,8 +286,26 @@ def open_store(url, *, allow=None, **storage_options) -> EmbeddingStore:
         if years:
             return V1Stores(url, years, so)
         raise ValueError(f"{url}: no zarr.json and no catalog.json (not a store, nor a directory of year stores)")
+    return _of_root(url, g, so)
+
+
+def _of_root(url: str, g: zarr.Group, so: dict) -> EmbeddingStore:
+    """The kind of store a root group is, by the conventions it registers (builder/core/describe.py)."""
     info = read_root(dict(g.attrs), url)
-    if info.layout is GEOEMB:
+    if info.kind == GEOEMB_KIND:
         return _geoemb_kind(url, g)
+    if info.kind == STACK:
+        return StackStore(url, g, info.years)
     year = info.year
     return V1Stores(url, {year: url}, so, {year: (g, _zones(g, url, V1), byte_source(url, so))})
+
+
+def _open_index(url: str, so: dict, allow) -> zarr.Group:
+    """A multi-year index (Kerchunk JSON or Parquet references, builder/virtual/), its references resolved
+    against, and kept below, its own directory (or a prefix of `allow`)."""
+    from builder.virtual.reader import open_index
+    base = url.rsplit("/", 1)[0] + "/" if "/" in url else "./"
+    try:
+        return open_index(url, base=base, remote_options=so, allow=allow)
+    except OSError as e:
+        raise ValueError(f"{url}: cannot read the index ({type(e).__name__}: {e})") from None
