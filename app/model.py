@@ -134,10 +134,7 @@ class StoreModel:
 
     def _t(self, zone: Zone) -> tuple[int, int] | None:
         """The time index of the year shown, as a selection (geoemb:); None for a year store."""
-        if not self.layout.time_axis:
-            return None
-        t = lay.time_index(zone.times, self.year)
-        return (t, t + 1)
+        return self.layout.time_sel(zone.times, self.year)
 
     async def _box(self, zone: Zone, rows, cols, t, array: str = "embeddings", bands=None, hint: str = PIXEL):
         """(int8 (T?, h, w, B), float32 (T?, h, w)) of a box, whatever the layout's axis order."""
@@ -171,21 +168,13 @@ class StoreModel:
         return await asyncio.shield(kept) if isinstance(kept, asyncio.Future) else kept
 
     async def _read_column(self, zone: Zone, row: int, col: int) -> tuple[np.ndarray, np.ndarray]:
-        if self.years is not None and not self.layout.time_axis:  # a multi-year index: (year, H, W, B)
-            n = len(self.years)
-            e, s = await asyncio.gather(
-                self.source.read(f"{zone.name}/embeddings", (slice(0, n), slice(row, row + 1), slice(col, col + 1),
-                                                             slice(None)), PIXEL),
-                self.source.read(f"{zone.name}/scales", (slice(0, n), slice(row, row + 1), slice(col, col + 1)), PIXEL))
-        else:
-            e, s = await self._box(zone, (row, row + 1), (col, col + 1),
-                                   (0, len(zone.times)) if self.layout.time_axis else None)
+        e, s = await self._box(zone, (row, row + 1), (col, col + 1), self.layout.times_sel(len(zone.times)))
         n = s.size
         return e.reshape(n, -1).astype(np.int8), s.reshape(n)
 
     async def pixel(self, zone: Zone, row: int, col: int) -> Pixel:
         e, s = await self._column(zone, row, col)
-        t = lay.time_index(zone.times, self.year) if self.layout.time_axis else 0
+        t = self.layout.time_of(zone.times, self.year)
         e, s = e[t], s[t]
         scale = float(s)
         status = str(self.layout.classify(np.array([scale], np.float32))[0])
@@ -197,15 +186,12 @@ class StoreModel:
     async def warm_pixels(self, windows: list[tuple[Zone, int, int, int, int]]) -> dict | None:
         """Warm the shard indexes a click in these (zone, r0, r1, c0, c1) windows reads first (embeddings and scales
         of the year shown; geoemb: every time index, as `_column` reads; a multi-year index: every year, as
-        `pixel_years` reads): Source.prefetch."""
+        `pixel_years` reads): Source.prefetch, when the source prefetches at all."""
+        if not self.source.prefetches:
+            return None
         items = []
-        for zone, r0, r1, c0, c1 in windows:
-            if self.years is not None and not self.layout.time_axis:  # a multi-year index: (year, H, W, B)
-                n = len(self.years)  # every year, as pixel_years reads them
-                esel, ssel = [(0, n), (r0, r1), (c0, c1), None], [(0, n), (r0, r1), (c0, c1)]
-            else:
-                t = (0, len(zone.times)) if self.layout.time_axis else None
-                esel, ssel = self.layout.pixel_sel((r0, r1), (c0, c1), t)
+        for zone, r0, r1, c0, c1 in windows:  # every time index, as _column reads them
+            esel, ssel = self.layout.pixel_sel((r0, r1), (c0, c1), self.layout.times_sel(len(zone.times)))
             items += [(f"{zone.name}/embeddings", esel), (f"{zone.name}/scales", ssel)]
         return await self.source.prefetch(items)
 
@@ -279,7 +265,7 @@ class StoreModel:
             return None
         zone, row, col = hit
         e, s = await self._column(zone, row, col)
-        at = {y: i for i, y in enumerate(zone.times if self.layout.time_axis else self.years)}
+        at = {y: i for i, y in enumerate(zone.times)}
         ok = self.layout.valid(s)
         vecs = [conv.dequantise(e[at[y]], s[at[y]]) if y in at and ok[at[y]] else None for y in self.years]
         return zone, row, col, vecs

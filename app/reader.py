@@ -1,10 +1,8 @@
-"""Where the app's bytes come from: one small interface, two implementations.
+"""Where the app's bytes come from: the two transports of builder/core/source.py's `Source` protocol.
 
-`Source` is what the explorer needs from a store: its root document (with
-consolidated metadata) and boxes of arrays.  In the browser `JSSource`
-calls zarrita through `window.tesseraJS` (app/js/tessera.js); on CPython
-`ZarrSource` reads the same store with zarr-python, which is how the
-explorer's logic is tested outside a browser.
+In the browser `JSSource` calls zarrita through `window.tesseraJS` (app/js/tessera.js); on CPython
+`ZarrSource` reads the same store with zarr-python and fsspec, which is how the explorer's logic is tested
+outside a browser.
 """
 from __future__ import annotations
 
@@ -14,8 +12,9 @@ import numpy as np
 
 from app.errors import SourceError  # noqa: F401  (re-exported: callers import it from here)
 
-Box = tuple[slice, ...]  # one slice per dimension (slice(None) for all of it)
-PIXEL, REGION = "pixel", "region"  # read hints: fewest bytes (single inner chunks), or whole shards
+from builder.core.source import Box, Hint, Source
+
+PIXEL, REGION = Hint.PIXEL, Hint.REGION  # the read hints (builder/core/source.py)
 
 
 def as_slices(box) -> Box:
@@ -23,37 +22,6 @@ def as_slices(box) -> Box:
     (builder/core/layout.py pixel_sel) give pairs, being stdlib + numpy only."""
     return tuple(s if isinstance(s, slice) else slice(None) if s is None else slice(int(s[0]), int(s[1]))
                  for s in box)
-
-
-def _hint(hint: str) -> str:
-    if hint not in (PIXEL, REGION):
-        raise ValueError(f"read hint must be {PIXEL!r} or {REGION!r}, not {hint!r}")
-    return hint
-
-
-class Source:
-    """What the explorer's data layer (app/model.py, app/geoemb.py) needs from a store."""
-    url: str
-
-    async def meta(self) -> dict:
-        raise NotImplementedError
-
-    async def node(self, path: str) -> dict | None:
-        """The metadata document (zarr.json) of the node at `path`, None when there is none (for stores
-        without consolidated metadata)."""
-        raise NotImplementedError
-
-    async def read(self, path: str, box: Box, hint: str = PIXEL) -> np.ndarray:
-        """Box `box` (a tuple of slices, one per dimension) of the array at `path`.
-
-        hint=PIXEL reads the fewest bytes (a click); REGION reads whole shards (previews, tools)."""
-        raise NotImplementedError
-
-    async def prefetch(self, items: list[tuple[str, list]]) -> dict | None:
-        """Warm what a PIXEL read in these boxes ((path, [start, stop] pairs or None per axis)) reads first: the
-        shard indexes (app/js/prefetch.js), so that a click there costs one round trip.  A newer call supersedes
-        an unfinished one.  An optimisation only: None where there is nothing to warm (zarr-python here)."""
-        return None
 
 
 _DTYPES = {"int8": np.int8, "uint8": np.uint8, "float32": np.float32, "float64": np.float64, "int32": np.int32,
@@ -74,6 +42,8 @@ class JSSource(Source):
     """`big_reads` (app/bigreads.py BigReads), when given, says a read of big chunks before it starts, shows its
     progress and can cancel it; without it every read goes straight to the data path."""
 
+    prefetches = True  # the shard indexes of the boxes (app/js/prefetch.js)
+
     def __init__(self, url: str, big_reads=None):
         self.url = url
         self.big_reads = big_reads
@@ -91,12 +61,17 @@ class JSSource(Source):
         from pyodide.ffi import to_js
         sel = [None if s.start is None and s.stop is None else [s.start, s.stop] for s in as_slices(box)]
         if self.big_reads is not None:
-            out = await self.big_reads.read(self.url, path, to_js(sel), _hint(hint))
+            out = await self.big_reads.read(self.url, path, to_js(sel), Hint.of(hint).value)
         else:
-            out = await bridge("read", self.url, path, to_js(sel), _hint(hint))
+            out = await bridge("read", self.url, path, to_js(sel), Hint.of(hint).value)
         dtype = _DTYPES[str(out.dtype)]
         shape = tuple(int(x) for x in out.shape.to_py())
         return np.frombuffer(out.data.to_py(), dtype=dtype).reshape(shape).copy()
+
+    async def read_ranges(self, key: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        from pyodide.ffi import to_js
+        out = await bridge("readBytes", f"{self.url.rstrip('/')}/{key}", to_js([[int(o), int(n)] for o, n in ranges]))
+        return [bytes(b.to_py()) for b in out]
 
     async def prefetch(self, items: list[tuple[str, list]]) -> dict | None:
         from pyodide.ffi import to_js
@@ -107,6 +82,8 @@ class JSSource(Source):
 
 class ZarrSource(Source):
     """zarr-python over a local path or fsspec URL (CPython only)."""
+
+    prefetches = False  # zarr-python reads what it reads: nothing to warm
 
     def __init__(self, url: str, storage_options: dict | None = None):
         self.url = url
@@ -130,6 +107,14 @@ class ZarrSource(Source):
 
     async def read(self, path: str, box: Box, hint: str = PIXEL) -> np.ndarray:
         import zarr
-        _hint(hint)  # zarr-python reads what it reads; the hint is checked all the same
+        Hint.of(hint)  # zarr-python reads what it reads; the hint is checked all the same
         arr = zarr.open_array(self.url.rstrip("/") + "/" + path, mode="r", storage_options=self.storage_options)
         return np.asarray(arr[as_slices(box)])
+
+    async def read_ranges(self, key: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        import fsspec
+        fs, root = fsspec.core.url_to_fs(self.url.rstrip("/"), **(self.storage_options or {}))
+        return [fs.cat_file(f"{root}/{key}", int(o), int(o) + int(n)) for o, n in ranges]
+
+    async def prefetch(self, items: list[tuple[str, list]]) -> dict | None:
+        return None

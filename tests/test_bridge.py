@@ -48,3 +48,20 @@ def test_cpython_source_reads_boxes_of_slices_with_a_hint(store):
     np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="read hint"):
         run_async(src.read("utm30/embeddings", (slice(0, 1), slice(0, 1), slice(None)), "shard"))
+
+
+def test_both_transports_declare_the_core_source_protocol_and_read_byte_ranges(store):
+    """builder/core/source.py's Source: the browser's bridge and zarr-python declare it; byte ranges of a real shard
+    file are its bytes; the read hint is the core's enum, its strings what the bridge takes."""
+    from app.reader import JSSource, ZarrSource
+    from builder.core.source import Hint, Source
+    src = ZarrSource(str(store))
+    assert isinstance(src, Source) and Source in JSSource.__mro__  # declared (issubclass: not for data members)
+    assert (JSSource.prefetches, ZarrSource.prefetches) == (True, False)
+    assert run_async(src.prefetch([("utm30/scales", [(0, 1), (0, 1)])])) is None
+    shard = next(p for p in sorted((store / "utm30" / "embeddings" / "c").rglob("*")) if p.is_file())
+    raw, key = shard.read_bytes(), shard.relative_to(store).as_posix()
+    assert run_async(src.read_ranges(key, [(0, 16), (len(raw) - 20, 20), (5, 1)])) == [raw[:16], raw[-20:], raw[5:6]]
+    assert [Hint.of("pixel"), Hint.of(Hint.REGION)] == [Hint.PIXEL, Hint.REGION] and Hint.REGION == "region"
+    with pytest.raises(ValueError, match="read hint must be 'pixel' or 'region', not 'shard'"):
+        Hint.of("shard")

@@ -478,6 +478,7 @@ def test_explorer_recognises_the_index_by_its_registration(two_years, tmp_path):
 
     class IndexSource(Source):
         url = "years.json"
+        prefetches = False
 
         def __init__(self, doc):
             self.doc = doc

@@ -16,6 +16,7 @@ Stdlib and numpy only, so that the builder on CPython, the explorer in Pyodide a
 - `schemacheck`: the convention's schemas applied with a caller-given `jsonschema`.
 - `bounds`: how far metadata from elsewhere is trusted (sizes, depth).
 - `catalog`: catalog.json, the year stores a site offers (`Catalog`, `parse_catalog`).
+- `source`: the `Source` protocol of every transport (async box and byte-range reads, `Hint`, `prefetches`).
 - `shardio`: the `sharding_indexed` codec's shard index (`ShardIndex`) and whole-shard decoding.
 - `geotags`: the GeoTIFF tags of a north-up raster.
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 import importlib
 
 MODULES = ("convention", "geometry", "grid", "zone", "utm", "layout", "describe", "quant", "extensions", "schemacheck",
-           "bounds", "catalog", "shardio", "geotags")
+           "bounds", "catalog", "source", "shardio", "geotags")
 # Public names and the module that defines each.
 NAMES = {
     "ZoneGrid": "grid", "Zone": "zone",
@@ -34,6 +35,7 @@ NAMES = {
     "central_meridian": "geometry",
     "ShardIndex": "shardio",
     "MetadataError": "bounds", "parse_json": "bounds",
+    "Source": "source", "Hint": "source",
     "Catalog": "catalog", "CatalogError": "catalog", "parse_catalog": "catalog",
 }
 __all__ = [*MODULES, *NAMES]

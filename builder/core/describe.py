@@ -98,7 +98,7 @@ class ZoneInfo:
 @dataclass(frozen=True)
 class StoreInfo:
     kind: str  # TESSERA (one year store), STACK (multi-year virtual index) or GEOEMB
-    layout: lay.Layout  # the reading rules (a stack reads by v1's)
+    layout: lay.Layout  # the reading rules (a stack's are v1's with a leading year axis)
     attrs: dict = field(repr=False)
     years: tuple[int, ...]  # the year (TESSERA), the stacked years (STACK); () for GEOEMB (zones' time axes)
     zones: dict = field(repr=False)  # name -> ZoneInfo; {} when the root has no consolidated metadata
@@ -193,7 +193,7 @@ def describe(doc, where: str = "store root", *, jsonschema) -> StoreInfo:
     else:
         stack = is_stack(attrs)
         _check_tessera(attrs, stack, where, jsonschema)
-        kind, layout = (STACK if stack else TESSERA), lay.V1
+        kind, layout = (STACK, lay.STACK) if stack else (TESSERA, lay.V1)
         years = tuple(int(y) for y in attrs[ext.STACK_YEARS]) if stack else (int(attrs["tessera:year"]),)
     zs = zones(nodes)
     return StoreInfo(kind, layout, attrs, years, zs, levels(nodes),

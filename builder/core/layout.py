@@ -48,7 +48,7 @@ def neither(attrs: dict) -> str:
 
 class Layout:
     name = ""
-    time_axis = False
+    time_axis = False  # one store holds its years on a time axis and shows any of them (geoemb:)
     yx = (0, 1)  # axes of y and x in the embeddings array
     band_axis = 2
     # Region reads fetch whole shards (one GET each) when inner chunks are tiny (v1: 4x4, 2 KiB) and a shard
@@ -90,6 +90,32 @@ class Layout:
     def to_yxb(self, q: np.ndarray) -> np.ndarray:
         return q
 
+    def times_sel(self, n: int) -> tuple[int, int] | None:
+        """The time selection of every one of a zone's `n` time indexes (None: its arrays have no time axis)."""
+        return None
+
+    def time_sel(self, times, year: int | None) -> tuple[int, int] | None:
+        """The time selection of `year` among a zone's `times` (None: its arrays have no time axis)."""
+        return None
+
+    def time_of(self, times, year: int | None) -> int:
+        """Which of the time indexes a `times_sel` read holds is `year`'s (0: the one year of a year store)."""
+        return 0
+
+
+class TimeAxis:
+    """The rules of arrays with a time axis (geoemb:, a multi-year index): selections by time index."""
+
+    def times_sel(self, n):
+        return (0, int(n))
+
+    def time_sel(self, times, year):
+        t = time_index(times, year)
+        return (t, t + 1)
+
+    def time_of(self, times, year):
+        return time_index(times, year)
+
 
 class TesseraV1(Layout):
     name = "tessera:v1"
@@ -104,7 +130,22 @@ class TesseraV1(Layout):
         return [rows, cols, bands], [rows, cols]
 
 
-class Geoemb(Layout):
+class TesseraStack(TesseraV1):
+    """A multi-year index of v1 year stores (tessera-stack:, builder/virtual/): the v1 arrays with a leading year
+    axis, embeddings (T, H, W, B) and scales (T, H, W).  A model of it reads every year of a pixel (`times_sel`);
+    it shows no year of its own (the year stores do), so `time_sel` and `time_of` stay v1's."""
+
+    name = "tessera-stack:"
+    yx = (1, 2)
+    band_axis = 3
+
+    times_sel = TimeAxis.times_sel
+
+    def pixel_sel(self, rows, cols, t, bands=None):
+        return [t, rows, cols, bands], [t, rows, cols]
+
+
+class Geoemb(TimeAxis, Layout):
     name = "geoemb:"
     time_axis = True
     yx = (2, 3)
@@ -125,7 +166,7 @@ class Geoemb(Layout):
         return np.moveaxis(q, 1, -1)  # (T, B, h, w) -> (T, h, w, B)
 
 
-V1, GEOEMB = TesseraV1(), Geoemb()
+V1, STACK, GEOEMB = TesseraV1(), TesseraStack(), Geoemb()
 
 
 def time_index(years, year: int) -> int:

@@ -1,0 +1,54 @@
+"""Where a reader's bytes come from (pure core: stdlib + numpy): the `Source` protocol every transport declares.
+
+A `Source` gives a store's root document, its nodes' metadata, boxes of its arrays and byte ranges of its files,
+all asynchronously (the browser's reads are promises).  `Hint` says what a box read is for: PIXEL reads the
+fewest bytes (single inner chunks: a click), REGION whole shards (previews, tools).  `prefetches` says whether
+`prefetch` warms anything (the browser's shard-index prefetch) or is a no-op.
+
+The transports: the browser's zarrita bridge (app/reader.py JSSource, app/js/tessera.js) and zarr-python over
+fsspec on CPython (app/reader.py ZarrSource).  tests/test_source.py checks each against the protocol.
+"""
+from __future__ import annotations
+
+from enum import Enum
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+Box = tuple[slice, ...]  # one slice per dimension (slice(None) for all of it)
+
+
+class Hint(str, Enum):
+    """What a box read is for (its value is the string the browser's bridge takes)."""
+
+    PIXEL = "pixel"  # the fewest bytes: single inner chunks
+    REGION = "region"  # whole shards: previews and tools
+
+    @classmethod
+    def of(cls, hint) -> "Hint":
+        """A hint from itself or its string; ValueError (one line) for anything else."""
+        try:
+            return cls(hint)
+        except ValueError:
+            raise ValueError(f"read hint must be {cls.PIXEL.value!r} or {cls.REGION.value!r}, not {hint!r}") from None
+
+
+@runtime_checkable
+class Source(Protocol):
+    url: str
+    prefetches: bool  # whether `prefetch` warms anything (False: it always returns None)
+
+    async def meta(self) -> dict:
+        """The store's root zarr.json (with consolidated metadata when it has some)."""
+
+    async def node(self, path: str) -> dict | None:
+        """The zarr.json of the node at `path`, None when there is none."""
+
+    async def read(self, path: str, box: Box, hint: Hint = Hint.PIXEL) -> np.ndarray:
+        """Box `box` of the array at `path`, read as `hint` says."""
+
+    async def read_ranges(self, key: str, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """Byte ranges ((offset, length) pairs) of the file `key` below the store's root, in order."""
+
+    async def prefetch(self, items: list[tuple[str, list]]) -> dict | None:
+        """Warm what PIXEL reads in these boxes read first; None where there is nothing to warm."""
