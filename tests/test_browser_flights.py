@@ -153,3 +153,45 @@ def test_a_flaky_host_still_gives_every_caller_its_exact_bytes(page, site, files
         shard = [(r, f) for p, r, f in log if p.endswith("/s.zarr/a/c/0/0")]
         assert len([r for r, f in shard if f == "ok"]) == 2, shard  # each also failed once, first
         assert len([r for r, f in shard if f != "ok"]) == 2, shard
+
+
+TABLE = 256  # the documented bound of the table of shared requests (SHARING.flights), restated
+
+
+def test_beyond_256_shared_requests_in_flight_a_read_gets_its_own_unshared_request(page, site, files):
+    """257 ranges of one file, each more than 64 KiB from the next, are asked for at once and held by the server:
+    257 requests, of which the table keeps 256.  While they are held, a read of the first range joins its request,
+    and a read of the 257th (left out of the table) sends one of its own: the server sees that range twice and
+    the first once, and every caller gets its exact bytes."""
+    wide = np.random.default_rng(37).integers(0, 256, 24 * 2 ** 20, dtype=np.uint8).tobytes()
+    (site / "data" / "flights" / "wide.bin").write_bytes(wide)
+    ranges = [[k * 80_000, 100] for k in range(TABLE + 1)]  # gaps of 79,900 bytes: never one request
+    held, arrived = threading.Event(), threading.Event()
+
+    def hold_all(key):
+        arrived.set()
+        return "hold"
+
+    key = lambda r: f"bytes={r[0]}-{r[0] + r[1] - 1}"
+    with faulty_server(site, hold_all, hold=held, paths=("/flights/",)) as (base, log):
+        url = base + "data/flights/wide.bin"
+        open_bridge(page, base)
+        page.evaluate("([url, rs]) => { window.all = window.tesseraJS.readBytes(url, rs); }", [url, ranges])
+        assert arrived.wait(30), "no request reached the server"
+        page.wait_for_function(f"window.tesseraJS.flightStats.flights >= {TABLE + 1}", timeout=30_000)
+        stats = page.evaluate("({...window.tesseraJS.flightStats})")
+        page.evaluate("([url, a, b]) => { window.again = window.tesseraJS.readBytes(url, [a, b]); }",
+                      [url, ranges[0], ranges[-1]])
+        page.wait_for_function(f"window.tesseraJS.flightStats.flights >= {stats['flights'] + 1}", timeout=30_000)
+        after = page.evaluate("({...window.tesseraJS.flightStats})")
+        assert (after["flights"] - stats["flights"], after["joined"] - stats["joined"]) == (1, 1), (stats, after)
+        held.set()
+        got = page.evaluate("""async () => {
+            const hex = async (b) => Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", b)),
+                                                (x) => x.toString(16).padStart(2, "0")).join("");
+            const [a, b] = [await window.all, await window.again];
+            if (!a.ok || !b.ok) throw new Error(JSON.stringify([a.error, b.error]));
+            return Promise.all([...a.value, ...b.value].map(hex)); }""")
+        assert got == want(wide, ranges + [ranges[0], ranges[-1]])
+        asked = [r for p, r, f in log if p.endswith("/wide.bin")]
+        assert len(asked) == TABLE + 2 and asked.count(key(ranges[-1])) == 2 and asked.count(key(ranges[0])) == 1
