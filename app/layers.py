@@ -1,15 +1,16 @@
 """The explorer's raster layers as exportable `RasterLayer`s, by name.
 
-`PROVIDERS` maps a layer name to a coroutine function `(state) -> RasterLayer`; every tool that
-makes a raster (class, cluster, change maps) adds its own entry and is then exported as GeoTIFF
+`providers()` maps a layer name to a coroutine function `(state) -> RasterLayer`; every tool of the registry
+(app/tools/registry.py) has its layer's entry, and is then exported as GeoTIFF
 and PNG by `tesseraApi.exportGeoTIFF(name)`, `exportPNG(name)` and the page's buttons.
 
   * "similarity": the last similarity map, float32 cosines on its zone window, NaN where no data
     (PNG: the map's colours, transparent below the threshold);
   * "base": the embedding preview (the zone's rgb array) over the view's window of one zone;
-  * "class", "cluster", "change", "regression", "examples": the analysis tools' maps (app/tools/);
-  * "scatter": the pixels of the points brushed in the embedding scatter, uint8: 1 brushed, 0 the region's
-    other pixels with data, 255 no data (PNG: the map's magenta on transparent).
+  * each tool's layer ("class", "cluster", "change", "scatter", "regression", "examples"): float32 with NaN for no
+    data, or, for a class layer (Tool.continuous False: class, cluster, scatter), uint8 values with 255 for no data
+    and the tool's class names and colour table; the PNG in the map's colours. The scatter's is the pixels of the
+    brushed points: 1 brushed, 0 the region's other pixels with data.
 
 A GeoTIFF holds one CRS, so a layer over a view that spans UTM zones is exported one zone at a time: `zone`
 names it (default: the view's primary zone, the one holding its centre); `zones(state, name)` lists them.
@@ -24,9 +25,9 @@ import numpy as np
 
 from app import gis, raster, render
 from app.tools import region as tool_region
+from app.tools import registry
 from app.model import Zone
 from app.raster import RasterLayer
-from app.tools.cluster import colours as cluster_colours
 
 
 class ExportError(ValueError):
@@ -79,46 +80,35 @@ async def base_layer(state, zone: str | None = None) -> RasterLayer:
 
 
 def tool_layer(name: str):
-    """A provider for an analysis tool's map (app/tools/): class, cluster and scatter maps as uint8 values with
-    255 for no data, the PNG in the map's colours; change as float32 with NaN for no data."""
+    """A provider for the map of the tool whose layer is `name` (app/tools/)."""
     async def provide(state, zone: str | None = None) -> RasterLayer:
-        layer = state.tools.layer(name)
+        tool = state.tools.tool(name)
+        layer = tool.layer
         if layer is None:
-            raise ExportError(f"no {name} map yet: " + ("brush points in the scatter first" if name == "scatter"
-                                                          else f"run the {name} tool first"))
+            raise ExportError(f"no {name} map yet: " + tool.missing.format(name=name))
         layer = part(layer, zone)
-        if name in ("change", "regression", "examples"):
+        if tool.continuous:
             return RasterLayer(name, layer.values.astype(np.float32), layer.zone, layer.window, float("nan"),
                                colours=lambda v: layer.rgba)
         idx = np.where(np.isfinite(layer.values), layer.values, 255).astype(np.uint8)
-        names, colours = classes(state, name)
+        names, colours = tool.classes()
         return RasterLayer(name, idx, layer.zone, layer.window, 255, colours=lambda v: layer.rgba,
                            palette=None if colours is None else np.array(gis.palette(colours), np.uint8),
                            names=names)
     return provide
 
 
-def classes(state, name: str) -> tuple[tuple[str, ...] | None, list | None]:
-    """(names, colours) of a class raster's values 0..n-1: the class map's classes, the clusters' numbers; (None,
-    None) for other layers."""
-    if name == "class":
-        c = state.tools.classify
-        return tuple(c.names), list(c.colours)
-    if name == "cluster":
-        k = int(np.nanmax([np.nanmax(p.values) for p in state.tools.cluster.result.all])) + 1
-        return tuple(f"cluster {i}" for i in range(k)), cluster_colours(k)
-    return None, None
-
-
-PROVIDERS = {"similarity": similarity_layer, "base": base_layer, "class": tool_layer("class"),
-             "cluster": tool_layer("cluster"), "change": tool_layer("change"), "scatter": tool_layer("scatter"),
-             "regression": tool_layer("regression"), "examples": tool_layer("examples")}
+def providers() -> dict:
+    """Layer name -> provider: the similarity map, the base layer, then each tool's in the registry's order."""
+    return {"similarity": similarity_layer, "base": base_layer,
+            **{t.layer_name: tool_layer(t.layer_name) for t in registry.TOOLS}}
 
 
 async def layer(state, name: str, zone: str | None = None) -> RasterLayer:
-    provider = PROVIDERS.get(str(name))
+    every = providers()
+    provider = every.get(str(name))
     if provider is None:
-        raise ExportError(f"unknown layer {name!r} (layers: {', '.join(PROVIDERS)})")
+        raise ExportError(f"unknown layer {name!r} (layers: {', '.join(every)})")
     return await provider(state, None if zone is None else str(zone))
 
 
@@ -129,14 +119,14 @@ def zones(state, name: str) -> list[str]:
         if state.model is None:
             return []
         return [w[0].name for w in tool_region.view_windows(state.model, state.render_view()) if w[0].has_rgb]
-    got = state.sim if name == "similarity" else state.tools.layer(name) if name in PROVIDERS else None
+    got = state.sim if name == "similarity" else state.tools.layer(name)
     return [] if got is None else [p.zone.name for p in got.all]
 
 
 def available(state) -> list[str]:
-    """The names of the layers there is something to export of, in PROVIDERS' order: the base layer (the embedding
-    preview), and each layer computed so far."""
-    return [n for n in PROVIDERS if n == "base" or (state.sim if n == "similarity" else state.tools.layer(n)) is not None]
+    """The names of the layers there is something to export of, in providers()' order: the base layer (the
+    embedding preview), and each layer computed so far."""
+    return [n for n in providers() if n == "base" or (state.sim if n == "similarity" else state.tools.layer(n)) is not None]
 
 
 def gis_files(lay: RasterLayer, stem: str) -> dict[str, bytes]:
@@ -162,9 +152,10 @@ async def download(state, name: str, kind: str) -> tuple[str, bytes, str, list[R
     if kind == "gis":
         files = {f: data for lay in lays
                  for f, data in gis_files(lay, f"tessera-{year}-{lay.zone.name}-{lay.name}").items()}
-        if name == "class" and state.tools.classify.evaluation:  # the held-out report of the map's model
-            files[f"tessera-{year}-class-evaluation.json"] = json.dumps(state.tools.classify.evaluation,
-                                                                        indent=1).encode()
+        tool = state.tools.tool(name)
+        report = tool.report() if tool is not None else None
+        if report:  # the held-out report of the map's model
+            files[f"tessera-{year}-{name}-evaluation.json"] = json.dumps(report, indent=1).encode()
     else:
         files = {f"tessera-{year}-{lay.zone.name}-{lay.name}.{kind}": lay.geotiff() if kind == "tif" else lay.png()
                  for lay in lays}

@@ -8,9 +8,10 @@ def colour_bar(state) -> tuple[str, float, float] | None:
     """(title, low, high) of the continuous layer on top, or None: a tool's change layer when it is shown,
     else the similarity layer when it is on. Both are coloured over the range they show (app/render.py ramp_rgba):
     similarity from the threshold to 1, change from 0 to 1."""
-    t = state.tools
-    if t.shown == "change" and t.change.result is not None:
-        return "change (1 - cosine)", 0.0, 1.0
+    tool = state.tools.tool(state.tools.shown)
+    bar = tool.colour_bar() if tool is not None else None
+    if bar is not None:
+        return bar
     if state.similarity_on and state.sim is not None:
         return "cosine similarity", float(state.threshold), 1.0
     return None
@@ -19,12 +20,8 @@ def colour_bar(state) -> tuple[str, float, float] | None:
 def key(state) -> list[tuple[str, str]]:
     """(name, '#rrggbb') of each colour of the categorical tool layer shown: the classes by name (as the classifier
     coloured them), or the clusters by the number "Cluster to label" takes; [] for any other layer."""
-    t = state.tools
-    if t.shown == "class" and t.classify.result is not None:
-        return list(zip(t.classify.names, t.classify.colours))
-    if t.shown == "cluster" and t.cluster.result is not None:
-        return list(t.cluster.key)
-    return []
+    tool = state.tools.tool(state.tools.shown)
+    return tool.legend_key() if tool is not None else []
 
 
 def caption(state) -> str:

@@ -25,7 +25,7 @@ from app.catalog import absolute, load_catalog
 from app.export import to_csv, to_npy
 from app.reader import SourceError, bridge
 from app.session import MAP_H, MAP_W, Explorer, fit_box, year_options
-from app.state import TOOL_TABS, UrlState
+from app.state import UrlState
 from app.tools import share, similarity
 from app.tools.labels import BrowserStorage
 from app.tools.ui import ToolsUI
@@ -60,9 +60,9 @@ class ExplorerUI(pn.viewable.Viewer):
             ("key-source", dict(x=[], y=[], color=[], label=[])))}
         self.map_fig = self._map_figure()
         tabs = state.url_state.tools
-        self.tools_ui = ToolsUI(state, self.map_fig, TOOL_TABS if tabs is None else tabs)  # app/tools/: the link's tools=
+        self.tools_ui = ToolsUI(state, self.map_fig, tabs)  # app/tools/: the link's tools= (None: every tab)
         # Where the mouse rests over the map (the scatter's hover source: after 40 ms at rest), its pixel is read ahead.
-        self.tools_ui.scatter.mouse.on_change("data", self._on_hover)
+        state.tools.scatter.ui.mouse.on_change("data", self._on_hover)
         # The plots' sources are in the first document (the map figure's tags hold them), so selections made before
         # the plots are shown (show_plots, once the map is interactive) land in them as they do later.
         self.map_fig.tags = [self.sources[n] for n in ("spectrum-source", "years-source", "change-source")]
@@ -116,8 +116,8 @@ class ExplorerUI(pn.viewable.Viewer):
         state.tools.labels.param.watch(self._draw_legend, ["mode", "active"])  # the caption says when clicks label
         state.param.watch(self._show_view, ["view"])
         state.tools.param.watch(self._draw_legend, ["shown"])
-        for tool in (state.tools.classify, state.tools.cluster, state.tools.change):
-            tool.param.watch(self._draw_legend, ["result"])
+        for tool in state.tools.all:
+            tool.param.watch(self._draw_legend, [tool.layer_param])
         state.param.watch(self._draw_layers, ["show_coast", "show_borders", "geo_opacity", "show_tiles",
                                               "tiles_opacity", "embedding_opacity"])
         state.param.watch(self._write_url, ["year", "view", "selected", "pins", "similarity_on", "threshold", "sim_from",

@@ -55,7 +55,7 @@ class Explorer(param.Parameterized):
     places = param.Dict({}, doc="country name -> lon/lat box (w, s, e, n), from world-atlas once loaded")
     tiles_url = param.String(None, allow_None=True, doc="XYZ tile URL template ({X}/{Y}/{Z}), None when not set")
     export_layer = param.Selector(objects=["base"], default="base", label="Layer to export",
-                                  doc="a name of app/layers.PROVIDERS whose layer exists (_offer_exports)")
+                                  doc="a name of app/layers.providers() whose layer exists (_offer_exports)")
     exact = param.Boolean(False, label="Exact (full vectors)",
                           doc="the tools read every zone's full vectors at the view's level, not its compact code")
     cost = param.String("", doc="what the tools read over the view, and what the exact result costs (plain text)")
@@ -77,14 +77,12 @@ class Explorer(param.Parameterized):
         self._hover_at = None  # where the mouse rests, while that task has not read it yet
         self.geography = None  # the task loading coastlines, borders and place names (app/main.py)
         self.tool_window = None  # [(zone name, overview level, window), ...]: a link's tools run on these instead of the view's (app/tools/share.py)
-        self.tools = Tools(self)  # labels, classification, k-means, change (app/tools/)
+        self.tools = Tools(self)  # the labels and the analysis tools (app/tools/)
         self.param.watch(self._on_selected, "selected")
         # The layers to export are those there are (layers.available): a new one is chosen as it comes.
         self.param.watch(self._offer_exports, "sim")
-        for tool in (self.tools.classify, self.tools.cluster, self.tools.change, self.tools.regress,
-                     self.tools.examples):
-            tool.param.watch(self._offer_exports, "result")
-        self.tools.scatter.param.watch(self._offer_exports, "highlight")
+        for tool in self.tools.all:
+            tool.param.watch(self._offer_exports, tool.layer_param)
         # What a change of state sets off: a year switch, a similarity search, a redraw (coalesced).
         self.param.watch(lambda e: self.spawn(self.switch_year(e.new)), "year")
         self.param.watch(self._on_similarity, "similarity_on")

@@ -1,53 +1,47 @@
-"""The explorer's analysis tools: each is a small state (param.Parameterized) plus pure computations.
+"""The explorer's analysis tools: each is a module declaring one `Tool` (app/tools/tool.py), listed in
+app/tools/registry.py; `Tools` holds the labels and one instance of each for the Explorer (app/session.py).
 
-region.py reads the view's embeddings; labels.py, classify.py, cluster.py, change.py, similarity.py and
-scatter.py are the tools; `Tools` bundles their states for the Explorer (app/session.py), ui.py draws them and
-api.py exposes them on window.tesseraApi.
+share.py writes the shown tool layer to the URL, api.py puts the tools' verbs on window.tesseraApi, ui.py draws
+their tabs and app/layers.py exports their layers: each by iterating the registry.
 """
 from __future__ import annotations
 
 import param
 
-from app.tools.change import Change
-from app.tools.classify import Classifier
-from app.tools.cluster import Clusters
-from app.tools.examples import Examples
+from app.tools import registry
 from app.tools.labels import Labels
-from app.tools.regress import Regressor
-from app.tools.scatter import Scatter
-
-LAYERS = ["none", "class", "cluster", "change", "scatter", "regression", "examples"]
+from app.tools.tool import Context
 
 
 class Tools(param.Parameterized):
-    """The tools' states; `shown` is the tool layer drawn over the map."""
+    """The labels and the tools' states (each also as an attribute by its `tool_name`); `shown` is the tool layer drawn
+    over the map."""
 
-    shown = param.Selector(objects=LAYERS, default="none", label="Tool layer")
+    shown = param.Selector(objects=["none"], default="none", label="Tool layer")
 
     def __init__(self, app, **kw):
         super().__init__(**kw)
+        self.param.shown.objects = registry.layers()
         self.labels = Labels(app)
-        self.classify = Classifier(app)
-        self.cluster = Clusters(app)
-        self.change = Change(app)
-        self.scatter = Scatter(app)
-        self.regress = Regressor(app)
-        self.examples = Examples(app)
-        for name, tool in (("class", self.classify), ("cluster", self.cluster), ("change", self.change),
-                           ("regression", self.regress), ("examples", self.examples)):
-            tool.param.watch(lambda e, name=name: setattr(self, "shown", name if e.new is not None else "none"),
-                             "result")
-        self.scatter.param.watch(self._on_highlight, "highlight")
-        self.labels.param.watch(lambda e: self.classify.take_colours(self.labels), "classes")
+        ctx = Context(app, self.labels, self)
+        self.all = [cls(ctx) for cls in registry.TOOLS]
+        self._by_layer = {t.layer_name: t for t in self.all}
+        for tool in self.all:
+            setattr(self, tool.tool_name, tool)
+            tool.param.watch(lambda e, name=tool.layer_name: self._on_layer(name, e.new), tool.layer_param)
 
-    def _on_highlight(self, e) -> None:
-        if e.new is not None:
-            self.shown = "scatter"
-        elif self.shown == "scatter":
+    def _on_layer(self, name: str, layer) -> None:
+        """A new layer is shown; a layer gone takes itself off the map."""
+        if layer is not None:
+            self.shown = name
+        elif self.shown == name:
             self.shown = "none"
+
+    def tool(self, layer_name: str):
+        """The tool whose layer is `layer_name`, or None."""
+        return self._by_layer.get(layer_name)
 
     def layer(self, name: str):
         """The tool layer `name` (a region.Layer), or None when it has not been computed."""
-        return {"class": self.classify.result, "cluster": self.cluster.result, "change": self.change.result,
-                "scatter": self.scatter.highlight, "regression": self.regress.result,
-                "examples": self.examples.result}.get(name)
+        tool = self._by_layer.get(name)
+        return None if tool is None else tool.layer

@@ -17,6 +17,8 @@ from app import render, views
 from app.model import StoreModel, cosine_pairs
 from app.reader import SourceError
 from app.tools import region as reg
+from app.tools.tool import Tool
+from app.tools.urlvalues import integer, number
 from builder.core.quant import cosine_pairs_code
 
 BINS = 40
@@ -61,7 +63,11 @@ async def read_year(model: StoreModel, zone, window, full, use: str, overview: b
     return reg.Region(zone, window, full, await reg.read_window(model, zone, window))
 
 
-class Change(param.Parameterized):
+class Change(Tool):
+    tool_name, layer_name = "change", "change"
+    url_settings = {"y0": integer, "y1": integer, "threshold": number}
+    tab, title = "change", "Change"
+
     y0 = param.Selector(objects=[], label="From year")
     y1 = param.Selector(objects=[], label="To year")
     # 0.05: on the realistic demo it finds 96 % of the parcels that changed class with full vectors, flagging 0.5 %
@@ -69,17 +75,20 @@ class Change(param.Parameterized):
     threshold = param.Number(0.05, bounds=(0.0, 2.0), step=0.01, label="Change threshold (1 - cosine)")
     result = param.Parameter(None, doc="region.Layer of 1 - cosine, or None")
     hist = param.Dict(dict(left=[], right=[], count=[]))
-    run = param.Action(lambda self: self.app.spawn(self.compute()), label="Change between the years")
+    run = param.Action(lambda self: self.ctx.spawn(self.compute()), label="Change between the years")
 
-    def __init__(self, app, **kw):
-        super().__init__(**kw)
-        self.app = app
-        self._stores: dict = {}
+    def __init__(self, ctx, **kw):
+        super().__init__(ctx, **kw)
         self.param.watch(lambda e: self._recolour(), "threshold")
 
+    @property
+    def _stores(self) -> dict:
+        """The year stores read so far, by year (the context's: cross-year models read them too)."""
+        return self.ctx.stores
+
     def years(self) -> list[int]:
-        ym = self.app.years_model
-        return list(ym.years) if ym is not None else sorted(c["year"] for c in self.app.catalog)
+        ym = self.ctx.years_model
+        return list(ym.years) if ym is not None else sorted(c["year"] for c in self.ctx.catalog)
 
     def offer(self) -> None:
         ys = self.years()
@@ -87,26 +96,17 @@ class Change(param.Parameterized):
         if ys:
             self.param.update(y0=ys[0] if self.y0 not in ys else self.y0, y1=ys[-1] if self.y1 not in ys else self.y1)
 
-    async def _store(self, year: int) -> StoreModel:
-        if year not in self._stores:
-            entry = next((c for c in self.app.catalog if c["year"] == year), None)
-            if entry is None:
-                raise SourceError("notfound", f"no store for {year} in the catalog")
-            # open(year): a geoemb: store lists every year under one URL and shows the one asked for
-            self._stores[year] = await StoreModel(self.app.source_factory(entry["url"])).open(year)
-        return self._stores[year]
-
     async def read(self, y0: int, y1: int) -> tuple[reg.Regions, reg.Regions] | None:
         """The two years' regions over the tool's region (the view's, or a link's; app/tools/region.py tool_plans),
         in every zone it shows that both years hold: the same overview level and window for both, read as full
         vectors or the code like the other tools."""
-        app, ym = self.app, self.app.years_model
-        stored = {c["year"] for c in app.catalog}
+        ctx, ym = self.ctx, self.ctx.years_model
+        stored = {c["year"] for c in ctx.catalog}
         # Year stores first: their region reads fetch whole shards (an index's references are per inner chunk).
         # A geoemb: store holds both years itself: read them from its time axis, never open it again.
         if ym is not None and y0 in ym.years and y1 in ym.years and (ym.layout.time_axis or not {y0, y1} <= stored):
             # a multi-year index and a geoemb: store carry no overviews: their plan is the 10 m window (capped)
-            ps = reg.tool_plans(app, ym)
+            ps = ctx.plans(ym)
             if not ps:
                 return None
 
@@ -116,9 +116,9 @@ class Change(param.Parameterized):
                 return reg.Region(zone, window, full, a), reg.Region(zone, window, full, b)
             pairs = await asyncio.gather(*(both(*p[:3]) for p in ps))
         else:
-            m0, m1 = await self._store(y0), await self._store(y1)
+            m0, m1 = await ctx.store(y0), await ctx.store(y1)
             # the windows every tool reads on this view, on the shown store's grids
-            ps = [p for p in reg.tool_plans(app) if all(p[0].name in m.zones for m in (m0, m1))]
+            ps = [p for p in ctx.plans() if all(p[0].name in m.zones for m in (m0, m1))]
             if not ps:
                 return None
             pairs = await asyncio.gather(*(self._read_zone(p, m0, m1, y0, y1) for p in ps))
@@ -127,16 +127,15 @@ class Change(param.Parameterized):
     async def _read_zone(self, p, m0: StoreModel, m1: StoreModel, y0: int, y1: int):
         """Both year stores' regions of one zone's plan; each year store's own grid of that level is the same
         ground shifted by whole pixels."""
-        app = self.app
         zone, window, full, use = p
         overview = reg.overviews(zone)
         if overview and not all(reg.overviews(z) and zone.level < len(z.levels)
                                 for z in (m0.zones[zone.name], m1.zones[zone.name])):
             # a year store without that level (built with --no-overviews): both years at 10 m, capped
-            if app.tool_window is not None and (zone.level or use == "code"):
+            if self.ctx.linked and (zone.level or use == "code"):
                 raise SourceError("notfound", f"the {y0} or {y1} store has no overview level {zone.level} "
                                               f"of {zone.name}")
-            (zone, window, full), use, overview = next(w for w in reg.tool_windows(app) if w[0].name == zone.name), \
+            (zone, window, full), use, overview = next(w for w in self.ctx.windows() if w[0].name == zone.name), \
                 "vectors", False
 
         def year(m: StoreModel):
@@ -147,16 +146,16 @@ class Change(param.Parameterized):
         return replace(a, zone=zone, window=window, full=full), b
 
     async def compute(self, y0=None, y1=None) -> reg.Layer | None:
-        app = self.app
+        ctx = self.ctx
         y0 = int(y0 if y0 is not None else self.y0)
         y1 = int(y1 if y1 is not None else self.y1)
         try:
             got = await self.read(y0, y1)
         except SourceError as e:
-            app.status = views.html("<b>Change unavailable:</b> {}", e)
+            ctx.status = views.html("<b>Change unavailable:</b> {}", e)
             return None
         if got is None:
-            app.status = views.html("The view shows no zone with data in both {} and {}.", y0, y1)
+            ctx.status = views.html("The view shows no zone with data in both {} and {}.", y0, y1)
             return None
         a, b = got
         if y0 in self.param.y0.objects and y1 in self.param.y1.objects:
@@ -166,7 +165,7 @@ class Change(param.Parameterized):
         every = self.result.values_all()
         self.hist = histogram(every)
         n = int(np.isfinite(every).sum())
-        app.status = views.html("Change {} -> {} (1 - cosine): {}; {:,} pixels with data in both years, {:,} "
+        ctx.status = views.html("Change {} -> {} (1 - cosine): {}; {:,} pixels with data in both years, {:,} "
                                 "above {:.2f}.", y0, y1, reg.describe(a), n,
                                 int((np.nan_to_num(every, nan=-1) >= self.threshold).sum()), self.threshold)
         return self.result
@@ -175,3 +174,38 @@ class Change(param.Parameterized):
         r = self.result
         if r is not None:
             self.result = r.recoloured(lambda v: change_rgba(v, self.threshold))
+
+    async def rerun(self, extra: dict):
+        return await self.compute()
+
+    def colour_bar(self) -> tuple[str, float, float] | None:
+        return ("change (1 - cosine)", 0.0, 1.0) if self.result is not None else None
+
+    def verbs(self, api) -> dict:
+        def change(y0, y1):
+            async def go():
+                return api.summary(await self.compute(int(y0), int(y1)))
+            return api.run(go)
+        return {"change": change}
+
+    def panel(self, fig):
+        import panel as pn
+        from bokeh.models import ColumnDataSource
+        hist = ColumnDataSource(dict(left=[], right=[], count=[]), name="hist-source")
+        self.param.watch(lambda e: setattr(hist, "data", dict(e.new)), "hist")
+        return lambda: pn.Column(pn.Param(self.param, show_name=False, parameters=["y0", "y1", "threshold", "run"]),
+                                 histogram_figure(hist))
+
+
+def histogram_figure(source):
+    """The change histogram's figure. Counts on a logarithmic axis: on a linear one, the bin of the unchanged pixels
+    dwarfed the rest. A bar starts at 0.5, so that a bin of one pixel shows too."""
+    from bokeh.plotting import figure
+
+    from app.figures import anchor
+    from app.layout import PANE_W
+    hist = figure(width=PANE_W, height=200, title="Change histogram (1 - cosine)", name="change-hist", tools="save",
+                  y_axis_type="log", y_axis_label="pixels")
+    hist.quad(left="left", right="right", top="count", bottom=0.5, source=source)
+    anchor(hist, 1.0)  # no "could not set initial ranges" before a change is computed
+    return hist

@@ -12,7 +12,9 @@ import numpy as np
 import param
 
 from app import views
-from app.tools import crossyear, evaluate, lazy, region as reg
+from app.tools import crossyear, evaluate, lazy, panes, region as reg
+from app.tools.tool import Tool
+from app.tools.urlvalues import integer, number
 
 METHODS = ["k-NN", "logistic regression", "random forest", "MLP", "gradient boosting"]
 
@@ -64,7 +66,12 @@ def summary(values: np.ndarray, conf: np.ndarray, names: list[str], threshold: f
     return [(n, int(c), float(c) * (pixel_m / 1000.0) ** 2) for n, c in zip(names, counts)]
 
 
-class Classifier(param.Parameterized):
+class Classifier(Tool):
+    tool_name, layer_name, continuous = "classify", "class", False
+    url_settings = {"method": str, "k": integer, "seed": integer, "threshold": number, "train_year": integer,
+                    "test_year": integer}
+    tab, title = "classify", "Classify"
+
     method = param.Selector(objects=METHODS, default="k-NN", label="Method")
     k = param.Integer(5, bounds=(1, 100), label="k (k-NN)")
     seed = param.Integer(0, bounds=(0, None), label="Seed")
@@ -73,34 +80,34 @@ class Classifier(param.Parameterized):
     evaluation = param.Dict(None, allow_None=True, doc="the last fit's held-out report (app/tools/evaluate.py)")
     train_year = param.Integer(None, allow_None=True, label="Train on the labels of year (blank: all)")
     test_year = param.Integer(None, allow_None=True, label="Apply to year (blank: the year shown)")
-    run = param.Action(lambda self: self.app.spawn(self.classify()), label="Classify the view")
+    run = param.Action(lambda self: self.ctx.spawn(self.classify()), label="Classify the view")
 
-    def __init__(self, app, **kw):
-        super().__init__(**kw)
-        self.app = app
+    def __init__(self, ctx, **kw):
+        super().__init__(ctx, **kw)
         self.conf = None  # region.Layer of the last result's confidence (the same zones and windows)
         self.names: list[str] = []
         self.colours: list[str] = []
         self.param.watch(lambda e: self.recolour(), "threshold")
+        ctx.labels.param.watch(lambda e: self.take_colours(ctx.labels), "classes")
 
     async def classify(self, method=None, **params) -> reg.Layer | None:
-        app, labels = self.app, self.app.tools.labels
+        ctx, labels = self.ctx, self.ctx.labels
         self.param.update(**{k: v for k, v in dict(params, method=method or self.method).items() if v is not None})
         revision = labels.revision  # the class set it trains on: changed before it ends, the result is not shown
         X, y, names = labels.training(self.train_year)
         if len(names) < 2:
-            app.status = views.html("Label pixels of at least two classes first.")
+            ctx.status = views.html("Label pixels of at least two classes first.")
             return None
         t0 = time.perf_counter()
-        region = await crossyear.read(app, self.test_year)
+        region = await crossyear.read(ctx, self.test_year)
         if region is None:
-            app.status = views.html("The view shows no zone of this store.")
+            ctx.status = views.html("The view shows no zone of this store.")
             return None
         t1 = time.perf_counter()
-        await lazy.sklearn(app)  # the first time: "Loading scikit-learn..." in the status line
+        await lazy.sklearn(ctx)  # the first time: "Loading scikit-learn..." in the status line
         idx, conf = await fit_predict(self.method, X, y, region.pixels(), self.k, self.seed)
         if labels.revision != revision:
-            app.status = views.html("Classification stopped: the label classes changed while it ran; run it again.")
+            ctx.status = views.html("Classification stopped: the label classes changed while it ran; run it again.")
             return None
         t2 = time.perf_counter()
         self.evaluation = await evaluate.classification(lambda n: estimator(self.method, n, self.k, self.seed),
@@ -113,9 +120,9 @@ class Classifier(param.Parameterized):
         # the confidence rides in the class layer's zones as a second layer of the same windows
         self.conf = region.layer("confidence", conf)
         self.result = self.coloured(region.layer("class", region.spread(idx.astype(np.float32))))
-        app.status = views.html("Classified ({}, {} labels, {} classes): {} in {:.0f} ms.", self.method, len(X),
+        ctx.status = views.html("Classified ({}, {} labels, {} classes): {} in {:.0f} ms.", self.method, len(X),
                                 len(names), reg.describe(region), self.timing["read_ms"] + self.timing["compute_ms"]) + \
-            crossyear.describe(app, self.train_year, self.test_year) + \
+            crossyear.describe(ctx, self.train_year, self.test_year) + \
             views.html(" Held-out: {}.", f"accuracy {self.evaluation['accuracy']:.3f} ({self.evaluation['folds']}-fold)"
                        if "accuracy" in self.evaluation else self.evaluation["error"])
         return self.result
@@ -144,3 +151,46 @@ class Classifier(param.Parameterized):
                     for p, c in zip(self.result.all, self.conf.all)]
         return [(n, colour, sum(z[i][1] for z in per_zone), sum(z[i][2] for z in per_zone))
                 for i, (n, colour) in enumerate(zip(self.names, self.colours))]
+
+    async def rerun(self, extra: dict):
+        return await self.classify()
+
+    def classes(self):
+        return tuple(self.names), list(self.colours)
+
+    def legend_key(self) -> list[tuple[str, str]]:
+        return list(zip(self.names, self.colours)) if self.result is not None else []
+
+    def report(self) -> dict | None:
+        return self.evaluation or None
+
+    def verbs(self, api) -> dict:
+        def classify(method="k-NN", params=None):
+            p = dict(params or {})
+
+            async def go():
+                t0 = time.perf_counter()
+                layer = await self.classify(str(method), **{k: v for k, v in p.items() if k in (
+                    "k", "seed", "threshold", "train_year", "test_year")})
+                return api.summary(layer, {"ms": (time.perf_counter() - t0) * 1000, "names": self.names,
+                                           "evaluation": self.evaluation, **getattr(self, "timing", {})})
+            return api.run(go)
+        return {"classify": classify}
+
+    def panel(self, fig):
+        import panel as pn
+        from app.layout import PANE_W
+
+        def build():
+            legend = pn.pane.HTML("", name="class-legend", width=PANE_W)
+
+            def draw(*e):  # the class map's legend while it is the layer shown
+                legend.object = panes.legend_html(self.legend()) if self.ctx.shown == self.layer_name else ""
+            draw()
+            self.ctx.labels.param.watch(draw, ["classes", "points", "active"])
+            self.param.watch(draw, ["result"])
+            self.ctx.watch_shown(draw)
+            return pn.Column(pn.Param(self.param, show_name=False, parameters=[
+                "method", "k", "seed", "threshold", "train_year", "test_year", "run"]), legend,
+                pn.pane.HTML(pn.bind(panes.evaluation_html, self.param.evaluation), name="evaluation", width=PANE_W))
+        return build

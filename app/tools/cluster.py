@@ -15,6 +15,8 @@ from app import views
 from app.tools import lazy, region as reg
 from app.tools.classify import class_rgba
 from app.tools.labels import PALETTE
+from app.tools.tool import Tool
+from app.tools.urlvalues import integer
 
 MAX_FIT = 65_536
 N_INIT = 3
@@ -42,39 +44,42 @@ def colours(k: int) -> list[str]:
     return [PALETTE[i % len(PALETTE)] for i in range(k)]
 
 
-class Clusters(param.Parameterized):
+class Clusters(Tool):
+    tool_name, layer_name, continuous = "cluster", "cluster", False
+    url_settings = {"k": integer, "seed": integer}
+    tab, title = "clusters", "Clusters"
+
     k = param.Integer(5, bounds=(2, 32), label="Clusters (k)")
     seed = param.Integer(0, bounds=(0, None), label="Seed")
     result = param.Parameter(None, doc="region.Layer of cluster numbers, or None")
     which = param.Integer(0, bounds=(0, None), label="Cluster to label")
     per_class = param.Integer(20, bounds=(1, 1000), label="Pixels to label")
-    run = param.Action(lambda self: self.app.spawn(self.cluster()), label="Cluster the view")
-    to_label = param.Action(lambda self: self.app.spawn(self.to_class(self.which)), label="Cluster -> label class")
+    run = param.Action(lambda self: self.ctx.spawn(self.cluster()), label="Cluster the view")
+    to_label = param.Action(lambda self: self.ctx.spawn(self.to_class(self.which)), label="Cluster -> label class")
 
-    def __init__(self, app, **kw):
-        super().__init__(**kw)
-        self.app = app
+    def __init__(self, ctx, **kw):
+        super().__init__(ctx, **kw)
         self.inertia = None
         self.region = None
         self.key: list[tuple[str, str]] = []  # the result's colours by cluster number: ("cluster 0", "#rrggbb"), ...
 
     async def cluster(self, k=None, seed=None) -> reg.Layer | None:
-        app = self.app
+        ctx = self.ctx
         self.param.update(**{n: v for n, v in (("k", k), ("seed", seed)) if v is not None})
-        region = await reg.read_tool(app)
+        region = await ctx.region()
         if region is None or region.n_valid < self.k:
-            app.status = views.html("Too few pixels with data in the view for {} clusters.", self.k)
+            ctx.status = views.html("Too few pixels with data in the view for {} clusters.", self.k)
             return None
         t0 = time.perf_counter()
         pixels = region.pixels()
-        await lazy.sklearn(app)  # the first time: "Loading scikit-learn..." in the status line
+        await lazy.sklearn(ctx)  # the first time: "Loading scikit-learn..." in the status line
         labels, _, self.inertia = await kmeans(pixels, self.k, self.seed)
         self.region = region
         self.key = [(f"cluster {i}", c) for i, c in enumerate(colours(self.k))]
         self.result = region.layer("cluster", region.spread(labels.astype(np.float32)),
                                    lambda v: class_rgba(v, np.ones_like(v), colours(self.k), 0.0))
         n = len(pixels)
-        app.status = views.html("k-means (k={}, seed {}){}: {}; inertia {:.6g} ({:.0f} ms).", self.k, self.seed,
+        ctx.status = views.html("k-means (k={}, seed {}){}: {}; inertia {:.6g} ({:.0f} ms).", self.k, self.seed,
                                 f", centres fitted on {MAX_FIT:,} sampled pixels" if n > MAX_FIT else "",
                                 reg.describe(region), self.inertia, (time.perf_counter() - t0) * 1000)
         return self.result
@@ -82,14 +87,14 @@ class Clusters(param.Parameterized):
     async def to_class(self, which: int, name: str | None = None, count: int | None = None) -> str | None:
         """Label `count` pixels of cluster `which` (a seeded sample over all the layer's zones) as a new class
         (default 'cluster N')."""
-        app, r = self.app, self.result
+        ctx, r = self.ctx, self.result
         if r is None:
-            app.status = views.html("Run k-means first.")
+            ctx.status = views.html("Run k-means first.")
             return None
         hits = [np.nonzero(p.values == which) for p in r.all]  # (rows, cols) in each zone's window
         part = np.concatenate([np.full(len(h[0]), i) for i, h in enumerate(hits)])
         if not len(part):
-            app.status = views.html("Cluster {} has no pixels.", which)
+            ctx.status = views.html("Cluster {} has no pixels.", which)
             return None
         pick = np.sort(np.random.default_rng(self.seed).choice(len(part), min(count or self.per_class, len(part)),
                                                                replace=False))
@@ -99,7 +104,33 @@ class Clusters(param.Parameterized):
             mine = index[pick[part[pick] == i]]
             if len(mine):
                 rows, cols = hits[i][0][mine], hits[i][1][mine]
-                name = app.tools.labels.add_pixels(name, p.zone, p.window, rows, cols, region.at(rows, cols),
-                                                   app.model.year)
-        app.status = views.html("Cluster {} -> class <b>{}</b>: {} labels.", which, name, len(pick))
+                name = ctx.labels.add_pixels(name, p.zone, p.window, rows, cols, region.at(rows, cols),
+                                                   ctx.model.year)
+        ctx.status = views.html("Cluster {} -> class <b>{}</b>: {} labels.", which, name, len(pick))
         return name
+
+    async def rerun(self, extra: dict):
+        return await self.cluster()
+
+    def classes(self):
+        k = int(np.nanmax([np.nanmax(p.values) for p in self.result.all])) + 1
+        return tuple(f"cluster {i}" for i in range(k)), colours(k)
+
+    def legend_key(self) -> list[tuple[str, str]]:
+        return list(self.key) if self.result is not None else []
+
+    def verbs(self, api) -> dict:
+        def cluster(k=5, seed=0):
+            async def go():
+                layer = await self.cluster(int(k), int(seed))
+                return api.summary(layer, {"inertia": self.inertia})
+            return api.run(go)
+
+        def cluster_to_class(which, name=None, count=None):
+            return api.run(lambda: self.to_class(int(which), name, None if count is None else int(count)))
+        return {"cluster": cluster, "clusterToClass": cluster_to_class}
+
+    def panel(self, fig):
+        import panel as pn
+        return lambda: pn.Param(self.param, show_name=False,
+                                parameters=["k", "seed", "run", "which", "per_class", "to_label"])

@@ -19,7 +19,8 @@ import numpy as np
 import param
 
 from app import render, views
-from app.tools import lazy, region as reg
+from app.tools import lazy, panes, region as reg
+from app.tools.tool import Tool
 
 METHODS = ["ridge", "random forest", "gradient boosting"]
 FOLDS = 5
@@ -69,36 +70,38 @@ async def held_out(method: str, X: np.ndarray, y: np.ndarray, seed: int) -> dict
                 actual=y.tolist(), predicted=pred.tolist())
 
 
-class Regressor(param.Parameterized):
+class Regressor(Tool):
+    tool_name, layer_name = "regress", "regression"
+    tab, title = "regression", "Regression"
+
     method = param.Selector(objects=METHODS, default="ridge", label="Regression")
     seed = param.Integer(0, bounds=(0, None), label="Seed")
     result = param.Parameter(None, doc="region.Layer of predicted values, or None")
     evaluation = param.Dict(None, allow_None=True, doc="the last fit's held-out R², RMSE and pairs")
-    run = param.Action(lambda self: self.app.spawn(self.regress()), label="Regress the view")
+    run = param.Action(lambda self: self.ctx.spawn(self.regress()), label="Regress the view")
 
-    def __init__(self, app, **kw):
-        super().__init__(**kw)
-        self.app = app
+    def __init__(self, ctx, **kw):
+        super().__init__(ctx, **kw)
         self.range = (0.0, 1.0)  # the colour bar's ends: the map's lowest and highest value
 
     async def regress(self, method=None, seed=None) -> reg.Layer | None:
-        app = self.app
+        ctx = self.ctx
         self.param.update(**{k: v for k, v in (("method", method), ("seed", seed)) if v is not None})
-        X, cls, names = app.tools.labels.training()
+        X, cls, names = ctx.labels.training()
         values, bad = values_of(names)
         if bad is not None:
-            app.status = views.html("Regression needs labels whose class names are numbers: {} is not a number.", bad)
+            ctx.status = views.html("Regression needs labels whose class names are numbers: {} is not a number.", bad)
             return None
         if len(X) < 2:
-            app.status = views.html("Label at least two pixels with numeric classes first.")
+            ctx.status = views.html("Label at least two pixels with numeric classes first.")
             return None
         y = values[cls]
         t0 = time.perf_counter()
-        region = await reg.read_tool(app)
+        region = await ctx.region()
         if region is None:
-            app.status = views.html("The view shows no zone of this store.")
+            ctx.status = views.html("The view shows no zone of this store.")
             return None
-        await lazy.sklearn(app)
+        await lazy.sklearn(ctx)
         model = estimator(self.method, self.seed).fit(X, y)
         pred = (await lazy.chunked(model.predict, region.pixels())).astype(np.float32)
         lo, hi = (float(pred.min()), float(pred.max())) if len(pred) else (0.0, 1.0)
@@ -107,7 +110,26 @@ class Regressor(param.Parameterized):
         self.result = region.layer("regression", region.spread(pred),
                                    lambda v: render.ramp_rgba(v, -np.inf, *self.range))
         ev = self.evaluation
-        app.status = views.html("Regression ({}, {} labels): {}; held-out {} ({:.0f} ms).", self.method, len(X),
+        ctx.status = views.html("Regression ({}, {} labels): {}; held-out {} ({:.0f} ms).", self.method, len(X),
                                 reg.describe(region), f"R² {ev['r2']:.3f}, RMSE {ev['rmse']:.4g}" if "r2" in ev
                                 else ev["error"], (time.perf_counter() - t0) * 1000)
         return self.result
+
+    def verbs(self, api) -> dict:
+        def regress(method="ridge", params=None):
+            p = dict(params or {})
+
+            async def go():
+                t0 = time.perf_counter()
+                layer = await self.regress(str(method), **{k: int(v) for k, v in p.items() if k == "seed"})
+                return api.summary(layer, {"ms": (time.perf_counter() - t0) * 1000, "range": list(self.range),
+                                           "evaluation": self.evaluation})
+            return api.run(go)
+        return {"regress": regress}
+
+    def panel(self, fig):
+        import panel as pn
+        from app.layout import PANE_W
+        return lambda: pn.Column(pn.Param(self.param, show_name=False, parameters=["method", "seed", "run"]),
+                                 pn.pane.HTML(pn.bind(panes.regression_html, self.param.evaluation, self.param.result),
+                                              name="regression", width=PANE_W))

@@ -12,6 +12,7 @@ which has no Pyodide/wasm build (see docs/explorer.md, "Analysis tools").
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass
 
@@ -21,7 +22,11 @@ import param
 from app import views
 from app.tools import region as reg
 from app.tools import umapjs
+from app.state import SHOWN
 from app.tools.cluster import fit_sample
+from app.tools.tool import Tool
+from app.tools.urlvalues import integer, number
+from app.tools.verbs import zones
 
 MAX_POINTS = 20_000
 HIGHLIGHT = (255, 0, 255, 255)  # selected pixels on the map: opaque magenta
@@ -193,7 +198,41 @@ async def project_region(region: reg.Regions, tool) -> Projection:
     return p
 
 
-class Scatter(param.Parameterized):
+def ranges(indices) -> str:
+    """Sorted indices as ranges: [3, 4, 5, 7] -> '3-5;7'."""
+    out, idx = [], sorted(indices)
+    i = 0
+    while i < len(idx):
+        j = i
+        while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
+            j += 1
+        out.append(str(idx[i]) if i == j else f"{idx[i]}-{idx[j]}")
+        i = j + 1
+    return ";".join(out)
+
+
+def parse_ranges(text: str, limit: int) -> list[int]:
+    out: list[int] = []
+    for part in filter(None, text.split(";")):
+        a, _, b = part.partition("-")
+        lo, hi = int(a), int(b or a)
+        if not 0 <= lo <= hi < limit or len(out) + hi - lo >= limit:
+            raise ValueError(f"brushed points {part[:SHOWN]!r} out of range")
+        out.extend(range(lo, hi + 1))
+    return out
+
+
+class Scatter(Tool):
+    tool_name, layer_name, layer_param, continuous = "scatter", "scatter", "highlight", False
+    # PCA or UMAP and its settings; the brushed points as index ranges (sel:3-7;10;12), left out of a link when
+    # too long
+    url_settings = {"max_points": integer, "seed": integer, "method": str, "n_neighbors": integer,
+                    "min_dist": number}
+    url_extra_keys = ("sel",)
+    url_watch = ("result", "selected")
+    missing = "brush points in the scatter first"
+    tab, title = "scatter", "Scatter"
+
     method = param.Selector(objects=METHODS, default="PCA", label="Projection")
     max_points = param.Integer(MAX_POINTS, bounds=(100, 100_000), label="Points drawn (at most)")
     seed = param.Integer(0, bounds=(0, 2 ** 31 - 1), label="Seed (the sample, UMAP)")
@@ -205,18 +244,14 @@ class Scatter(param.Parameterized):
     hover = param.Parameter(None, doc="the map pixel under the mouse (Projection.at), or None")
     class_name = param.String("", label="Class name for the brushed points")
     per_class = param.Integer(50, bounds=(1, 1000), label="Pixels to label")
-    run = param.Action(lambda self: self.app.spawn(self.compute()), label="Project the view")
-    to_label = param.Action(lambda self: self.app.spawn(self.to_class()), label="Brushed points -> label class")
-
-    def __init__(self, app, **kw):
-        super().__init__(**kw)
-        self.app = app
+    run = param.Action(lambda self: self.ctx.spawn(self.compute()), label="Project the view")
+    to_label = param.Action(lambda self: self.ctx.spawn(self.to_class()), label="Brushed points -> label class")
 
     async def compute(self, method=None, max_points=None, seed=None, n_neighbors=None,
                       min_dist=None) -> Projection | None:
         """Project the view's pixels with these settings (None: as they are). A setting out of range or not among the
         choices is refused in one status line (ValueError of that line), the settings left as they were."""
-        app = self.app
+        ctx = self.ctx
         given = {n: v for n, v in (("method", method), ("max_points", max_points), ("seed", seed),
                                    ("n_neighbors", n_neighbors), ("min_dist", min_dist)) if v is not None}
         before = {n: getattr(self, n) for n in given}
@@ -225,22 +260,22 @@ class Scatter(param.Parameterized):
         except ValueError as e:
             self.param.update(**before)
             line = (str(e).splitlines() or ["bad setting"])[0][:200]
-            app.status = views.html("<b>Scatter refused:</b> {}", line)
+            ctx.status = views.html("<b>Scatter refused:</b> {}", line)
             raise ValueError(line) from None
-        region = await reg.read_tool(app)
+        region = await ctx.region()
         if region is None or region.n_valid < 3:
-            app.status = views.html("Too few pixels with data in the view for a scatter.")
+            ctx.status = views.html("Too few pixels with data in the view for a scatter.")
             return None
         t0 = time.perf_counter()
         if FITS[self.method].running:
-            app.status = views.html(FITS[self.method].running, self.max_points)
+            ctx.status = views.html(FITS[self.method].running, self.max_points)
         try:
             p = await project_region(region, self)
         except umapjs.UMAPFailed as e:
-            app.status = views.html("<b>UMAP failed:</b> {}", (str(e).splitlines() or [""])[0][:200])
+            ctx.status = views.html("<b>UMAP failed:</b> {}", (str(e).splitlines() or [""])[0][:200])
             return None
         self.param.update(result=p, selected=[], highlight=None, hover=None)
-        app.status = views.html("Scatter ({}): {:,} points drawn{}; {} ({:.0f} ms).", p.fit.describe(), len(p.rows),
+        ctx.status = views.html("Scatter ({}): {:,} points drawn{}; {} ({:.0f} ms).", p.fit.describe(), len(p.rows),
                                 f", a seeded sample (seed {self.seed}) of {p.n_valid:,} valid pixels, on which the "
                                 f"{self.method} is fitted" if len(p.rows) < p.n_valid else "", reg.describe(region),
                                 (time.perf_counter() - t0) * 1000)
@@ -266,7 +301,7 @@ class Scatter(param.Parameterized):
         k = min(idx, key=lambda i: float((p.xy[i, 0] - x) ** 2 + (p.xy[i, 1] - y) ** 2))
         r = p.region.parts[int(p.part[k])]
         lon, lat = r.zone.centre_lonlat(int(p.rows[k]) + r.window[0], int(p.cols[k]) + r.window[2])
-        await self.app.select(float(lon), float(lat))
+        await self.ctx.select(float(lon), float(lat))
         return k
 
     def hover_at(self, lon: float, lat: float) -> dict | None:
@@ -275,19 +310,89 @@ class Scatter(param.Parameterized):
 
     async def to_class(self, name: str | None = None, count: int | None = None) -> str | None:
         """Label `count` of the brushed points' pixels (a seeded sample) as class `name` (default 'scatter N')."""
-        app, p = self.app, self.result
+        ctx, p = self.ctx, self.result
         if p is None or not self.selected:
-            app.status = views.html("Brush points in the scatter first.")
+            ctx.status = views.html("Brush points in the scatter first.")
             return None
         idx = np.asarray(self.selected)
         pick = np.sort(np.random.default_rng(self.seed).choice(len(idx), min(count or self.per_class, len(idx)),
                                                                replace=False))
-        labels = app.tools.labels
+        labels = ctx.labels
         name = name or self.class_name or f"scatter {len(labels.classes) + 1}"
         for i, r in enumerate(p.region.parts):
             mine = idx[pick][p.part[idx[pick]] == i]
             if len(mine):
                 name = labels.add_pixels(name, r.zone, r.window, p.rows[mine], p.cols[mine],
-                                         r.at(p.rows[mine], p.cols[mine]), app.model.year)
-        app.status = views.html("{} brushed points -> class <b>{}</b>: {} labels.", len(idx), name, len(pick))
+                                         r.at(p.rows[mine], p.cols[mine]), ctx.model.year)
+        ctx.status = views.html("{} brushed points -> class <b>{}</b>: {} labels.", len(idx), name, len(pick))
         return name
+
+    async def rerun(self, extra: dict):
+        sel = extra.get("sel")
+        if await self.compute() is None or sel is None:
+            return None
+        try:
+            return self.select(parse_ranges(sel, len(self.result.rows)))
+        except ValueError as e:
+            self.ctx.status = views.html("<b>Brushed points in the URL ignored:</b> {}", e)
+            return None
+
+    def url_extra(self) -> list[str]:
+        return [f"sel:{ranges(self.selected)}"]
+
+    def verbs(self, api) -> dict:
+        def scatter(method="PCA", params=None):
+            """Project the view's valid pixels to 2-D (method "PCA" or "UMAP"; params max_points, seed, n_neighbors,
+            min_dist); resolves to its summary (points drawn, variance explained by PCA's axes, UMAP's settings)."""
+            if not isinstance(params or {}, dict):
+                raise ValueError("scatter takes its settings as {max_points, seed, n_neighbors, min_dist}")
+            p = {k: v for k, v in dict(params or {}).items() if k in ("max_points", "seed", "n_neighbors", "min_dist")}
+
+            async def go():
+                t0 = time.perf_counter()
+                res = await self.compute(str(method), **p)
+                if res is None:
+                    return None
+                return {**zones(res.region.parts), "status": api.status,
+                        "ms": (time.perf_counter() - t0) * 1000, "method": res.method, "points": len(res.rows),
+                        "valid": res.n_valid, "explained": [float(x) for x in res.explained], **res.fit.settings}
+            return api.run(go)
+
+        def scatter_points():
+            """The drawn points as JSON: their pixels (zone rows/cols) and 2-D coordinates, for checks against
+            CPython."""
+            res = self.result
+            if res is None:
+                return None
+            parts = res.region.parts
+            r0 = np.array([p.window[0] for p in parts])[res.part]
+            c0 = np.array([p.window[2] for p in parts])[res.part]
+            return json.dumps({"zone": parts[0].zone.name, "zones": [parts[i].zone.name for i in res.part],
+                               "rows": (res.rows + r0).tolist(), "cols": (res.cols + c0).tolist(),
+                               "x": res.xy[:, 0].tolist(), "y": res.xy[:, 1].tolist(), "selected": list(self.selected)})
+
+        def scatter_select(which):
+            """Brush points: {"box": [x0, x1, y0, y1]} in scatter coordinates, or {"indices": [...]}; resolves to the
+            number of points selected and of pixels highlighted on the map."""
+            res = self.result
+            if res is None:
+                raise ValueError("scatterSelect: run the scatter first")
+            if not isinstance(which, dict) or not ({"box", "indices"} & set(which)):
+                raise ValueError('scatterSelect takes {"box": [x0, x1, y0, y1]} or {"indices": [...]}')
+            idx = res.in_box(*map(float, which["box"])) if "box" in which else list(which["indices"])
+
+            async def go():
+                hl = self.select(idx)
+                return {"selected": len(self.selected),
+                        "highlighted": 0 if hl is None else int((hl.values_all() == 1).sum())}
+            return api.run(go)
+
+        return {"scatter": scatter, "scatterPoints": scatter_points, "scatterSelect": scatter_select,
+                "scatterAt": lambda lon, lat: self.hover_at(float(lon), float(lat)),
+                "scatterToClass": lambda name=None, count=None: api.run(lambda: self.to_class(
+                    None if name is None else str(name), None if count is None else int(count)))}
+
+    def panel(self, fig):
+        from app.tools.scatter_ui import ScatterUI
+        self.ui = ScatterUI(self, fig)
+        return lambda: self.ui.view()

@@ -48,9 +48,8 @@ def note_html(p) -> str:
 
 
 class ScatterUI:
-    def __init__(self, state, map_fig):
-        self.state = state
-        sc = state.tools.scatter
+    def __init__(self, tool, map_fig):
+        self.tool = sc = tool
         self.points = ColumnDataSource(dict(x=[], y=[]), name="scatter-source")
         self.cursor = ColumnDataSource(dict(x=[], y=[]), name="scatter-cursor")
         self.mouse = ColumnDataSource(dict(x=[], y=[]), name="hover-source")
@@ -63,7 +62,7 @@ class ScatterUI:
         sc.param.watch(self._draw_points, "result")
         sc.param.watch(self._draw_selection, "selected")
         sc.param.watch(lambda e: setattr(self.cursor, "data", cursor_data(e.new)), "hover")
-        state.param.watch(self._on_selected_pixel, "selected")
+        sc.ctx.watch_pixel(self._on_selected_pixel)
 
     def view(self):
         """The tab: the scatter's settings, its note and its figure (built when the tab is first opened)."""
@@ -77,26 +76,25 @@ class ScatterUI:
                     line_width=2, name="scatter-hover")
         params = ["method", "max_points", "seed", "n_neighbors", "min_dist", "run", "class_name", "per_class",
                   "to_label"]
-        return pn.Column(pn.Param(self.state.tools.scatter.param, show_name=False, parameters=params), self.note,
+        return pn.Column(pn.Param(self.tool.param, show_name=False, parameters=params), self.note,
                          pn.pane.Bokeh(fig))
 
     # ------------------------------------------------------------ browser -> state --
     def _on_brush(self, attr, old, new) -> None:
-        self.state.tools.scatter.select(list(new))
+        self.tool.select(list(new))
 
     def _on_tap(self, attr, old, new) -> None:
         if new.get("i") and new.get("x"):
-            self.state.spawn(self.state.tools.scatter.tap(list(new["i"]), float(new["x"][0]), float(new["y"][0])))
+            self.tool.ctx.spawn(self.tool.tap(list(new["i"]), float(new["x"][0]), float(new["y"][0])))
 
     def _on_mouse(self, attr, old, new) -> None:
-        if new.get("x") and self.state.tools.scatter.result is not None:
+        if new.get("x") and self.tool.result is not None:
             lon, lat = geo.merc_to_lonlat(new["x"][0], new["y"][0])
-            self.state.tools.scatter.hover_at(float(lon), float(lat))
+            self.tool.hover_at(float(lon), float(lat))
 
-    def _on_selected_pixel(self, event) -> None:
-        px = event.new
-        if px is not None and self.state.tools.scatter.result is not None:
-            self.state.tools.scatter.hover_at(px.lon, px.lat)
+    def _on_selected_pixel(self, px) -> None:
+        if px is not None and self.tool.result is not None:
+            self.tool.hover_at(px.lon, px.lat)
 
     # ------------------------------------------------------------ state -> browser --
     def _draw_points(self, event) -> None:

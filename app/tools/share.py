@@ -17,97 +17,55 @@ the view's zone). Anything unknown, out of range or malformed is ignored with on
 """
 from __future__ import annotations
 
-import math
 import traceback
 
 from app import model as app_model
 from app import views
 from app.state import SHOWN
-from app.tools import region
+from app.tools import region, registry
+from app.tools.urlvalues import integer
+
+MAX_TEXT = 2000  # longest tool= value read; a tool's extra parts (a long brush) are left out of a longer one
 
 
-def integer(text: str) -> int:
-    x = int(text)
-    if abs(x) >= 2 ** 31:  # seeds go to numpy/scikit-learn, which take 32-bit ones
-        raise ValueError
-    return x
-
-
-def number(text: str) -> float:
-    x = float(text)
-    if not math.isfinite(x):
-        raise ValueError
-    return x
-
-
-# tool layer -> (the Tools attribute holding its state, its settings in the URL and their types); param's
-# bounds and choices on each state refuse the rest
-SETTINGS = {
-    "class": ("classify", {"method": str, "k": integer, "seed": integer, "threshold": number, "train_year": integer,
-                           "test_year": integer}),
-    "cluster": ("cluster", {"k": integer, "seed": integer}),
-    "change": ("change", {"y0": integer, "y1": integer, "threshold": number}),
-    "scatter": ("scatter", {"max_points": integer, "seed": integer, "method": str, "n_neighbors": integer,
-                            "min_dist": number}),
-}
-MAX_TEXT = 2000  # longest tool= value read; a longer brush is left out of the URL
+def _tools_in_url() -> dict:
+    """layer name -> tool class, of the tools whose layer goes in the URL (their url_settings, the registry's)."""
+    return {t.layer_name: t for t in registry.TOOLS if t.url_settings}
 
 
 def encode(tools) -> str | None:
-    """The `tool=` value for the tool layer shown now, or None (no tool layer, or not computed)."""
+    """The `tool=` value for the tool layer shown now, or None (no tool layer, or not computed, or not in URLs)."""
     name = tools.shown
-    layer = tools.layer(name) if name in SETTINGS else None
+    tool = tools.tool(name)
+    layer = tool.layer if tool is not None and tool.url_settings else None
     if layer is None:
         return None
-    attr, fields = SETTINGS[name]
-    tool = getattr(tools, attr)
-    parts = [name] + [f"{k}:{getattr(tool, k)}" for k in fields if getattr(tool, k) is not None]
+    parts = [name] + [f"{k}:{getattr(tool, k)}" for k in tool.url_settings if getattr(tool, k) is not None]
     win = "win:" + "_".join(str(int(x)) for x in layer.window) + f",zone:{layer.zone.name}"
     if getattr(layer.zone, "level", 0):  # a window on an overview level's grid (app/tools/region.py plan)
         win += f",lvl:{layer.zone.level}"
     if layer.parts:  # the view's other zones
         win += ",also:" + ";".join(f"{p.zone.name}~{getattr(p.zone, 'level', 0)}~" +
                                    "_".join(str(int(x)) for x in p.window) for p in layer.parts)
-    if name == "scatter":  # a brush too long for a URL is left out; the tool and its settings stay
-        text = ",".join(parts + [f"sel:{ranges(tool.selected)}", win])
+    extra = tool.url_extra()
+    if extra:  # extra parts too long for a URL are left out; the tool and its settings stay
+        text = ",".join(parts + extra + [win])
         if len(text) <= MAX_TEXT:
             return text
     return ",".join(parts + [win])
 
 
-def ranges(indices) -> str:
-    """Sorted indices as ranges: [3, 4, 5, 7] -> '3-5;7'."""
-    out, idx = [], sorted(indices)
-    i = 0
-    while i < len(idx):
-        j = i
-        while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
-            j += 1
-        out.append(str(idx[i]) if i == j else f"{idx[i]}-{idx[j]}")
-        i = j + 1
-    return ";".join(out)
-
-
-def parse_ranges(text: str, limit: int) -> list[int]:
-    out: list[int] = []
-    for part in filter(None, text.split(";")):
-        a, _, b = part.partition("-")
-        lo, hi = int(a), int(b or a)
-        if not 0 <= lo <= hi < limit or len(out) + hi - lo >= limit:
-            raise ValueError(f"brushed points {part[:SHOWN]!r} out of range")
-        out.extend(range(lo, hi + 1))
-    return out
-
-
-def parse(text: str) -> tuple[str, dict, tuple | None, str | None, str | None, int, list]:
-    """(tool layer, settings, window or None, brushed ranges or None, zone or None, overview level, the other
-    zones' [(zone, level, window)]); ValueError naming what is wrong."""
+def parse(text: str) -> tuple[str, dict, tuple | None, dict, str | None, int, list]:
+    """(tool layer, settings, window or None, the tool's extra parts {key: text}, zone or None, overview level, the
+    other zones' [(zone, level, window)]); ValueError naming what is wrong."""
     if len(text) > MAX_TEXT:
         raise ValueError(f"tool= is longer than {MAX_TEXT} characters")
     name, *parts = text.split(",")
-    if name not in SETTINGS:
-        raise ValueError(f"unknown tool {name[:SHOWN]!r} (tools: {', '.join(SETTINGS)})")
-    fields, settings, window, sel, zone, level, also = SETTINGS[name][1], {}, None, None, None, 0, []
+    known = _tools_in_url()
+    if name not in known:
+        raise ValueError(f"unknown tool {name[:SHOWN]!r} (tools: {', '.join(known)})")
+    tool = known[name]
+    fields, settings, window, extra, zone, level, also = tool.url_settings, {}, None, {}, None, 0, []
     for part in parts:
         key, sep, value = part.partition(":")
         try:
@@ -126,15 +84,15 @@ def parse(text: str) -> tuple[str, dict, tuple | None, str | None, str | None, i
                     if len(w) != 4:
                         raise ValueError
                     also.append((z, integer(lv), w))
-            elif key == "sel" and name == "scatter":
-                sel = value
+            elif key in tool.url_extra_keys:
+                extra[key] = value
             elif key in fields and sep:
                 settings[key] = fields[key](value)
             else:
                 raise ValueError
         except ValueError:
             raise ValueError(f"{name}: bad setting {part[:SHOWN]!r}") from None
-    return name, settings, window, sel, zone, level, also
+    return name, settings, window, extra, zone, level, also
 
 
 def checked_window(state, name: str, window: tuple, zone: str | None, level: int = 0) -> tuple[str, int, tuple]:
@@ -168,22 +126,21 @@ async def restore(state, text: str | None):
     """Re-run the tool layer `text` (a tool= value) on its window; returns its layer or None."""
     if not text:
         return None
-    tools = state.tools
     try:
-        name, settings, window, sel, zone, level, also = parse(text)
+        name, settings, window, extra, zone, level, also = parse(text)
         where = None if window is None else [checked_window(state, name, window, zone, level),
                                              *(checked_window(state, name, w, z, lv) for z, lv, w in also)]
         named = [w[0] for w in where or []]
         if len(set(named)) != len(named):  # a zone read twice would count its pixels twice
             raise ValueError(f"{name}: a zone given twice ({', '.join(n[:SHOWN] for n in named)})")
-        tool = getattr(tools, SETTINGS[name][0])
+        tool = state.tools.tool(name)
         tool.param.update(**settings)  # param refuses values out of bounds or not among the choices
     except (ValueError, TypeError) as e:
         state.status = views.html("<b>Tool layer in the URL ignored:</b> {}", str(e).splitlines()[0][:200])
         return None
     state.tool_window = where  # the tools read the link's windows, not the view's (app/tools/region.py tool_plans)
     try:
-        return await run(state, name, tool, sel)
+        return await tool.rerun(extra)
     except Exception as e:  # a link must never stop the page: one line here, the traceback in the console
         traceback.print_exception(e)
         state.status = views.html("<b>Tool layer in the URL failed:</b> {}",
@@ -193,26 +150,9 @@ async def restore(state, text: str | None):
         state.tool_window = None
 
 
-async def run(state, name, tool, sel):
-    if name == "class":
-        return await tool.classify()
-    if name == "cluster":
-        return await tool.cluster()
-    if name == "change":
-        return await tool.compute()
-    layer = None
-    if await tool.compute() is not None and sel is not None:
-        try:
-            layer = tool.select(parse_ranges(sel, len(tool.result.rows)))
-        except ValueError as e:
-            state.status = views.html("<b>Brushed points in the URL ignored:</b> {}", e)
-            return None
-    return layer
-
-
 def watch(tools, callback) -> None:
     """Call `callback()` whenever what `encode` writes may have changed (the page rewrites its URL)."""
     tools.param.watch(lambda *e: callback(), ["shown"])
-    for attr, _ in SETTINGS.values():
-        tool = getattr(tools, attr)
-        tool.param.watch(lambda *e: callback(), ["result"] + (["selected"] if attr == "scatter" else []))
+    for tool in tools.all:
+        if tool.url_settings:
+            tool.param.watch(lambda *e: callback(), list(tool.url_watch))

@@ -1,4 +1,5 @@
-"""The tools' widgets, panes and map layers (Panel/Bokeh), bound to their states in app/tools/."""
+"""The tools' side bar (Panel/Bokeh): the labels' tab, each tool's tab (its `panel`, app/tools/tool.py), the tool
+layer over the map; bound to their states in app/tools/."""
 from __future__ import annotations
 
 import io
@@ -6,13 +7,11 @@ import json
 
 import panel as pn
 from bokeh.models import ColumnDataSource
-from bokeh.plotting import figure
 
 from app import geo, page, views
 from app.layout import PANE_W, TABS_CSS
 from app.state import TOOL_TABS
 from app.tools import labelfiles, labels as lab, panes
-from app.tools.scatter_ui import ScatterUI
 
 
 LABELLING = "Labelling: on, click to stop"
@@ -24,20 +23,19 @@ def mode_look(on: bool) -> dict:
 
 
 class ToolsUI:
-    def __init__(self, state, fig, tabs=TOOL_TABS):
-        """`tabs`: the names of the tool tabs shown (app/state.py TOOL_TABS, in that order; the link's `tools=`)."""
+    def __init__(self, state, fig, tabs=None):
+        """`tabs`: the names of the tool tabs shown (the link's `tools=`, in app/state.py TOOL_TABS' order; None:
+        every tab: TOOL_TABS' order, then any tool's tab it does not name yet, in the registry's order)."""
         self.state = state
         t = state.tools
         L = t.labels
         self.tool_src = ColumnDataSource(dict(views.EMPTY_IMAGE), name="tool-source")
         self.label_src = ColumnDataSource(dict(x=[], y=[], color=[], cls=[]), name="label-source")
-        self.hist_src = ColumnDataSource(dict(left=[], right=[], count=[]), name="hist-source")
         self.tool_layer = fig.image_rgba(image="image", x="x", y="y", dw="dw", dh="dh", source=self.tool_src,
                                          name="tool-layer")
         fig.scatter("x", "y", source=self.label_src, size=8, marker="square", fill_color="color",
                     line_color="black", name="labels")
         self.labels_pane = pn.pane.HTML(panes.labels_html(L), name="labels-list", width=PANE_W)
-        self.legend_pane = pn.pane.HTML("", name="class-legend", width=PANE_W)
         self.active = pn.widgets.Select(name="Active class", options=L.names())
         self.active.param.watch(lambda e: setattr(L, "active", e.new or ""), "value")
         # The active class's colour: the user's choice recolours its labels and the class map at once.
@@ -70,32 +68,19 @@ class ToolsUI:
         # "Click to label" says whether it is on, in its text and colour (the map's caption says so too: app/legend.py)
         self.label_mode = pn.widgets.Toggle.from_param(L.param.mode, **mode_look(L.mode))
         L.param.watch(lambda e: self.label_mode.param.update(**mode_look(e.new)), "mode")
-        c, k, ch = t.classify, t.cluster, t.change
-        self.scatter = ScatterUI(state, fig)
-        w = lambda p, **kw: pn.Param(p, show_name=False, **kw)
         # The tabs are dynamic (a hidden tab is not in the document) and the tabs but the first are built when
         # first opened, not while the explorer starts: their widgets and figures cost Python's start-up nothing.
         later = lambda build: pn.param.ParamFunction(build, lazy=True)
-        every = dict(zip(TOOL_TABS, (
-            ("Labels", pn.Column(self.label_mode,
-                                 pn.widgets.TextInput.from_param(L.param.new_name), add, self.active, self.colour,
-                                 pn.Row(self.rename_to, rename), delete, self.labels_pane, export, export_csv,
-                                 export_kml, self.upload, self.import_pane)),
-            ("Classify", later(lambda: pn.Column(w(c.param, parameters=["method", "k", "seed", "threshold", "train_year",
-                                                                      "test_year", "run"]),
-                                                 self.legend_pane, pn.pane.HTML(pn.bind(panes.evaluation_html,
-                                                 c.param.evaluation), name="evaluation", width=PANE_W)))),
-            ("Regression", later(lambda: pn.Column(w(t.regress.param, parameters=["method", "seed", "run"]),
-                                                   pn.pane.HTML(pn.bind(panes.regression_html, t.regress.param.evaluation,
-                                                                        t.regress.param.result), name="regression",
-                                                                width=PANE_W)))),
-            ("Clusters", later(lambda: w(k.param, parameters=["k", "seed", "run", "which", "per_class", "to_label"]))),
-            ("Change", later(lambda: pn.Column(w(ch.param, parameters=["y0", "y1", "threshold", "run"]),
-                                               self._histogram()))),
-            # similarity to pixels is the side bar's (its toggle, threshold, source and mode: app/main.py); this tab's
-            # is similarity to label classes
-            ("Similarity", later(lambda: w(t.examples.param, parameters=["positive", "negative", "threshold", "run"]))),
-            ("Scatter", later(lambda: self.scatter.view())))))
+        every = {"labels": ("Labels", pn.Column(self.label_mode,
+                                                pn.widgets.TextInput.from_param(L.param.new_name), add, self.active,
+                                                self.colour, pn.Row(self.rename_to, rename), delete, self.labels_pane,
+                                                export, export_csv, export_kml, self.upload, self.import_pane))}
+        rank = {name: i for i, name in enumerate(TOOL_TABS)}
+        for tool in sorted(t.all, key=lambda tool: rank.get(tool.tab, len(rank))):
+            build = tool.panel(fig)  # every tool's set-up runs (its sources, its links to the map), shown or not
+            if build is not None and tool.tab:
+                every[tool.tab] = (tool.title, later(build))
+        tabs = list(every) if tabs is None else tabs
         self.panel = pn.Tabs(*(every[name] for name in tabs), name="tools", width=PANE_W + 10, dynamic=True,
                              stylesheets=[TABS_CSS])
         self.exact = pn.Column(pn.widgets.Toggle.from_param(state.param.exact, button_type="primary"),
@@ -104,21 +89,9 @@ class ToolsUI:
         self.layer_select = pn.widgets.Select.from_param(t.param.shown)
         L.param.watch(self._draw_labels, ["classes", "points", "active"])
         t.param.watch(self._draw_layer, ["shown"])
-        for tool in (c, k, ch, t.regress, t.examples):
-            tool.param.watch(self._draw_layer, ["result"])
-        t.scatter.param.watch(self._draw_layer, ["highlight"])
+        for tool in t.all:
+            tool.param.watch(self._draw_layer, [tool.layer_param])
         state.param.watch(self._draw_layer, ["base"])
-        ch.param.watch(lambda e: setattr(self.hist_src, "data", dict(e.new)), "hist")
-
-    def _histogram(self):
-        # Counts on a logarithmic axis: on a linear one, the bin of the unchanged pixels dwarfed the rest. A bar
-        # starts at 0.5, so that a bin of one pixel shows too.
-        hist = figure(width=PANE_W, height=200, title="Change histogram (1 - cosine)", name="change-hist", tools="save",
-                      y_axis_type="log", y_axis_label="pixels")
-        hist.quad(left="left", right="right", top="count", bottom=0.5, source=self.hist_src)
-        from app.figures import anchor
-        anchor(hist, 1.0)  # no "could not set initial ranges" before a change is computed
-        return hist
 
     def _guard(self, fn) -> None:
         try:
@@ -165,14 +138,12 @@ class ToolsUI:
         self.active.options = L.names()
         self.active.value = L.active or None
         self.colour.value = dict(L.classes).get(L.active, self.colour.value)
-        self.legend_pane.object = panes.legend_html(self.state.tools.classify.legend())
 
     def _draw_layer(self, *events) -> None:
         s = self.state
         v = s.base[0] if s.base else s.render_view()
         layer = s.tools.layer(s.tools.shown)
         self.tool_src.data = views.image_data(layer.image(v) if layer is not None else None, v)
-        self.legend_pane.object = panes.legend_html(s.tools.classify.legend()) if s.tools.shown == "class" else ""
 
 
 def kind_name(name, data) -> str:

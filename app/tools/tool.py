@@ -1,0 +1,163 @@
+"""What an analysis tool is: `Tool`, the base every tool module's class derives from, and `Context`, all a tool sees
+of the explorer.
+
+A tool module declares, on one class:
+  * its parameters (param's, on the class itself) and its compute on the tool's region (read through the context);
+  * `tool_name` (its attribute on `Tools` and its key in the registry, app/tools/registry.py), `layer_name` (its map
+    layer: the "Tool layer" selector, the exports, value() and layerArray() in the page API);
+  * its URL encoding: `url_settings` (the settings written to the `tool=` hash part, with their parsers: an empty
+    dict keeps the layer out of the URL), `url_extra`/`url_extra_keys` (more parts, e.g. the scatter's brush) and
+    `rerun` (the compute a link sets off);
+  * `verbs` (its window.tesseraApi / postMessage commands) and `panel` (its tab: `tab`, `title`).
+The registry's order is the order of the layers; app/state.py TOOL_TABS orders the tabs and lists the names a
+link's ?tools= may give (the docs' directive reads it without importing the tools); a tab it does not name yet
+comes last.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar
+
+import param
+
+from app.tools import region as reg
+
+
+class Context:
+    """What a tool may use of the explorer (app/session.py Explorer): the labels, the status line, its task runner,
+    the tool's region (the view's, or a link's windows), the year stores, and the selected pixel; never the
+    Explorer itself."""
+
+    def __init__(self, app, labels, tools):
+        self._app, self.labels, self._tools = app, labels, tools
+        self.stores: dict = {}  # the year stores opened so far (store), by year
+
+    @property
+    def status(self) -> str:
+        return self._app.status
+
+    @status.setter
+    def status(self, text: str) -> None:
+        self._app.status = text
+
+    def spawn(self, coro):
+        return self._app.spawn(coro)
+
+    @property
+    def model(self):
+        """The shown store (app/model.py StoreModel), or None before one is open."""
+        return self._app.model
+
+    @property
+    def shown(self) -> str:
+        """The tool layer on the map now."""
+        return self._tools.shown
+
+    def watch_shown(self, callback: Callable[[], Any]) -> None:
+        self._tools.param.watch(lambda e: callback(), "shown")
+
+    def watch_pixel(self, callback: Callable[[Any], Any]) -> None:
+        """callback(pixel) whenever the map's selected pixel changes (None: none)."""
+        self._app.param.watch(lambda e: callback(e.new), "selected")
+
+    async def select(self, lon: float, lat: float):
+        return await self._app.select(lon, lat)
+
+    async def region(self) -> reg.Regions | None:
+        """The tool's region: a link's windows while its layer is re-run, else the view's (app/tools/region.py)."""
+        return await reg.read_tool(self._app)
+
+    async def view_region(self) -> reg.Regions | None:
+        """The view's region, as similarity search reads it."""
+        return await reg.read(self._app.model, self._app.render_view(), self._app.exact)
+
+    def plans(self, model=None) -> list:
+        """region.tool_plans: what the tool's region reads, on `model`'s grids (None: the shown store's)."""
+        return reg.tool_plans(self._app, model)
+
+    def windows(self) -> list:
+        """region.tool_windows: the tool's region at 10 m."""
+        return reg.tool_windows(self._app)
+
+    @property
+    def linked(self) -> bool:
+        """Whether the tool runs on a link's windows (a re-run from the URL) rather than the view's."""
+        return self._app.tool_window is not None
+
+    @property
+    def years_model(self):
+        """The multi-year store (an index or a geoemb: store), or None."""
+        return self._app.years_model
+
+    @property
+    def catalog(self) -> list[dict]:
+        return self._app.catalog
+
+    async def store(self, year: int):
+        """The store of `year` from the catalog, opened once and kept (change and cross-year models read it)."""
+        from app.model import StoreModel
+        from app.reader import SourceError
+        if year not in self.stores:
+            entry = next((c for c in self._app.catalog if c["year"] == year), None)
+            if entry is None:
+                raise SourceError("notfound", f"no store for {year} in the catalog")
+            # open(year): a geoemb: store lists every year under one URL and shows the one asked for
+            self.stores[year] = await StoreModel(self._app.source_factory(entry["url"])).open(year)
+        return self.stores[year]
+
+
+class Tool(param.Parameterized):
+    """An analysis tool: its parameters, compute, layer, URL encoding, page-API verbs and panel (module docstring)."""
+
+    tool_name: ClassVar[str]  # (param reserves `name`)
+    layer_name: ClassVar[str]
+    layer_param: ClassVar[str] = "result"  # the parameter holding the map layer (a region.Layer or None)
+    url_settings: ClassVar[dict[str, Callable[[str], Any]]] = {}
+    url_extra_keys: ClassVar[tuple[str, ...]] = ()
+    url_watch: ClassVar[tuple[str, ...]] = ("result",)  # what changes the tool= part, besides the layer shown
+    continuous: ClassVar[bool] = True  # exported as float32 (NaN: no data); else as class indices (uint8, 255)
+    missing: ClassVar[str] = "run the {name} tool first"  # why there is no layer to export yet
+    tab: ClassVar[str | None] = None  # its tab's name (app/state.py TOOL_TABS); None: no tab
+    title: ClassVar[str] = ""
+
+    result = param.Parameter(None, doc="region.Layer, or None")
+
+    def __init__(self, ctx: Context, **kw):
+        super().__init__(**kw)
+        self.ctx = ctx
+
+    @property
+    def layer(self):
+        return getattr(self, self.layer_param)
+
+    async def rerun(self, extra: dict):
+        """Run with the settings a link set (share.restore); `extra`: its url_extra_keys' texts. Returns the layer."""
+        raise NotImplementedError
+
+    def url_extra(self) -> list[str]:
+        """More parts of the tool= value (left out when the value would be too long)."""
+        return []
+
+    def verbs(self, api) -> dict:
+        """{name: callable} added to window.tesseraApi and postMessage (api: app/tools/verbs.py Verbs)."""
+        return {}
+
+    def panel(self, fig) -> Callable[[], Any] | None:
+        """Set up what the tab needs now (fig: the map figure) and return the builder of its content, called when
+        the tab is first opened; None: no tab."""
+        return None
+
+    def classes(self) -> tuple[tuple[str, ...] | None, list | None]:
+        """(names, colours) of a class layer's values 0..n-1, for its exports; (None, None) otherwise."""
+        return None, None
+
+    def legend_key(self) -> list[tuple[str, str]]:
+        """(name, '#rrggbb') of each colour of the layer, for the map's legend ([]: none)."""
+        return []
+
+    def colour_bar(self) -> tuple[str, float, float] | None:
+        """(title, low, high) of the map legend's colour bar for this layer; None: none."""
+        return None
+
+    def report(self) -> dict | None:
+        """A document exported beside the layer's GIS files (the held-out evaluation), or None."""
+        return None
