@@ -12,6 +12,7 @@ from app import geo, page, views
 from app.layout import PANE_W, TABS_CSS
 from app.state import TOOL_TABS
 from app.tools import labelfiles, labels as lab, panes
+from app.tools.polygon_ui import PolygonUI
 from app.tools.scatter_ui import ScatterUI
 
 
@@ -37,6 +38,7 @@ class ToolsUI:
         fig.scatter("x", "y", source=self.label_src, size=8, marker="square", fill_color="color",
                     line_color="black", name="labels")
         self.labels_pane = pn.pane.HTML(panes.labels_html(L), name="labels-list", width=PANE_W)
+        self.polygon = PolygonUI(state, fig)  # the map's polygon tool and its "Label inside" button
         self.legend_pane = pn.pane.HTML("", name="class-legend", width=PANE_W)
         self.active = pn.widgets.Select(name="Active class", options=L.names())
         self.active.param.watch(lambda e: setattr(L, "active", e.new or ""), "value")
@@ -77,7 +79,7 @@ class ToolsUI:
         # first opened, not while the explorer starts: their widgets and figures cost Python's start-up nothing.
         later = lambda build: pn.param.ParamFunction(build, lazy=True)
         every = dict(zip(TOOL_TABS, (
-            ("Labels", pn.Column(self.label_mode,
+            ("Labels", pn.Column(self.label_mode, self.polygon.button,
                                  pn.widgets.TextInput.from_param(L.param.new_name), add, self.active, self.colour,
                                  pn.Row(self.rename_to, rename), delete, self.labels_pane, export, export_csv,
                                  export_kml, self.upload, self.import_pane)),
