@@ -17,7 +17,7 @@ from app import documents, layers, messages, raster, region
 from app.commands import CommandQueue
 from app.model import cosine_map
 from app.session import Explorer
-from app.tools import api as tools_api
+from app.tools import animation, api as tools_api
 from builder.core.convention import dequantise
 
 
@@ -91,6 +91,11 @@ def commands(state: Explorer, tools_ui=None) -> dict:
         .png.aux.xml per zone; app/layers.py gis_files)."""
         return (await layers.download(state, name, "gis"))[1]
 
+    async def export_animation():
+        """The preview over the view across the store's years: zip of an APNG, .pgw, .png.aux.xml and .json
+        (app/tools/animation.py)."""
+        return (await animation.export(state))[1]
+
     async def export_region():
         """region.npy + region.json of the view's window at its overview level (capped at model.MAX_REGION per
         side), zipped."""
@@ -99,7 +104,7 @@ def commands(state: Explorer, tools_ui=None) -> dict:
     cmds = {"goto": goto, "layers": layers_, "select": select, "timeSimilarity": time_similarity,
             "pin": pin, "simAt": state.sim_at, "view": view, "redraw": redraw,
             "exportGeoTIFF": export_geotiff, "exportPNG": export_png, "exportRegion": export_region,
-            "exportGIS": export_gis,
+            "exportGIS": export_gis, "exportAnimation": export_animation,
             "layerZones": lambda name="similarity": layers.zones(state, str(name))}
     tools = tools_api.commands(state, tools_ui)  # label, classify, cluster, change, value, ...
     view_sim = tools.pop("similarity")

@@ -34,6 +34,7 @@ from app.tools.ui import ToolsUI
 # A tap on the map: the page shows the spectrum sent ahead for the pixel there, when there is one (app/web/press.js
 # answers the event), and Python gets the tap, with the id of what the page shows (ExplorerUI._on_tap).
 TAP_JS = """
+if (cb_obj.origin?.toolbar?.tools.some((t) => t.name === "polygon-draw" && t.active)) return;  // taps draw a polygon (app/tools/polygon_ui.py)
 const tap = {x: cb_obj.x, y: cb_obj.y, ahead: null};
 document.dispatchEvent(new CustomEvent("tessera-tap", {detail: tap}));
 src.data = tap.ahead === null ? {x: [tap.x], y: [tap.y]} : {x: [tap.x], y: [tap.y], ahead: [tap.ahead]};

@@ -134,6 +134,12 @@ def storage_set(key: str, value: str) -> None:
     post({"type": "storage", "key": key, "value": value})
 
 
+def storage_remove(key: str) -> None:
+    storage_get(key)
+    _storage.pop(key, None)
+    post({"type": "storage", "key": key, "value": None})
+
+
 def on(kind: str, handler) -> None:
     """Have `handler(msg)` called for each message of `kind` from the page (api, host)."""
     from pyodide.ffi import create_proxy

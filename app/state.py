@@ -2,7 +2,8 @@
 
     index.html?store=URL&embed=1&tools=classify,clusters#year=2024&lon=0.05&lat=50.85&span=3000&sel=0.051,50.849&pins=lon,lat;lon,lat&sim=0.8
         &sim_from=pins&sim_mode=max (the similarity's source and mode, with sim: app/tools/similarity.py restore)
-        &labels=[["class",...]] (a small label set, JSON: see app/tools/labels.py `saved`)
+        &labels=[["class",...]] (a small label set, JSON: see app/tools/labels.py `saved`; a large one is
+        labels=stored:<id>, kept in the browser's storage: app/tools/stored.py)
         &tool=cluster,k:5,seed:0,win:... (the tool layer shown and its settings: app/tools/share.py)
 
 `store` may sit in the query (what an embedding page sets) or in the hash
@@ -34,7 +35,7 @@ class UrlState:
     embed: bool = False
     multiyear: str | None = None  # URL of a multi-year index (from catalog.json or ?years=URL)
     catalog: str = "data/catalog.json"  # ?catalog=URL: the year stores to offer when no store is given
-    labels: str | None = None  # a small label set (app/tools/labels.py compact JSON)
+    labels: str | None = None  # a small label set (app/tools/labels.py compact JSON), or stored:<id>
     tool: str | None = None  # the tool layer shown, re-run on load (app/tools/share.py)
     basemap: str | None = None  # ?basemap=TEMPLATE: an XYZ tile URL template (app/tiles.py), off until turned on
     origins: str | None = None  # ?origins=A,B: host page origins whose postMessage commands are obeyed (app/messages.py)

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from app.tools import labelfiles, labels as lab
+from app.tools import labelfiles, labels as lab, polygon
 from app.tools.verbs import Verbs, layer_summary
 
 
@@ -22,6 +22,10 @@ def commands(state, ui=None) -> dict:
             p = await t.labels.add(float(lon), float(lat), None if cls is None else str(cls))
             return p is not None
         return run(go)
+
+    def label_polygon(coords, cls=None, seed=0):
+        """Label the valid pixels inside the polygon [[lon, lat], ...] (app/tools/polygon.py): {class, labelled, inside}."""
+        return run(lambda: polygon.label(state, coords, None if cls is None else str(cls), int(seed)))
 
     def labels():
         return json.dumps({"classes": t.labels.classes, "points": [[p.cls, p.year, p.lon, p.lat]
@@ -75,7 +79,7 @@ def commands(state, ui=None) -> dict:
                     "values": [None if not np.isfinite(x) else float(x) for x in p.values.ravel()]}
         return json.dumps(dict(one(got), parts=[one(p) for p in got.all]))
 
-    out = {"label": label, "labels": labels, "importLabels": import_labels,
+    out = {"label": label, "labelPolygon": label_polygon, "labels": labels, "importLabels": import_labels,
            "exportLabels": lambda: json.dumps(lab.to_geojson(t.labels.classes, t.labels.points)),
            "exportLabelsCSV": lambda: labelfiles.to_csv(t.labels.points),
            "exportLabelsKML": lambda: labelfiles.to_kml(t.labels.classes, t.labels.points),

@@ -1,7 +1,8 @@
 """Labels: named classes (one colour each) and labelled points, with their pixels' vectors.
 
 The state is `Labels`; GeoJSON (a FeatureCollection of Points with properties `class`, `year` and `color`)
-and the saved form (localStorage in the browser, a dict on CPython) are pure functions of it.
+and the saved form are pure functions of it. The saved form goes in the link while it is short, else in storage
+(localStorage in the browser, a dict on CPython) with a reference in the link (app/tools/stored.py).
 Class names are user text: they are data, escaped wherever they are shown (app/views.html).
 
 Label files, a link's labels and saved labels are data with limits: their text is parsed within the limits of
@@ -22,14 +23,13 @@ import param
 
 from app import documents, views
 from app.reader import SourceError
-from app.tools import colours, lazy
+from app.tools import colours, lazy, stored
 
 PALETTE = ["#e41a1c", "#377eb8", "#4daf4a", "#984ea3", "#ff7f00", "#a6761d", "#f781bf", "#17becf",
            "#999999", "#1b9e77", "#d95f02", "#7570b3"]
 STORAGE_KEY = "tessera-explorer-labels"
 MAX_NAME = 80
 MAX_POINTS = 100_000
-URL_POINTS = 30  # label sets up to this size also go in the URL hash
 
 
 @dataclass
@@ -50,6 +50,9 @@ class MemoryStorage(dict):
     def set_item(self, key, value):
         self[key] = value
 
+    def remove_item(self, key):
+        self.pop(key, None)
+
 
 class BrowserStorage:
     """The page's localStorage, through app/page.py (Python runs in a worker, which has none)."""
@@ -61,6 +64,10 @@ class BrowserStorage:
     def set_item(self, key, value):
         from app import page
         page.storage_set(key, value)
+
+    def remove_item(self, key):
+        from app import page
+        page.storage_remove(key)
 
 
 def next_colour(classes) -> str:
@@ -94,6 +101,7 @@ class Labels(param.Parameterized):
         self._loads = 0  # loads started (load): the latest one applies
         self._adding = None  # the future of the last click's label (add): the next one waits for it
         self.revision = 0  # changes of the class set so far: a tool that reads it stops if it changed meanwhile
+        self.link = None  # the labels= value of the link (the set's text, or stored:<id>: app/tools/stored.py)
         self.param.watch(lambda *e: self.save(), ["classes", "points"])
         self.param.watch(self._classes_changed, ["classes"])
 
@@ -171,7 +179,8 @@ class Labels(param.Parameterized):
         p = Point(name, app.model.year, lon, lat, px.vector)
         self.points = [*self.points, p]
         lazy.prefetch()  # a label means a classification may follow: scikit-learn starts loading now
-        app.status = views.html("Labelled {} as <b>{}</b> ({} labels).", px.label(), name, len(self.points))
+        app.status = views.html("Labelled {} as <b>{}</b> ({} labels).{}", px.label(), name, len(self.points),
+                                stored.note(self.link, len(self.points)))
         return p
 
     def add_pixels(self, name: str, zone, window, rows, cols, vectors: np.ndarray, year) -> str:
@@ -213,9 +222,9 @@ class Labels(param.Parameterized):
             out.append((n, given.get(n) or next_colour(out)))
         self.param.update(classes=out, points=points, active=names[0] if names else "")
         missing = sum(p.vector is None for p in points)
-        self.app.status = views.html("Loaded {} labels in {} classes{}.", len(points), len(names),
+        self.app.status = views.html("Loaded {} labels in {} classes{}.{}", len(points), len(names),
                                      f"; {missing} have no data in this store and are left out of training"
-                                     if missing else "")
+                                     if missing else "", stored.note(self.link, len(points)))
 
     async def import_geojson(self, data) -> int:
         """Replace the labels with a GeoJSON FeatureCollection's (its bytes or text, or its parsed value); the number
@@ -240,20 +249,22 @@ class Labels(param.Parameterized):
 
     # ------------------------------------------------------------ saving --
     def save(self) -> None:
-        self.storage.set_item(STORAGE_KEY, json.dumps(saved(self.classes, self.points)))
+        """Keep the labels: in the link when they fit it, else in storage (app/tools/stored.py); the latest set's
+        entry holds the same labels= value (the set's text, or its stored:<id>)."""
+        self.link = stored.place(self.storage, json.dumps(saved(self.classes, self.points), separators=(",", ":")))
+        self.storage.set_item(STORAGE_KEY, self.link or "")
 
     def compact(self) -> str | None:
-        """The labels for the URL hash (small sets only), or None."""
-        if not self.points or len(self.points) > URL_POINTS:
-            return None
-        return json.dumps(saved(self.classes, self.points), separators=(",", ":"))
+        """The labels= value of the URL hash (the set's text, or stored:<id> for a large set), or None."""
+        return self.link if self.points else None
 
     async def restore(self, compact: str | None = None) -> None:
-        """Labels from the URL (`compact`) if given, else from storage."""
+        """Labels from the URL (`compact`) if given, else the latest set from storage."""
         text = compact if compact else self.storage.get_item(STORAGE_KEY)
         if not text:
             return
         try:
+            text = stored.resolve(self.storage, text)
             classes, pts = from_saved(documents.parse(text, "the labels= field of the link" if compact
                                                       else "the saved label set"))
         except (ValueError, TypeError, KeyError, IndexError) as e:

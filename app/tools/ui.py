@@ -12,6 +12,7 @@ from app import geo, page, views
 from app.layout import PANE_W, TABS_CSS
 from app.state import TOOL_TABS
 from app.tools import labelfiles, labels as lab, panes
+from app.tools.polygon_ui import PolygonUI
 
 
 LABELLING = "Labelling: on, click to stop"
@@ -36,6 +37,7 @@ class ToolsUI:
         fig.scatter("x", "y", source=self.label_src, size=8, marker="square", fill_color="color",
                     line_color="black", name="labels")
         self.labels_pane = pn.pane.HTML(panes.labels_html(L), name="labels-list", width=PANE_W)
+        self.polygon = PolygonUI(state, fig)  # the map's polygon tool and its "Label inside" button
         self.active = pn.widgets.Select(name="Active class", options=L.names())
         self.active.param.watch(lambda e: setattr(L, "active", e.new or ""), "value")
         # The active class's colour: the user's choice recolours its labels and the class map at once.
@@ -71,7 +73,7 @@ class ToolsUI:
         # The tabs are dynamic (a hidden tab is not in the document) and the tabs but the first are built when
         # first opened, not while the explorer starts: their widgets and figures cost Python's start-up nothing.
         later = lambda build: pn.param.ParamFunction(build, lazy=True)
-        every = {"labels": ("Labels", pn.Column(self.label_mode,
+        every = {"labels": ("Labels", pn.Column(self.label_mode, self.polygon.button,
                                                 pn.widgets.TextInput.from_param(L.param.new_name), add, self.active,
                                                 self.colour, pn.Row(self.rename_to, rename), delete, self.labels_pane,
                                                 export, export_csv, export_kml, self.upload, self.import_pane))}

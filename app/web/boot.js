@@ -333,7 +333,8 @@ async function main() {
     hash: (m) => history.replaceState(null, "", location.pathname + location.search + m.hash),
     storage(m) {
       try {
-        localStorage.setItem(m.key, m.value);
+        if (m.value == null) localStorage.removeItem(m.key); // Python's None (page.storage_remove)
+        else localStorage.setItem(m.key, m.value);
       } catch (err) {
         console.warn("tessera: could not save " + m.key + ":", err && err.message);
       }
