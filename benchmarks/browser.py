@@ -228,7 +228,9 @@ def tool_figures(page, data: Path) -> str:
     """Each analysis tool over the demo view (30 km around the centre of utm30's data: overview level 2's compact
     code since tool regions read overviews; benchmarks/anyzoom.py compares that with the capped 10 m path),
     through tesseraApi: time, store bytes fetched, all bytes fetched (scikit-learn's wheels on first use) and the
-    longest main-thread task, beside similarity over the same view."""
+    longest main-thread task, beside similarity over the same view.  Every tool of the tools' panel runs: the five
+    classifiers, one trained on one year and applied to the other, the search by examples, k-means, change, the PCA
+    and UMAP scatters, and the three regressions (on the same pixels labelled with numbers)."""
     import numpy as np
 
     from builder import demo
@@ -242,17 +244,34 @@ def tool_figures(page, data: Path) -> str:
     for r, c, k in training_pixels(store, "utm30", demo.World(), 2024, per_class=6):
         page.evaluate("async ([lon, lat, k]) => await tesseraApi.label(lon, lat, k)",
                       [*pixel_lonlat(store, "utm30", r, c), f"class {k}"])
+    crossyear = {"seed": 0, "train_year": 2024, "test_year": 2023}
     runs = [("similarity (selection)", "similarity", ["selection", "mean", -1.0]),
             ("classify k-NN, first (scikit-learn loading since the first label)", "classify", ["k-NN", {"seed": 0}]),
             ("classify k-NN", "classify", ["k-NN", {"seed": 0}]),
             ("classify logistic regression", "classify", ["logistic regression", {"seed": 0}]),
             ("classify random forest", "classify", ["random forest", {"seed": 0}]),
+            ("classify MLP", "classify", ["MLP", {"seed": 0}]),
+            ("classify gradient boosting", "classify", ["gradient boosting", {"seed": 0}]),
+            ("classify k-NN trained on 2024, applied to 2023", "classify", ["k-NN", crossyear]),
+            ("examples: class 1 against the other classes", "examples", ["class 1", "all other classes"]),
             ("cluster k-means k=5", "cluster", [5, 0]),
             ("change 2023->2024", "change", [2023, 2024]),
             ("scatter PCA (20,000 points)", "scatter", ["PCA", {}]),
+            ("scatter UMAP (5,000 points)", "scatter", ["UMAP", {"max_points": 5000, "seed": 0}]),
+            ("clear the labels, then label the same pixels with numbers", None, None),
+            ("regression ridge", "regress", ["ridge", {"seed": 0}]),
+            ("regression random forest", "regress", ["random forest", {"seed": 0}]),
+            ("regression gradient boosting", "regress", ["gradient boosting", {"seed": 0}]),
             ("similarity again (same run)", "similarity", ["selection", "mean", -1.0])]
+    numbered = [(r, c, k) for r, c, k in training_pixels(store, "utm30", demo.World(), 2024, per_class=6)]
     lines, base = [], None
     for i, (label, cmd, args) in enumerate([("similarity, first over the view", None, None), *runs]):
+        if i and cmd is None:  # regression needs labels whose class names are numbers
+            page.evaluate("async () => await tesseraApi.clearLabels()")
+            for r, c, k in numbered:
+                page.evaluate("async ([lon, lat, k]) => await tesseraApi.label(lon, lat, k)",
+                              [*pixel_lonlat(store, "utm30", r, c), f"{k * 10 + 5}"])
+            continue
         r = first if i == 0 else page.evaluate(TIMED_JS, [cmd, args])
         base = r["ms"] if i == 1 else base
         ratio = f"({r['ms'] / base:4.1f}x similarity)" if base else " " * 19

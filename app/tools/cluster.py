@@ -34,9 +34,15 @@ async def kmeans(pixels: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, np.
     await lazy.sklearn()
     from sklearn.cluster import KMeans
     km = KMeans(n_clusters=k, random_state=seed, n_init=N_INIT).fit(pixels[fit_sample(len(pixels), seed)])
-    labels = await lazy.chunked(km.predict, pixels)
     centres = km.cluster_centers_.astype(np.float32)
-    inertia = float(((pixels - centres[labels]).astype(np.float64) ** 2).sum())
+    inertia = 0.0
+
+    def assign(block: np.ndarray) -> np.ndarray:  # each block's labels, and its share of the inertia
+        nonlocal inertia
+        labels = km.predict(block)
+        inertia += float(((block - centres[labels]).astype(np.float64) ** 2).sum())
+        return labels
+    labels = await lazy.chunked(assign, pixels)
     return labels, centres, inertia
 
 

@@ -56,11 +56,10 @@ class Region:
     def capped(self) -> bool:
         return self.window != self.full
 
-    def pixels(self) -> np.ndarray:
-        """(N, B) vectors of the valid pixels, in row-major order."""
-        if self.dense is None:
-            return (self.coords[self.valid] @ self.code[0] + self.code[1]).astype(np.float32)
-        return self.dense[self.valid]
+    @property
+    def bands(self) -> int:
+        """B, the vectors' length (the code's reconstructions' too)."""
+        return self.dense.shape[-1] if self.dense is not None else self.code[0].shape[1]
 
     def at(self, rows, cols) -> np.ndarray:
         """(N, B) float32 vectors of window pixels (rows, cols), without forming the whole window's vectors."""
@@ -81,6 +80,38 @@ class Region:
         return out
 
 
+class Pixels:
+    """The (N, B) float32 vectors of regions' valid pixels (part by part, each in row-major order), formed only for
+    the rows a slice or an index array asks for.  A coded view's vectors would otherwise be formed whole: a screen
+    of 1600 x 1000 pixels is 0.8 GB as float32, more than Pyodide's heap gives, so the tools go through this in
+    blocks (lazy.chunked) or by sample.  numpy has no lazy matrix product, hence this small class."""
+
+    def __init__(self, parts: list[Region]):
+        self.parts = parts
+        self.valid = [np.flatnonzero(p.valid) for p in parts]  # flat indices of each part's valid pixels
+        self.starts = np.cumsum([0] + [len(v) for v in self.valid])
+        self.shape = (int(self.starts[-1]), parts[0].bands if parts else 0)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def _rows(self, part: int, index: np.ndarray) -> np.ndarray:
+        p, flat = self.parts[part], self.valid[part][index]
+        if p.dense is not None:
+            return p.dense.reshape(-1, p.dense.shape[-1])[flat]
+        z = p.coords.reshape(-1, p.coords.shape[-1])[flat]
+        return (z @ p.code[0] + p.code[1]).astype(np.float32)
+
+    def __getitem__(self, key) -> np.ndarray:
+        index = np.arange(len(self))[key] if isinstance(key, slice) else np.asarray(key, dtype=np.int64)
+        out = np.empty((len(index), self.shape[1]), np.float32)
+        for i in range(len(self.parts)):
+            mine = (index >= self.starts[i]) & (index < self.starts[i + 1])
+            if mine.any():
+                out[mine] = self._rows(i, index[mine] - self.starts[i])
+        return out
+
+
 @dataclass
 class Regions:
     """The view's region in each zone it shows: parts[0] is the primary zone's (the view's centre)."""
@@ -95,9 +126,9 @@ class Regions:
     def n_valid(self) -> int:
         return sum(int(p.valid.sum()) for p in self.parts)
 
-    def pixels(self) -> np.ndarray:
-        """(N, B) vectors of every part's valid pixels: part by part, each in row-major order."""
-        return np.concatenate([p.pixels() for p in self.parts])
+    def pixels(self) -> "Pixels":
+        """(N, B) vectors of every part's valid pixels: part by part, each in row-major order (formed per slice)."""
+        return Pixels(self.parts)
 
     def split(self, values: np.ndarray) -> list[np.ndarray]:
         """Per-valid-pixel values (N,) in pixels() order, cut into the parts' pieces."""
