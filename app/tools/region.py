@@ -102,7 +102,14 @@ class Pixels:
         z = p.coords.reshape(-1, p.coords.shape[-1])[flat]
         return (z @ p.code[0] + p.code[1]).astype(np.float32)
 
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """All of them at once (np.asarray): for a tool that wants them whole, at its memory's cost."""
+        out = self[:]
+        return out if dtype is None else out.astype(dtype)
+
     def __getitem__(self, key) -> np.ndarray:
+        if np.ndim(key) == 0 and not isinstance(key, slice):  # one row
+            return self[np.array([key])][0]
         index = np.arange(len(self))[key] if isinstance(key, slice) else np.asarray(key, dtype=np.int64)
         out = np.empty((len(index), self.shape[1]), np.float32)
         for i in range(len(self.parts)):
