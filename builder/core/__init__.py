@@ -15,13 +15,14 @@ Stdlib and numpy only, so that the builder on CPython, the explorer in Pyodide a
 - `bounds`: how far metadata from elsewhere is trusted (sizes, depth).
 - `shardio`: the `sharding_indexed` codec's shard index (`ShardIndex`) and whole-shard decoding.
 - `geotags`: the GeoTIFF tags of a north-up raster.
+- `chunkruns`: which chunks of a sparse global_rgb level exist (`ChunkRuns`).
 """
 from __future__ import annotations
 
 import importlib
 
 MODULES = ("convention", "geometry", "grid", "layout", "describe", "quant", "extensions", "schemacheck", "bounds",
-           "shardio", "geotags")
+           "shardio", "geotags", "chunkruns")
 # Public names and the module that defines each.
 NAMES = {
     "ZoneGrid": "grid",
@@ -30,6 +31,7 @@ NAMES = {
     "dequantise": "quant", "quantise": "quant", "valid_mask": "quant",
     "central_meridian": "geometry",
     "ShardIndex": "shardio",
+    "ChunkRuns": "chunkruns",
     "MetadataError": "bounds", "parse_json": "bounds",
 }
 __all__ = [*MODULES, *NAMES]
