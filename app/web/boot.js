@@ -6,6 +6,8 @@
 // This thread keeps what a worker cannot do, and does it when Python asks (app/page.py lists the
 // messages): BokehJS renders the documents Python builds and syncs them both ways as JSON patches;
 // the URL hash, localStorage, downloads, window.tesseraApi and a host page's messages are served here.
+import "./canvas.js"; // before BokehJS: the 2d contexts it reads back (app/web/canvas.js)
+
 const timings = (window.tesseraTimings = { start: performance.now() });
 const el = (id) => document.getElementById(id);
 const STORAGE_PREFIX = "tessera-"; // the localStorage entries Python may read (app/tools/labels.py)
