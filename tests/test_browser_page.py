@@ -175,6 +175,37 @@ def test_a_session_of_clicks_tools_and_year_switches_logs_a_handful_of_console_m
     assert len(loud) <= 2, "\n".join(f"{t}: {m[:200]}" for t, m in loud)
 
 
+MAP_SIZES = """() => { const m = Bokeh.documents[0].get_model_by_name('map');
+    const d = Bokeh.documents[0].get_model_by_name('base-source').data;
+    const im = (d instanceof Map ? d.get('image') : d.image)[0];
+    return {map: [m.inner_width, m.inner_height], image: im && im.shape ? [im.shape[1], im.shape[0]] : null}; }"""
+
+
+def test_the_map_image_is_computed_at_the_size_the_map_has_on_screen(page, server):
+    """The image was computed at 760x520 and stretched to the map (982x672 at 1366x768): soft on a big screen. Now
+    it has one pixel per screen pixel of the map (BokehJS's inner size of the plot; devicePixelRatio 1 here), and
+    follows the map when the window is resized."""
+    same = f"() => {{ const s = ({MAP_SIZES})(); return s.image !== null && s.image.join() === s.map.join(); }}"
+
+    def image_follows_the_map():
+        try:
+            page.wait_for_function(same, timeout=60_000)
+        except Exception:
+            raise AssertionError(f"the image is not the map's size: {page.evaluate(MAP_SIZES)}, "
+                                 f"sent {model_data(page, 'map-size-source')}") from None
+        return page.evaluate(MAP_SIZES)
+
+    page.set_viewport_size({"width": 1920, "height": 1080})
+    page.goto(server + "index.html")
+    assert wait_state(page) == "ready"
+    big = image_follows_the_map()
+    assert big["map"][0] > 1300 and big["map"][1] > 850, big  # the map fills most of a 1920x1080 window
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.wait_for_function(f"() => ({MAP_SIZES})().map[0] < {big['map'][0]}", timeout=30_000)
+    small = image_follows_the_map()
+    assert 900 < small["map"][0] < big["map"][0], (small, big)
+
+
 def test_the_map_legend_names_what_it_shows_and_its_colour_bar_spans_the_similarity_shown(page, server, site):
     """Similarity was viridis over -1..1 with a 0.8 threshold (every pixel shown nearly the same yellow), with no
     colour bar, and nothing said which year or representation the map showed."""

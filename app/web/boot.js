@@ -63,6 +63,7 @@ function save(data, name, mime) {
 // must reach Python).
 const doc = { js: null, patching: 0, busy: false, queue: [] };
 const EVERY_CHANGE = "every-change";
+const SENT_AFTER_RENDER = "sent-after-render"; // app/page.py: data set while the document was built, sent once connected
 
 // `change()` applied to the document as Python's own patches are: not sent to Python (its copy has them already).
 function quietly(change) {
@@ -315,6 +316,10 @@ async function main() {
       // A press on the map reads its pixel ahead of the tap, and a tap shows the spectrum sent ahead (app/web/press.js).
       readAheadOnPress(doc.js, quietly);
       await firstLayout();
+      for (const m of doc.js.all_models) {
+        const d = (m.tags || []).includes(SENT_AFTER_RENDER) ? m.data : null;
+        if (d) m.setv({ data: d instanceof Map ? new Map(d) : { ...d } }, { check_eq: false });
+      }
       return null;
     },
   };
