@@ -24,7 +24,7 @@ from app.figures import change_figure, lines_figure
 from app.catalog import absolute, load_catalog
 from app.export import to_csv, to_npy
 from app.reader import SourceError, bridge
-from app.session import MAP_H, MAP_W, Explorer, fit_box, year_options
+from app.session import MAP_H, MAP_W, Explorer, fit_box, image_size, year_options
 from app.state import UrlState
 from app.tools import share, similarity
 from app.tools.labels import BrowserStorage
@@ -38,6 +38,11 @@ if (cb_obj.origin?.toolbar?.tools.some((t) => t.name === "polygon-draw" && t.act
 const tap = {x: cb_obj.x, y: cb_obj.y, ahead: null};
 document.dispatchEvent(new CustomEvent("tessera-tap", {detail: tap}));
 src.data = tap.ahead === null ? {x: [tap.x], y: [tap.y]} : {x: [tap.x], y: [tap.y], ahead: [tap.ahead]};
+"""
+# The map's size on screen reaches Python as a data change of a small source, as the taps do: BokehJS sets the plot's
+# inner_width/height at each layout (the window resized, the side bar folded), with the screen's devicePixelRatio.
+SIZE_JS = """
+src.data = {w: [fig.inner_width], h: [fig.inner_height], dpr: [window.devicePixelRatio || 1]};
 """
 AHEADS_KEPT = 16  # spectra sent ahead that a tap may still name (the page holds the last one)
 
@@ -55,6 +60,7 @@ class ExplorerUI(pn.viewable.Viewer):
             ("spectrum-source", dict(xs=[], ys=[], color=[], label=[])),
             ("years-source", dict(xs=[], ys=[], color=[], label=[])),
             ("change-source", dict(year=[], cosine=[], label=[])), ("tap-source", dict(x=[], y=[])),
+            ("map-size-source", dict(w=[], h=[], dpr=[])),
             ("coast-source", dict(x=[], y=[])), ("border-source", dict(x=[], y=[])),
             ("scale-source", views.scale_bar_data(state.view)),
             ("footprint-source", dict(xs=[], ys=[], name=[])), ("footprint-marker-source", dict(x=[], y=[], name=[])),
@@ -188,9 +194,21 @@ class ExplorerUI(pn.viewable.Viewer):
         tap.tags = [page.EVERY_CHANGE]
         fig.js_on_event(Tap, CustomJS(args=dict(src=tap), code=TAP_JS))
         tap.on_change("data", self._on_tap)
+        size = self.sources["map-size-source"]
+        size.tags = [page.SENT_AFTER_RENDER]  # its first data is set as BokehJS lays the map out, before the page syncs
+        fig.js_on_change("inner_width", CustomJS(args=dict(src=size, fig=fig), code=SIZE_JS))
+        fig.js_on_change("inner_height", CustomJS(args=dict(src=size, fig=fig), code=SIZE_JS))
+        size.on_change("data", self._on_map_size)
         self.x_range.on_change("end", self._on_range)
         self.y_range.on_change("end", self._on_range)
         return fig
+
+    def _on_map_size(self, attr, old, new) -> None:
+        """The map's image follows the map's size on screen (session.image_size); a size that is not one is ignored."""
+        first = lambda k: new[k][0] if isinstance(new.get(k), (list, tuple)) and len(new[k]) == 1 else None
+        got = image_size(first("w"), first("h"), first("dpr"))
+        if got is not None and got != tuple(self.state.image_px):
+            self.state.image_px = got
 
     def _zones(self) -> list:
         return list(self.state.model.zones.values()) if self.state.model is not None else []

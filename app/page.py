@@ -21,6 +21,9 @@ _storage: dict | None = None
 # Tag a model whose every change must reach Python (a tap: each one a click). The page coalesces queued
 # changes of the same property while Python is busy (boot.js sendChange), except on models with this tag.
 EVERY_CHANGE = "every-change"
+# Tag a source whose data BokehJS sets while it builds the document (the map's size on screen: app/main.py SIZE_JS),
+# before the page sends changes to Python: the page sends its data once the document is connected (boot.js render).
+SENT_AFTER_RENDER = "sent-after-render"
 
 
 def _page():

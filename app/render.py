@@ -76,9 +76,12 @@ def chunks_in_view(level: Level, view: View) -> list[tuple[int, int]]:
 
 
 def chunks_with_zones(level: Level, chunks: list[tuple[int, int]], zones) -> list[tuple[int, int]]:
-    """Those of `chunks` that touch a zone's lon/lat box (grown by one level pixel): the builder writes a
-    global_rgb chunk only where a zone has data (builder/pyramid.py), so a sparse pyramid has no others, and
-    asking for them is a request that fails (a 404 in the page's console) for a chunk known to be empty."""
+    """Those of `chunks` that exist: the level's record of its chunks (builder/core/chunkruns.py) when it has
+    one, else those that touch a zone's lon/lat box (grown by one level pixel).  The builder writes a global_rgb
+    chunk only where a zone has data (builder/pyramid.py), so a sparse pyramid has no others, and asking for
+    them is a request that fails (a 404 in the page's console) for a chunk known to be empty."""
+    if level.present is not None:
+        return [ij for ij in chunks if ij in level.present]
     boxes = [(w - level.res, s - level.res, e + level.res, n + level.res) for w, s, e, n in (z.lonlat for z in zones)]
     step = level.res * level.chunk
     out = []

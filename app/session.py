@@ -20,6 +20,8 @@ from app.tools.region import TooLarge
 from app.state import UrlState
 
 MAP_W, MAP_H = 760, 520
+MAP_PX_MAX = 2_400_000  # the most pixels the map's image is computed at (a 1920x1250 pane: a 4K screen's at 1.5x)
+SCREEN_PX_MAX = 16_384  # a width or height from the page beyond this is not a screen's
 WORLD = (-2e7, 2e7, -1.2e7, 1.6e7)  # x0, x1, y0, y1 in Web Mercator metres
 GOTO_SPAN_M = 20_000  # ground width of the view after a go-to by lon,lat
 
@@ -38,6 +40,8 @@ class Explorer(param.Parameterized):
     sim_mode = param.Selector(objects=similarity.MODES, default="mean", label="Combine (several pixels)")
     sim = param.Parameter(None, doc="(zone, window, cosine map) of the last similarity search")
     base = param.Parameter(None, doc="(render.View, RGBA image): the map's base layer and the view it was drawn for")
+    image_px = param.NumericTuple((MAP_W, MAP_H), length=2,
+                                  doc="the map image's size in pixels: the map's on screen (image_size; app/main.py)")
     years_pixel = param.Parameter(None, doc="the selected pixel across years: (zone, row, col, vectors)")
     status = param.String("", doc="status line (HTML made by views.html: every value escaped)")
     reading = param.Boolean(False, doc="a read of big chunks is under way (app/bigreads.py): Cancel shows")
@@ -88,7 +92,7 @@ class Explorer(param.Parameterized):
         self.param.watch(self._on_similarity, "similarity_on")
         self.param.watch(lambda *e: self.spawn(self.compute_similarity()) if self.similarity_on else None,
                          ["sim_from", "sim_mode"])
-        self.param.watch(lambda e: self.schedule_redraw(), "view")
+        self.param.watch(lambda e: self.schedule_redraw(), ["view", "image_px"])
         self.param.watch(self._on_exact, "exact")
         self.param.watch(lambda e: self.goto(e.new) if e.new.strip() else None, "goto_text")
         try:
@@ -279,7 +283,12 @@ class Explorer(param.Parameterized):
 
     # ------------------------------------------------------------ view --
     def render_view(self) -> render.View:
+        """The view on the tools' grid (MAP_W x MAP_H): what they read and compute over, whatever the screen."""
         return render.View(*self.view, MAP_W, MAP_H)
+
+    def image_view(self) -> render.View:
+        """The view at the map's size on screen (image_px): what the base layer and the overlays are drawn at."""
+        return render.View(*self.view, *self.image_px)
 
     def fit_zones(self) -> None:
         """Fit the largest group of zones (app/footprints.py first_box: the JS preview frames by the same rule)."""
@@ -308,9 +317,9 @@ class Explorer(param.Parameterized):
 
     async def redraw(self) -> None:
         if self.model is not None:
-            v = self.render_view()
+            v = self.image_view()
             self.base = (v, await basemap.draw(self.model, v))
-            self.cost = read_cost(self.model, v, self.exact)
+            self.cost = read_cost(self.model, self.render_view(), self.exact)
 
 
 
@@ -414,6 +423,17 @@ class Explorer(param.Parameterized):
 def year_options(catalog: list[dict]) -> dict:
     """The year selector's options: catalog labels (shown as text by the widget) to years."""
     return {str(c.get("label", c["year"])): c["year"] for c in catalog}
+
+
+def image_size(width, height, dpr) -> tuple[int, int] | None:
+    """The map image's size for a map of `width` x `height` CSS pixels on a screen of `dpr` device pixels to one:
+    width x height x dpr, scaled down to at most MAP_PX_MAX pixels; None for sizes that are not a screen's
+    (they come from the page)."""
+    ok = lambda v, hi: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 < v <= hi
+    if not (ok(width, SCREEN_PX_MAX) and ok(height, SCREEN_PX_MAX) and ok(dpr, 8)):
+        return None
+    scale = min(dpr, math.sqrt(MAP_PX_MAX / (width * height)))
+    return max(1, round(width * scale)), max(1, round(height * scale))
 
 
 def fit_box(w: float, s: float, e: float, n: float) -> tuple[float, float, float, float]:

@@ -9,11 +9,13 @@ whose central meridian is nearest wins (least distortion).  Level k+1 is the
 2x2 mean of level k, colours weighted by alpha, alpha averaged.
 
 Levels are plain (unsharded) 256x256x4 chunks: the map reads them a tile at a
-time, so one chunk is one request.  The levels are computed by the build's one
+time, so one chunk is one request.  Each level array records which of its chunks
+exist (builder/core/chunkruns.py), so that readers ask for no other.  The levels are computed by the build's one
 level scheduler (builder/levels.py), through the store's sink (builder/sink.py).
 """
 from __future__ import annotations
 
+import json
 import math
 from functools import lru_cache
 from typing import TYPE_CHECKING, Callable
@@ -22,6 +24,8 @@ import numpy as np
 from pyproj import Transformer
 
 from builder.core import convention as conv
+from builder.core.chunkruns import ATTR as RECORD
+from builder.core.chunkruns import ChunkRuns
 from builder import levels as lv
 from builder.errors import BuildError
 from builder.core.geometry import meridian_distance
@@ -119,7 +123,7 @@ def _batches(chunks: list[tuple[int, int]], parts: int = 8, most: int = 32) -> l
 
 
 def _render_level0(chunks: tuple[tuple[int, int], ...], store: Sink, res0: float,
-                   zones: list[Zone]) -> list[tuple[tuple[int, int], bool]]:
+                   zones: list[Zone]) -> list[tuple[tuple[int, int], bool, bool]]:
     level = _level_files(store, 0)
     transformers: dict[int, Transformer] = {}
     previews: dict[str, ShardedArrayFiles] = {}
@@ -127,7 +131,7 @@ def _render_level0(chunks: tuple[tuple[int, int], ...], store: Sink, res0: float
 
 
 def _render_chunk0(chunk: tuple[int, int], store: Sink, res0: float, zones: list[Zone], level: ChunkedArrayFiles,
-                   transformers: dict, previews: dict) -> tuple[tuple[int, int], bool]:
+                   transformers: dict, previews: dict) -> tuple[tuple[int, int], bool, bool]:
     ci, cj = chunk
     lon, lat = conv.global_centres(ci * CHUNK, cj * CHUNK, CHUNK, res0)
     out = np.zeros((CHUNK, CHUNK, 4), dtype=np.uint8)
@@ -152,8 +156,8 @@ def _render_chunk0(chunk: tuple[int, int], store: Sink, res0: float, zones: list
         take = vals[:, 3] > 0
         idx = np.argwhere(inside)[take]
         out[idx[:, 0], idx[:, 1]] = vals[take]
-    _write_chunk(level, chunk, out)
-    return chunk, bool(out[..., 3].any())
+    written = _write_chunk(level, chunk, out)
+    return chunk, bool(out[..., 3].any()), written
 
 
 def projected(t: Transformer, lon: np.ndarray, lat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -193,12 +197,13 @@ def _lerp(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return out
 
 
-def _write_chunk(level: ChunkedArrayFiles, chunk: tuple[int, int], out: np.ndarray) -> None:
-    """Chunk `chunk` of a level as a whole; the part of an edge chunk outside the level is fill (zero)."""
+def _write_chunk(level: ChunkedArrayFiles, chunk: tuple[int, int], out: np.ndarray) -> bool:
+    """Chunk `chunk` of a level as a whole; the part of an edge chunk outside the level is fill (zero).  True when
+    it has a file: not all zero (which a chunk without a visible pixel may be: colour under an alpha rounded to 0)."""
     ci, cj = chunk
     out[max(0, level.shape[0] - ci * CHUNK):] = 0
     out[:, max(0, level.shape[1] - cj * CHUNK):] = 0
-    level.write(out, ci, cj)
+    return level.write(out, ci, cj)
 
 
 def reduce2x2(block: np.ndarray) -> np.ndarray:
@@ -226,22 +231,23 @@ def _level_files(store: Sink, k: int) -> ChunkedArrayFiles:
     return ChunkedArrayFiles(store / f"{conv.GLOBAL_GROUP}/{k}/rgb")
 
 
-def _render_level(chunks: tuple[tuple[int, int], ...], store: Sink, k: int) -> list[tuple[tuple[int, int], bool]]:
+def _render_level(chunks: tuple[tuple[int, int], ...], store: Sink, k: int) -> list[tuple[tuple[int, int], bool, bool]]:
     src, dst = _level_files(store, k - 1), _level_files(store, k)
     return [_render_chunk(chunk, src, dst) for chunk in chunks]
 
 
-def _render_chunk(chunk: tuple[int, int], src: ChunkedArrayFiles, dst: ChunkedArrayFiles) -> tuple[tuple[int, int], bool]:
+def _render_chunk(chunk: tuple[int, int], src: ChunkedArrayFiles,
+                  dst: ChunkedArrayFiles) -> tuple[tuple[int, int], bool, bool]:
     """A chunk of level k from the 2x2 chunks under it in level k - 1 (absent ones, and the parts of edge
-    chunks outside the level, are zero)."""
+    chunks outside the level, are zero): (chunk, has a visible pixel, has a file)."""
     ci, cj = chunk
     block = np.empty((2 * CHUNK, 2 * CHUNK, 4), dtype=np.uint8)
     for i in (0, 1):
         for j in (0, 1):
             block[i * CHUNK:(i + 1) * CHUNK, j * CHUNK:(j + 1) * CHUNK] = src.read(2 * ci + i, 2 * cj + j)
     out = reduce2x2(block)
-    _write_chunk(dst, chunk, out)
-    return chunk, bool(out[..., 3].any())
+    written = _write_chunk(dst, chunk, out)
+    return chunk, bool(out[..., 3].any()), written
 
 
 def update_pyramid(store: Sink, changed: dict[str, list], res0: float, runner: Runner,
@@ -272,4 +278,29 @@ def update_pyramid(store: Sink, changed: dict[str, list], res0: float, runner: R
         dirty = {(ci // 2, cj // 2) for ci, cj in dirty}
         levels.append(lv.Level(k, _render_level, sorted(dirty), {"store": store, "k": k}, batches=_batches))
     results = lv.run(runner, "global_rgb", "chunks", levels, checkpoint, phase="pyramid")
-    return sum(ok for level in results for _, ok in level)
+    for k, level in enumerate(results):
+        _record(store, k, level)
+    return sum(visible for level in results for _, visible, _ in level)
+
+
+def _record(store: Sink, k: int, results: list[tuple[tuple[int, int], bool, bool]]) -> None:
+    """Level k's record of its chunks (chunkruns.ATTR in its rgb array's zarr.json): the record it had (or, with
+    none, its chunk files: a level written before records, or one with too many runs to record) with the chunks
+    just computed in or out as they have a file.  Idempotent: a re-run after a kill computes the same chunks."""
+    sink = store / f"{conv.GLOBAL_GROUP}/{k}/rgb"
+    doc = json.loads(sink.get("zarr.json"))
+    attrs = doc.setdefault("attributes", {})
+    grid = (-(-doc["shape"][0] // CHUNK), -(-doc["shape"][1] // CHUNK))
+    try:
+        had = set(ChunkRuns.from_attr(attrs[RECORD], grid)) if RECORD in attrs else None
+    except ValueError:
+        had = None
+    if had is None:
+        had = {(int(key.split("/")[1]), int(key.split("/")[2])) for key in sink.keys("c/")}
+    now = (had - {c for c, _, _ in results}) | {c for c, _, written in results if written}
+    value = ChunkRuns.of(now).to_attr()
+    if value is None:
+        attrs.pop(RECORD, None)
+    else:
+        attrs[RECORD] = value
+    sink.write("zarr.json", json.dumps(doc, indent=2).encode())

@@ -360,3 +360,15 @@ def test_rgba_sampling_and_compositing_move_whole_pixels_into_slices_of_an_image
             np.testing.assert_array_equal(out[i, j], over[i, j] if over[i, j, 3] > 0 else under[i, j])
     out[0, 0] = 1  # a new image: writable, and neither input changes
     assert out.shape == under.shape and not np.shares_memory(out, under) and not np.shares_memory(out, over)
+
+
+def test_the_map_image_is_the_maps_screen_size_times_the_pixel_ratio_capped():
+    """app/session.py image_size: one image pixel per device pixel of the map, at most MAP_PX_MAX pixels (2.4 M)
+    at the map's aspect; a size from the page that is not a screen's is refused (None)."""
+    from app.session import image_size
+    assert image_size(1461, 1000, 1) == (1461, 1000)
+    assert image_size(982, 672, 1.5) == (1473, 1008)
+    assert image_size(1461, 1000, 2) == (1873, 1282)  # 2.4 M pixels: 1461 x 1000 scaled by sqrt(2.4e6 / 1.461e6)
+    for bad in [(0, 500, 1), (float("nan"), 500, 1), (500, 500, 0), (500, 10**6, 1), ("982", 672, 1), (982, 672, None),
+                (True, 672, 1)]:
+        assert image_size(*bad) is None, bad

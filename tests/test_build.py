@@ -170,6 +170,11 @@ def test_incremental_build_adds_tiles_without_rewriting_untouched_shards(tmp_pat
         # only the alpha channel must agree with a build that saw all tiles at once
         np.testing.assert_array_equal(a[name]["rgb"][..., 3], b[name]["rgb"][..., 3])
     assert run_cli("validate", str(s)).returncode == 0
+    # each global_rgb level's record of its chunks is the from-scratch build's, and its files' (validate --deep)
+    for k in range(len(list((store / "global_rgb").glob("[0-9]*")))):
+        rec = lambda root: zarr.open_array(root / "global_rgb" / str(k) / "rgb", mode="r").attrs["chunks_present"]
+        assert rec(s) == rec(store), k
+    assert run_cli("validate", "--deep", str(s)).returncode == 0
     # a third run with nothing new writes nothing
     p = run_cli(*args)
     assert "0 shards written" in p.stdout and "0 new/changed" in p.stdout

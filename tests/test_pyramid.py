@@ -49,6 +49,19 @@ def test_level0_is_sparse(store):
     assert not lvl[0:256, 0:256].any()  # and no colour where no zone is
 
 
+def test_each_level_records_exactly_the_chunks_it_has_files_for(store):
+    """The readers ask only for the chunks a level records (chunks_present: [row, col0, col1) runs): a chunk
+    missing from the record would never be drawn, one recorded without a file is a failed request."""
+    levels = sorted((store / "global_rgb").glob("[0-9]*"), key=lambda p: int(p.name))
+    assert len(levels) >= 8
+    for level in levels:
+        runs = zarr.open_array(level / "rgb", mode="r").attrs["chunks_present"]
+        listed = [(i, j) for i, a, b in runs for j in range(a, b)]
+        assert len(listed) == len(set(listed)) and listed == sorted(listed), level.name
+        assert set(listed) == _chunk_keys(level / "rgb"), level.name
+        assert listed, level.name
+
+
 def test_level0_pixels_come_from_the_zone_preview(store):
     root = zarr.open_group(store, mode="r")
     z = root["utm34"]

@@ -65,6 +65,10 @@ CASES = [
      "global_rgb/1: derived_from '7'"),
     ("global_rgb/zarr.json", lambda d: d["attributes"]["multiscales"]["layout"][2]["spatial:transform"].__setitem__(0, 0.5),
      "global_rgb/2: resolution 0.5 is not twice"),
+    ("global_rgb/3/rgb/zarr.json", lambda d: d["attributes"].update(chunks_present=[[0, 5, 2]]),
+     "global_rgb/3/rgb: chunks_present: run [0, 5, 2] is outside"),
+    ("global_rgb/3/rgb/zarr.json", lambda d: d["attributes"].update(chunks_present="all"),
+     "global_rgb/3/rgb: chunks_present is not a list"),
 ]
 
 
@@ -185,6 +189,27 @@ def test_deep_without_chunk_checksums_says_so_once(copy, store):
     lines = [ln for ln in p.stdout.splitlines() if ln.strip()]
     assert p.returncode == 1 and lines == ["utm30/scales: inner chunks carry no crc32c checksum; --deep decoded "
                                            f"them ({len(shards)} shards) but cannot verify them"], lines
+
+
+def test_deep_compares_each_global_rgb_level_record_with_its_chunk_files(copy):
+    """A level's chunks_present names the chunks readers ask for: one it omits is never drawn, one it lists
+    without a file is a failed request.  --deep lists the files and says both."""
+    level = copy / "global_rgb" / "0" / "rgb"
+    files = sorted(p for p in (level / "c").rglob("*") if p.is_file())
+    gone = files[0]
+    gone.unlink()  # recorded, no file
+    doc = json.loads((level / "zarr.json").read_text())
+    runs = doc["attributes"]["chunks_present"]
+    last = runs.pop()
+    if last[2] - last[1] > 1:
+        runs.append([last[0], last[1], last[2] - 1])  # its last chunk has a file, not recorded
+    (level / "zarr.json").write_text(json.dumps(doc))
+    zarr.consolidate_metadata(str(copy))
+    assert validate(str(copy)) == []  # a plain validate lists no chunk files
+    probs = validate(str(copy), deep=True)
+    i, j = int(gone.parts[-3]), int(gone.parts[-2])
+    assert f"global_rgb/0/rgb: chunks_present lists chunks that have no file: 1, the first ({i}, {j})" in probs, probs
+    assert f"global_rgb/0/rgb: chunks_present omits chunk files: 1, the first ({last[0]}, {last[2] - 1})" in probs
 
 
 def test_deep_finds_a_corrupt_global_rgb_chunk(copy):

@@ -6,6 +6,8 @@
 // This thread keeps what a worker cannot do, and does it when Python asks (app/page.py lists the
 // messages): BokehJS renders the documents Python builds and syncs them both ways as JSON patches;
 // the URL hash, localStorage, downloads, window.tesseraApi and a host page's messages are served here.
+import "./canvas.js"; // before BokehJS: the 2d contexts it reads back (app/web/canvas.js)
+
 const timings = (window.tesseraTimings = { start: performance.now() });
 const el = (id) => document.getElementById(id);
 const STORAGE_PREFIX = "tessera-"; // the localStorage entries Python may read (app/tools/labels.py)
@@ -61,6 +63,7 @@ function save(data, name, mime) {
 // must reach Python).
 const doc = { js: null, patching: 0, busy: false, queue: [] };
 const EVERY_CHANGE = "every-change";
+const SENT_AFTER_RENDER = "sent-after-render"; // app/page.py: data set while the document was built, sent once connected
 
 // `change()` applied to the document as Python's own patches are: not sent to Python (its copy has them already).
 function quietly(change) {
@@ -313,6 +316,10 @@ async function main() {
       // A press on the map reads its pixel ahead of the tap, and a tap shows the spectrum sent ahead (app/web/press.js).
       readAheadOnPress(doc.js, quietly);
       await firstLayout();
+      for (const m of doc.js.all_models) {
+        const d = (m.tags || []).includes(SENT_AFTER_RENDER) ? m.data : null;
+        if (d) m.setv({ data: d instanceof Map ? new Map(d) : { ...d } }, { check_eq: false });
+      }
       return null;
     },
   };

@@ -46,16 +46,37 @@ function levels(rootMeta) {
     const chunk = arr?.chunk_grid?.configuration?.chunk_shape?.[0];
     const lvl = { index: Number(it.asset), res: Array.isArray(t) ? t[0] : NaN, height, width, chunk };
     const count = (v) => Number.isSafeInteger(v) && v > 0;
-    if (Number.isSafeInteger(lvl.index) && lvl.res > 0 && lvl.res < 360 && count(height) && count(width) && count(chunk)) out.push(lvl);
+    if (Number.isSafeInteger(lvl.index) && lvl.res > 0 && lvl.res < 360 && count(height) && count(width) && count(chunk)) {
+      lvl.present = chunksPresent(arr.attributes?.chunks_present, Math.ceil(height / chunk), Math.ceil(width / chunk));
+      out.push(lvl);
+    }
   }
   return out.sort((a, b) => a.res - b.res); // store metadata is data: anything odd is left out
+}
+
+// A level's record of the chunks that exist (builder/core/chunkruns.py: at most RUNS_MAX runs [row, col0, col1),
+// sorted) as a test (i, j) => bool, or null when it has none or one that is not valid (validate reports it):
+// then readWindow asks for every chunk near a zone.
+const RUNS_MAX = 4096;
+function chunksPresent(runs, rows, cols) {
+  if (!Array.isArray(runs) || runs.length > RUNS_MAX) return null;
+  const byRow = new Map();
+  for (const r of runs) {
+    if (!Array.isArray(r) || r.length !== 3 || !r.every(Number.isSafeInteger)) return null;
+    const [i, a, b] = r;
+    if (i < 0 || i >= rows || a < 0 || a >= b || b > cols) return null;
+    if (!byRow.has(i)) byRow.set(i, []);
+    byRow.get(i).push([a, b]);
+  }
+  return (i, j) => (byRow.get(i) || []).some(([a, b]) => a <= j && j < b);
 }
 
 // The zones' lon/lat boxes (w, s, e, n) from the consolidated metadata (proj:code EPSG:326NN / 327NN and the
 // UTM spatial:bbox): where the store has data.  The transverse Mercator inverse to first order of Krueger's
 // series (builder/core/utm.py has it to third order), off by under 0.001 degree; readWindow grows the boxes by
-// ZONE_GROW_DEG.  Only global_rgb chunks touching them are read (the builder writes no other: a
-// sparse pyramid's missing chunks would each be a failed request), and the first view frames them (firstBox).
+// ZONE_GROW_DEG.  A level without a record of its chunks (chunksPresent) is read only in the chunks touching
+// them (the builder writes no other: a sparse pyramid's missing chunks would each be a failed request), and the
+// first view frames them (firstBox).
 // Anything odd in a zone's attributes leaves that zone out.
 // The rectifying radius, k0, and the series' first terms beta_1 and delta_1 (WGS 84).
 const ZONE_GROW_DEG = 0.002, TM_A = 6367449.146, TM_K0 = 0.9996, TM_B1 = 0.00083773182, TM_D1 = 0.0033565515;
@@ -101,8 +122,8 @@ function firstBox(boxes) {
           Math.max(...best.map((b) => b[2])), Math.max(...best.map((b) => b[3]))];
 }
 
-// A window of a level, read chunk by chunk: only the chunks that touch a zone's box (zoneBoxes), pasted into
-// one transparent RGBA image of the window.  Resolves to {data, shape} as js.read does, or throws.
+// A window of a level, read chunk by chunk: only the chunks that exist (the level's record, chunksPresent) or,
+// without a record, that touch a zone's box (zoneBoxes), pasted into one transparent RGBA image of the window.  Resolves to {data, shape} as js.read does, or throws.
 async function readWindow(js, url, lvl, win, zones) {
   const h = win.r1 - win.r0, w = win.c1 - win.c0, data = new Uint8Array(h * w * 4), c = lvl.chunk, step = c * lvl.res;
   const reads = [];
@@ -110,7 +131,7 @@ async function readWindow(js, url, lvl, win, zones) {
     for (let j = Math.floor(win.c0 / c); j * c < win.c1; j++) {
       const cw = -180 + j * step, cn = 90 - i * step;
       const g = ZONE_GROW_DEG + lvl.res;
-      if (!zones.some(([zw, zs, ze, zn]) => zw - g < cw + step && ze + g > cw && zs - g < cn && zn + g > cn - step)) continue;
+      if (lvl.present ? !lvl.present(i, j) : !zones.some(([zw, zs, ze, zn]) => zw - g < cw + step && ze + g > cw && zs - g < cn && zn + g > cn - step)) continue;
       const r0 = Math.max(win.r0, i * c), r1 = Math.min(win.r1, (i + 1) * c), c0 = Math.max(win.c0, j * c), c1 = Math.min(win.c1, (j + 1) * c);
       reads.push(js.read(url, `global_rgb/${lvl.index}/rgb`, [[r0, r1], [c0, c1], null], "region").then((got) => {
         const v = unwrap(got);

@@ -19,13 +19,14 @@ Stdlib and numpy only, so that the builder on CPython, the explorer in Pyodide a
 - `source`: the `Source` protocol of every transport (async box and byte-range reads, `Hint`, `prefetches`).
 - `shardio`: the `sharding_indexed` codec's shard index (`ShardIndex`) and whole-shard decoding.
 - `geotags`: the GeoTIFF tags of a north-up raster.
+- `chunkruns`: which chunks of a sparse global_rgb level exist (`ChunkRuns`).
 """
 from __future__ import annotations
 
 import importlib
 
 MODULES = ("convention", "geometry", "grid", "zone", "utm", "layout", "describe", "quant", "extensions", "schemacheck",
-           "bounds", "catalog", "source", "shardio", "geotags")
+           "bounds", "catalog", "source", "shardio", "geotags", "chunkruns")
 # Public names and the module that defines each.
 NAMES = {
     "ZoneGrid": "grid", "Zone": "zone",
@@ -34,6 +35,7 @@ NAMES = {
     "dequantise": "quant", "quantise": "quant", "valid_mask": "quant",
     "central_meridian": "geometry",
     "ShardIndex": "shardio",
+    "ChunkRuns": "chunkruns",
     "MetadataError": "bounds", "parse_json": "bounds",
     "Source": "source", "Hint": "source",
     "Catalog": "catalog", "CatalogError": "catalog", "parse_catalog": "catalog",

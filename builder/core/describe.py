@@ -18,8 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from builder.core import chunkruns
 from builder.core import convention as conv
 from builder.core import extensions as ext
+from builder.core.chunkruns import ChunkRuns
 from builder.core import layout as lay
 from builder.core.grid import ZoneGrid
 from builder.core.zone import Zone
@@ -48,6 +50,19 @@ class Level:
     height: int
     width: int
     chunk: int
+    present: ChunkRuns | None = field(default=None, repr=False)  # the chunks that exist, when recorded
+
+
+def _present(arr: dict, h: int, w: int, chunk: int) -> ChunkRuns | None:
+    """A level array's record of its chunks (builder.core.chunkruns), or None: none, or one that is not valid
+    (`validate` reports it; readers then ask for every chunk near a zone)."""
+    value = (arr.get("attributes") or {}).get(chunkruns.ATTR)
+    if value is None:
+        return None
+    try:
+        return ChunkRuns.from_attr(value, (-(-h // chunk), -(-w // chunk)))
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -159,7 +174,7 @@ def levels(nodes: dict) -> tuple[Level, ...]:
         h, w = arr["shape"][:2]
         t = item.get("spatial:transform")
         res = float(t[0]) if t else conv.GLOBAL_RES0 * 2 ** int(item["asset"])
-        out.append(Level(int(item["asset"]), res, int(h), int(w), int(chunk)))
+        out.append(Level(int(item["asset"]), res, int(h), int(w), int(chunk), _present(arr, int(h), int(w), int(chunk))))
     return tuple(out)
 
 

@@ -1,4 +1,5 @@
-"""--deep: every chunk file of the zone arrays (overviews included) and the global_rgb levels.
+"""--deep: every chunk file of the zone arrays (overviews included) and the global_rgb levels, and each
+level's record of its chunks (builder/core/chunkruns.py) against its files.
 
 Each inner chunk of a shard is checked against its crc32c (written at build
 time, the Zarr v3 `crc32c` codec after Blosc) and decoded; chunks without a
@@ -55,7 +56,14 @@ def _chain(names: list) -> tuple[bool, bool] | None:
     return (blosc, crc) if names == ["bytes"] else None
 
 
-def _deep_array(reader: Reader, a: Array, stats: dict) -> list[str]:
+def _files(reader: Reader, a: Array) -> list[str]:
+    """The array's chunk (or shard) files, sorted."""
+    async def keys():
+        return sorted([k async for k in reader.store.list_prefix(f"{a.path}/c/")])
+    return sync(keys())
+
+
+def _deep_array(reader: Reader, a: Array, stats: dict, files: list[str]) -> list[str]:
     import google_crc32c
     import numcodecs
     decompress = numcodecs.Blosc().decode
@@ -74,10 +82,6 @@ def _deep_array(reader: Reader, a: Array, stats: dict) -> list[str]:
     grid = tuple(s // c for s, c in zip(a.shards, a.chunks)) if sharded else None
     index_bytes = ShardIndex.nbytes(grid) if sharded else 0
     probs: list[str] = []
-
-    async def keys():
-        return sorted([k async for k in reader.store.list_prefix(f"{a.path}/c/")])
-    files = sync(keys())
     for key in files:
         try:
             size = sync(reader.store.getsize(key))
@@ -127,19 +131,22 @@ def _deep_array(reader: Reader, a: Array, stats: dict) -> list[str]:
 def check_chunks(reader: Reader, zones: list[str], stats: dict) -> list[str]:
     """Every chunk file of the zones' sharded arrays and of the global_rgb levels."""
     from builder.validate.overviews import deep_sample, overview_paths
+    from builder.validate.pyramid import record_problems
     paths = [f"{zone}/{aname}" for zone in zones for aname, spec in conv.ZONE_ARRAYS.items() if spec["sharded"]]
     paths += [p for zone in zones for p in overview_paths(reader, zone)]
     g = reader.node(conv.GLOBAL_GROUP)
     ms = g.get("attributes", {}).get("multiscales") if isinstance(g, dict) and isinstance(g.get("attributes"), dict) else None
     layout = ms.get("layout") if isinstance(ms, dict) else None
-    for item in (layout if isinstance(layout, list) else [])[:LEVELS_MAX]:
-        if isinstance(item, dict) and plain_key(item.get("asset")):
-            paths.append(f"{conv.GLOBAL_GROUP}/{item['asset']}/rgb")
+    levels = [f"{conv.GLOBAL_GROUP}/{item['asset']}/rgb" for item in (layout if isinstance(layout, list) else [])[:LEVELS_MAX]
+              if isinstance(item, dict) and plain_key(item.get("asset"))]
     probs: list[str] = []
-    for path in paths:
+    for path in paths + levels:
         a = open_array(reader, path, probs)
         if isinstance(a, Array):
-            probs += _deep_array(reader, a, stats)
+            files = _files(reader, a)
+            probs += _deep_array(reader, a, stats, files)
+            if path in levels:  # its record of the chunks that exist, against the files
+                probs += record_problems(a, files)
     if not probs:  # values are compared only where every chunk decodes
         for zone in zones:
             probs += deep_sample(reader, zone)

@@ -1,0 +1,72 @@
+"""Which chunks of a sparse global_rgb level exist: the level's record, as runs of chunk columns per chunk row.
+
+The builder writes a level chunk only where a zone has data (builder/pyramid.py), and records those chunks in
+the level array's attribute `chunks_present`: a list of [row, first column, end column) runs, sorted.  Readers
+(app/basemap.py, app/web/preview.js) ask only for recorded chunks, so a sparse level costs no failed request;
+`validate --deep` compares the record with the chunk files.  A level with more than RUNS_MAX runs has no
+record (its metadata would outgrow the store's one-request listing), and readers of a level without one ask
+for every chunk near a zone, taking a missing one as empty.
+
+The record is store metadata, so it is data: `from_attr` bounds it and refuses anything odd.
+"""
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+ATTR = "chunks_present"
+RUNS_MAX = 4096
+
+
+@dataclass(frozen=True)
+class ChunkRuns:
+    """A set of chunks (row, col), held as sorted runs (row, col0, col1): col0 <= col < col1."""
+
+    runs: tuple[tuple[int, int, int], ...]
+
+    @classmethod
+    def of(cls, chunks: Iterable[tuple[int, int]]) -> "ChunkRuns":
+        runs: list[list[int]] = []
+        for i, j in sorted(set(chunks)):
+            if runs and runs[-1][0] == i and runs[-1][2] == j:
+                runs[-1][2] = j + 1
+            else:
+                runs.append([i, j, j + 1])
+        return cls(tuple(tuple(r) for r in runs))
+
+    def __contains__(self, chunk) -> bool:
+        i, j = chunk
+        k = bisect.bisect_right(self.runs, (i, j, float("inf"))) - 1
+        return k >= 0 and self.runs[k][0] == i and self.runs[k][1] <= j < self.runs[k][2]
+
+    def __iter__(self):
+        return ((i, j) for i, a, b in self.runs for j in range(a, b))
+
+    def __len__(self) -> int:
+        return sum(b - a for _, a, b in self.runs)
+
+    def to_attr(self) -> list[list[int]] | None:
+        """The attribute's value, or None when the runs are too many to record."""
+        return [list(r) for r in self.runs] if len(self.runs) <= RUNS_MAX else None
+
+    @classmethod
+    def from_attr(cls, value, grid: tuple[int, int]) -> "ChunkRuns":
+        """The record `value` of a level of `grid` (chunk rows, chunk columns); ValueError naming what is wrong."""
+        if not isinstance(value, list):
+            raise ValueError(f"{ATTR} is not a list")
+        if len(value) > RUNS_MAX:
+            raise ValueError(f"{ATTR} has {len(value)} runs, more than {RUNS_MAX}")
+        runs = []
+        for r in value:
+            if not (isinstance(r, list) and len(r) == 3 and all(type(x) is int for x in r)):
+                raise ValueError(f"{ATTR}: a run is not [row, col0, col1] integers: {str(r)[:40]}")
+            i, a, b = r
+            if not (0 <= i < grid[0] and 0 <= a < b <= grid[1]):
+                raise ValueError(f"{ATTR}: run {r} is outside the level's {grid[0]}x{grid[1]} chunks")
+            if runs and tuple(r) <= runs[-1]:
+                raise ValueError(f"{ATTR}: runs are not sorted at {r}")
+            if runs and runs[-1][0] == i and runs[-1][2] > a:
+                raise ValueError(f"{ATTR}: run {r} overlaps the one before")
+            runs.append(tuple(r))
+        return cls(tuple(runs))
