@@ -21,8 +21,8 @@ def layout():
     import numpy as np
     import panel as pn
     from bokeh.events import Tap
-    from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, FixedTicker, HoverTool, LinearColorMapper, Range1d,
-                              Title)
+    from bokeh.models import (ColorBar, ColumnDataSource, CustomJS, FixedTicker, HoverTool, LinearColorMapper,
+                              PolyDrawTool, Range1d, Title)
     from bokeh.plotting import figure
 
     img = ColumnDataSource(dict(image=[np.zeros((2, 2), np.uint32)], x=[0.0], y=[0.0], dw=[1.0], dh=[1.0]))
@@ -39,6 +39,7 @@ def layout():
     m.scatter("x", "y", source=xy, size=16, marker="cross", level="overlay")
     m.js_on_event(Tap, CustomJS(args=dict(src=xy), code=""))
     m.multi_line("xs", "ys", source=lines)
+    m.add_tools(PolyDrawTool(renderers=[m.patches("xs", "ys", source=lines)]))  # the polygon labels' tool
     m.add_layout(ColorBar(color_mapper=LinearColorMapper(palette=["#000000", "#ffffff"], low=0, high=1),
                           orientation="horizontal", width=50, height=5))
     m.add_layout(Title(text="t", align="left"), "above")

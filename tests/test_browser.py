@@ -530,27 +530,27 @@ json.dumps([e.name for e in js.performance.getEntriesByType('resource')])`)).con
 def test_the_first_map_reads_its_overview_chunks_at_once_not_one_after_another(page, server):
     """The first draw's global_rgb chunks are fetched together: one after another, each costs a round trip
     (about 30 of them, 1.4 s over a 40 ms link, before the explorer was interactive). A view of the Sussex tiles at
-    about level 0's resolution, whose first map reads a dozen chunks (the first view with no view in the link
-    frames the zones now, at the level of its screen pixel: a few chunks)."""
-    assert open_app(page, server + "index.html#lon=-0.02&lat=50.8&span=6000") == "ready"
+    level 0's resolution, over the three level-0 chunks the test site's pyramid has there (it asks only for the
+    chunks its level records: builder/core/chunkruns.py; a dozen requests before, most of them for chunks that
+    do not exist)."""
+    assert open_app(page, server + "index.html#lon=0.005&lat=50.845&span=8000") == "ready"
     log = [e for e in page.evaluate("window.tesseraWorker.stats().then((s) => s.log)")
            if "/global_rgb/" in e["url"] and not e["url"].endswith(".json")]
-    assert len(log) >= 8, log
+    assert len(log) >= 2, log
     in_flight = max(sum(1 for o in log if o["start"] <= e["start"] < o["end"]) for e in log)
-    assert in_flight >= 3, [(round(e["start"]), round(e["end"])) for e in log]  # one after another: always 1
+    assert in_flight >= 2, [(round(e["start"]), round(e["end"])) for e in log]  # one after another: always 1
 
 
 def test_the_first_maps_reads_are_under_way_while_python_builds_the_ui(page, server):
     """The first draw's global_rgb chunks are requested before Python builds the UI (`ui` mark), not once it waits
     for the page to lay the UI out: the reads (~50 requests, 0.3 s over a 40 ms link) then end while it builds. On
-    a view of the Sussex tiles at about level 0's resolution, whose first map reads a dozen chunks (the first view
-    with no view in the link frames the zones, at the level of its screen pixel: a few chunks)."""
-    assert open_app(page, server + "index.html#lon=-0.02&lat=50.8&span=6000") == "ready"
+    a view of the Sussex tiles at level 0's resolution, over the three level-0 chunks the test site has there."""
+    assert open_app(page, server + "index.html#lon=0.005&lat=50.845&span=8000") == "ready"
     t = page.evaluate("window.tesseraTimings")
     origin = page.evaluate("performance.timeOrigin")
     log = [e for e in page.evaluate("window.tesseraWorker.stats().then((s) => s.log)")
            if "/global_rgb/" in e["url"] and not e["url"].endswith(".json")]
-    assert len(log) >= 8, log
+    assert len(log) >= 2, log
     late = [round(e["start"] - origin - t["ui"]) for e in log if e["start"] - origin > t["ui"]]
     assert not late, f"{len(late)} of {len(log)} reads requested after the UI was built (ms after): {late[:10]}"
 

@@ -386,7 +386,9 @@ def test_a_100000_point_label_import_reads_its_pixels_in_batches_with_progress_a
     assert len(counts) >= 5 and counts == sorted(counts) and counts[-1] == 100_000, seen[:10]
     missing = n_out + int((~valid).sum())
     assert seen[-1] == f"Loaded 100000 labels in 3 classes; {missing} have no data in this store and are left out " \
-                       "of training.", seen[-1]
+                       "of training. Too many for the link: kept in this browser&#x27;s storage (stored:" \
+                       + seen[-1].rsplit("(stored:", 1)[-1], seen[-1]  # the set's id (app/tools/stored.py) aside
+    assert seen[-1].endswith("); export them to a file for another browser."), seen[-1]
     sample = np.random.default_rng(1).choice(n_in, 300, replace=False).tolist() + [n_in, n_in + n_out - 1]
     vecs = json.loads(py("import gc, json\nL = next(o for o in gc.get_objects() if type(o).__name__ == 'Explorer')"
                          f".tools.labels\njson.dumps([None if L.points[i].vector is None else L.points[i].vector"

@@ -95,7 +95,7 @@ def test_a_multi_year_index_root():
         "zarr_conventions": [dict(c) for c in ext.STACK_ROOT_CONVENTIONS], "tessera:dataset_version": "v1",
         "tessera-stack:years": [2023, 2024]}}
     info = describe(doc, jsonschema=jsonschema)
-    assert (info.kind, info.layout, info.years, info.year) == (STACK, lay.V1, (2023, 2024), None)
+    assert (info.kind, info.layout, info.years, info.year) == (STACK, lay.STACK, (2023, 2024), None)
 
 
 def test_a_root_of_no_known_layout_is_one_line(tmp_path):

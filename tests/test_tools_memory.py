@@ -4,13 +4,13 @@ within a bounded amount of memory: Pyodide's heap cannot give the (N, 128) vecto
 answers the test computes itself from the code, block by block."""
 from __future__ import annotations
 
-import asyncio
 import tracemalloc
 
 import numpy as np
 import pytest
 
 from app.tools import classify, cluster, region as reg
+from conftest import run_async
 
 H, W, D, B = 800, 1000, 16, 128  # a smaller screen than 1600 x 1000 keeps the test quick; the bound scales
 BOUND = 250e6  # bytes: under 0.41 GB, the view's vectors as float32 (k-means' fit on its 65,536-pixel sample
@@ -46,7 +46,7 @@ def peak_of(fn):
 
 def test_k_means_of_a_screen_of_coded_pixels_stays_bounded_and_its_inertia_is_exact(screen):
     regions, coords, basis, mean = screen
-    (labels, centres, inertia), peak = peak_of(lambda: asyncio.run(cluster.kmeans(regions.pixels(), 5, 0)))
+    (labels, centres, inertia), peak = peak_of(lambda: run_async(cluster.kmeans(regions.pixels(), 5, 0)))
     assert peak < BOUND, f"k-means took {peak / 1e6:.0f} MB at its peak"
     n = int(np.isfinite(coords[..., 0]).sum())
     assert len(labels) == n
@@ -68,7 +68,7 @@ def test_classifying_a_screen_of_coded_pixels_stays_bounded_and_equals_the_class
     picks = rng.choice(n, 60, replace=False)
     X = vectors_of(coords, basis, mean, picks).astype(np.float32)
     y = (X[:, 0] > np.median(X[:, 0])).astype(np.int64) + 2 * (X[:, 1] > np.median(X[:, 1]))
-    (idx, conf), peak = peak_of(lambda: asyncio.run(classify.fit_predict("k-NN", X, y, regions.pixels(), 5, 0)))
+    (idx, conf), peak = peak_of(lambda: run_async(classify.fit_predict("k-NN", X, y, regions.pixels(), 5, 0)))
     assert peak < BOUND, f"classification took {peak / 1e6:.0f} MB at its peak"
     from sklearn.neighbors import KNeighborsClassifier
     model = KNeighborsClassifier(5).fit(X, y)
