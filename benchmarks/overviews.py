@@ -12,8 +12,8 @@ Same run, same demo tiles:
     (5 neighbours, trained on 500 labelled pixels) class maps' agreement;
   * with --dims: the same accuracy and code bytes for other code sizes, fitted and encoded here on the
     store's level-0 vectors (the builder's CodeModel, so the figures show what --dims would give).
-The demo is synthetic: 6 classes plus 3 texture directions plus noise, so its vectors are nearly 9-d and
-an 8-d code is nearly exact; on real TESSERA vectors the accuracy must be measured again (same script).
+The demo is the realistic one by default (docs/demo.md: calibrated to real vectors' spectrum, neighbour
+overlap and compressibility), so these figures are what the code gives on data as hard as real embeddings.
 """
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ that ignores it.
 
 Hostile requests: only GET, HEAD and OPTIONS (405 otherwise); a path with NUL
 or control characters, invalid percent-encoding or invalid UTF-8 is 400; a
-dotfile (any segment starting with '.'), an overlong path or name, and anything
-outside the root (`..`, links) is 404; `Range: bytes=-0` is 416.
+dotfile (any segment starting with '.', but for Zarr v2's and Kerchunk's metadata file names as the last
+segment), an overlong path or name, and anything outside the root (`..`, links) is 404; `Range: bytes=-0` is 416.
 
 Ranges beyond aiohttp's single range: a request for several ranges
 (`bytes=0-0,5-9`) gets 200 and the whole file (RFC 9110 lets a server ignore
@@ -45,6 +45,9 @@ CORS = {
 }
 MAX_PATH = 2048  # bytes of a request path; no file of the site has a longer one
 MAX_NAME = 255  # bytes of one path segment (NAME_MAX)
+# Zarr v2's metadata files and a Kerchunk Parquet index's: data the builder writes (`index --zarr-format 2`,
+# `index ... -o years.parquet`), served as files (never as directories) where every other dotfile is 404.
+ZARR_DOTFILES = frozenset({".zarray", ".zgroup", ".zattrs", ".zmetadata"})
 BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 EMPTY_SUFFIX_RANGE = re.compile(r"\s*bytes\s*=\s*-0+\s*")
 _SPEC = r"\s*(?:\d+-\d*|-\d+)\s*"
@@ -64,14 +67,16 @@ def path_segments(raw_path: str) -> list[str]:
     if BAD_ESCAPE.search(raw_path):
         raise Refused(400, "invalid percent-encoding")
     out = []
-    for part in filter(None, raw_path.split("/")):
+    parts = [p for p in raw_path.split("/") if p]
+    for k, part in enumerate(parts):
         try:
             seg = unquote_to_bytes(part).decode("utf-8")
         except UnicodeDecodeError:
             raise Refused(400, "path is not UTF-8") from None
         if any(ord(c) < 32 or ord(c) == 127 for c in seg):
             raise Refused(400, "control character in path")
-        if seg.startswith(".") or "/" in seg or "\\" in seg or len(seg.encode()) > MAX_NAME:
+        hidden = seg.startswith(".") and not (seg in ZARR_DOTFILES and k == len(parts) - 1)
+        if hidden or "/" in seg or "\\" in seg or len(seg.encode()) > MAX_NAME:
             raise Refused(404, "not found")
         out.append(seg)
     return out

@@ -2,6 +2,8 @@
 values of each year store it references."""
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 import zarr
@@ -9,6 +11,8 @@ from pyproj import Transformer
 
 from builder.reader import open_store
 from builder.reader.stack import StackStore
+from browser_util import static_server
+from conftest import run_cli
 
 
 def pixels_of(store_path, zone: str, n: int, seed: int):
@@ -49,3 +53,42 @@ def test_a_year_the_index_does_not_hold_is_one_line(site):
     idx = open_store(str(site / "data" / "years.json"))
     with pytest.raises(ValueError, match=r"year 2019 is not in .*years\.json \(years \[2023, 2024\]\)"):
         idx.view("utm30", 2019)
+
+
+@pytest.fixture(scope="module")
+def served_index(site, tmp_path_factory):
+    """The site's two year stores and its JSON index, a Parquet index of them written beside it by the CLI, all
+    served by `builder serve` (HTTP Range) on 127.0.0.1."""
+    root = tmp_path_factory.mktemp("served-index")
+    for name in ("2023.zarr", "2024.zarr", "years.json"):
+        (shutil.copytree if name.endswith(".zarr") else shutil.copy)(site / "data" / name, root / name)
+    run_cli("index", "years", str(root / "2023.zarr"), str(root / "2024.zarr"), "-o", str(root / "years.parquet"),
+            "--template-base", "{{base}}")
+    (root / "index.html").write_text("<p>the test's index directory</p>")  # what static_server waits for
+    (root / "nested.json").write_text('{"refs": ' + "[" * 100 + "]" * 100 + "}")
+    (root / "broken.json").write_text('{"refs": {"zarr.json": ')
+    with static_server(root) as base:
+        yield root, base
+
+
+@pytest.mark.parametrize("name", ["years.json", "years.parquet"])
+def test_the_multi_year_index_reads_the_same_over_http(served_index, name):
+    root, base = served_index
+    idx = open_store(base + name)
+    assert isinstance(idx, StackStore) and idx.years == [2023, 2024]
+    for year in idx.years:
+        lon, lat, want, scales = pixels_of(root / f"{year}.zarr", "utm30", 30, seed=year)
+        got = idx.sample_points(np.column_stack([lon, lat]), year)
+        assert list(got["status"]) == ["valid"] * (len(lon) - 2) + ["nodata"] * 2
+        bands = got[[c for c in got.columns if c.startswith("b")]].to_numpy()
+        np.testing.assert_array_equal(bands[:-2], want[:-2])
+        np.testing.assert_array_equal(got["scale"].to_numpy()[:-2], scales[:-2])
+
+
+@pytest.mark.parametrize("name,says", [("nested.json", "nested deeper than 64 levels"),
+                                       ("broken.json", "not valid JSON"), ("absent.json", "no such file")])
+def test_a_remote_index_that_cannot_be_read_is_one_line_naming_it(served_index, name, says):
+    _, base = served_index
+    with pytest.raises(ValueError) as e:
+        open_store(base + name)
+    assert says in str(e.value) and base + name in str(e.value) and "\n" not in str(e.value)

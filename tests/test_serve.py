@@ -83,6 +83,10 @@ def site_root(tmp_path_factory) -> Path:
     (root / ".env").write_text("SECRET=1")
     (root / "data" / ".hidden").mkdir()
     (root / "data" / ".hidden" / "x.json").write_text("{}")
+    (root / "data" / "v2.zarr" / ".zarray").mkdir(parents=True)  # a directory of that name: not served
+    (root / "data" / "v2.zarr" / ".zarray" / "x").write_text("{}")
+    (root / "data" / "years.parquet").mkdir()
+    (root / "data" / "years.parquet" / ".zmetadata").write_text('{"metadata": {}}')
     (root / "data" / "passwd").symlink_to("/etc/passwd")  # a link out of the served root
     return root
 
@@ -128,9 +132,15 @@ def test_malformed_paths_get_400_or_404_never_500(port, target):
     assert b"root:" not in body
 
 
-@pytest.mark.parametrize("target", ["/.env", "/%2eenv", "/data/.hidden/x.json", "/data/%2Ehidden/x.json"])
+@pytest.mark.parametrize("target", ["/.env", "/%2eenv", "/data/.hidden/x.json", "/data/%2Ehidden/x.json",
+                                    "/data/v2.zarr/.zarray/x", "/data/.zmetadata/../.env"])
 def test_dotfiles_are_404(port, target):
     assert raw(port, "GET", target)[0] == 404
+
+
+def test_zarr_and_kerchunk_metadata_files_are_served(port):
+    status, _, body = raw(port, "GET", "/data/years.parquet/.zmetadata")
+    assert (status, body) == (200, b'{"metadata": {}}')
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "TRACE", "PROPFIND"])

@@ -20,6 +20,7 @@ ROOT_JSON_MAX = 16 * 2**20       # the root zarr.json, which holds the consolida
 NODE_JSON_MAX = 1 * 2**20        # any other zarr.json
 INDEX_JSON_MAX = 64 * 2**20      # a multi-year index's references (JSON), as the explorer's (app/js/fetching.js)
 JSON_VALUES_MAX = 1_000_000      # values in one document (counted as its , [ { bytes)
+INDEX_VALUES_MAX = 8_000_000     # values in a multi-year index (about 2 M references of [url, offset, length])
 JSON_DEPTH_MAX = 64              # nesting levels of one document
 COORD_VALUES_MAX = 4_000_000     # values of one coordinate array (32 MB of float64); rows or columns of a zone
 CHUNK_BYTES_MAX = 64 * 2**20     # one decoded inner chunk
@@ -47,7 +48,7 @@ def _depth_over(doc: Any, limit: int) -> bool:
     return False
 
 
-def parse_json(raw: bytes, where: str, limit: int) -> dict:
+def parse_json(raw: bytes, where: str, limit: int, values_max: int = JSON_VALUES_MAX) -> dict:
     """The JSON object in `raw` (read as at most limit + 1 bytes), within the bounds above; MetadataError
     (naming `where`) for a document that is too large, has too many values, is nested too deeply, is not
     JSON or is not an object."""
@@ -55,8 +56,8 @@ def parse_json(raw: bytes, where: str, limit: int) -> dict:
         raise MetadataError(f"{where}: more than {limit} bytes, larger than the {mib(limit)} read of such a "
                             "document (not read)")
     values = raw.count(b",") + raw.count(b"[") + raw.count(b"{")
-    if values > JSON_VALUES_MAX:
-        raise MetadataError(f"{where}: about {values} JSON values, more than the {JSON_VALUES_MAX} parsed")
+    if values > values_max:
+        raise MetadataError(f"{where}: about {values} JSON values, more than the {values_max} parsed")
     try:
         doc = json.loads(raw.decode("utf-8"))
     except RecursionError:

@@ -38,6 +38,7 @@ import fsspec
 from fsspec.implementations.reference import LazyReferenceMapper
 
 from builder.atomic import write_dir
+from builder.core.bounds import INDEX_JSON_MAX, INDEX_VALUES_MAX, MetadataError, parse_json
 from builder.virtual.keys import Arrays, ArrayKeys, is_meta, parent
 
 TEMPLATE = "{{base}}"
@@ -120,11 +121,15 @@ class ParquetReferences(LazyReferenceMapper):
             fs, root = fsspec.core.url_to_fs(str(root))
         self.fs, self.root, self.base = fs, root.rstrip("/"), template_base
         try:
-            met = json.loads(fs.cat_file(f"{self.root}/.zmetadata"))
+            with fs.open(f"{self.root}/.zmetadata", "rb") as f:  # bounded: the index is data we did not write
+                met = parse_json(f.read(INDEX_JSON_MAX + 1), f"{root}/.zmetadata", INDEX_JSON_MAX,
+                                 values_max=INDEX_VALUES_MAX)
             self.zmetadata = dict(met["metadata"])
             self.sparse = met.get("layout") == "sparse"
             self.record_size = int(met["sparse_record_size"] if self.sparse else met["record_size"])
             self.written = {p: set(map(int, r)) for p, r in met.get("records", {}).items()} if self.sparse else None
+        except MetadataError:  # already one line naming the document
+            raise
         except FileNotFoundError:
             raise ValueError(f"{root}: not a Kerchunk Parquet index (no .zmetadata)") from None
         except (ValueError, KeyError, TypeError) as e:

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import base64
-import json
 import os
-from pathlib import Path
 
 import fsspec
 
+from builder.core.bounds import INDEX_JSON_MAX, INDEX_VALUES_MAX, parse_json
 from builder.virtual.contain import TEMPLATE, check_references
 
 
@@ -48,6 +47,17 @@ def is_parquet_index(path: str) -> bool:
                                       and not os.path.exists(os.path.join(p, ".zgroup")))
 
 
+def read_index_json(path: str, options: dict):
+    """A JSON reference index, local or at any fsspec URL, read within builder/core/bounds.py's limits for an
+    index (what the explorer reads too): at most INDEX_JSON_MAX bytes, INDEX_VALUES_MAX values, the usual depth."""
+    try:
+        with fsspec.open(path, "rb", **options) as f:
+            raw = f.read(INDEX_JSON_MAX + 1)
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read the index ({type(e).__name__}: {e})") from None
+    return parse_json(raw, path, INDEX_JSON_MAX, values_max=INDEX_VALUES_MAX)
+
+
 def open_index(path: str, *, base: str | None = None, remote_options: dict | None = None, allow=None):
     """zarr-python group over a JSON or Parquet index; `base` resolves a {{base}}-templated index.
 
@@ -61,12 +71,13 @@ def open_index(path: str, *, base: str | None = None, remote_options: dict | Non
     opts = dict(remote_options or {})
     if is_parquet_index(path):
         from builder.virtual.parquet import ParquetReferences
-        refs = ParquetReferences(path, template_base=base)
+        fs, root = fsspec.core.url_to_fs(path, **opts)  # local, or a URL with its storage options
+        refs = ParquetReferences(root, fs=fs, template_base=base)
         stored = list(refs.iter_refs())
         fo, fmt = refs, 3 if "zarr.json" in refs.zmetadata else 2
     else:
-        doc = json.loads(Path(path).read_text())
-        if not isinstance(doc, dict) or not isinstance(doc.get("refs"), dict):
+        doc = read_index_json(path, opts)
+        if not isinstance(doc.get("refs"), dict):
             raise ValueError(f"{path}: not a Kerchunk v1 reference index (no 'refs' object)")
         if "gen" in doc:
             raise ValueError(f"{path}: generated references ('gen') are not supported: they cannot be checked "
