@@ -3,10 +3,11 @@
 The destination becomes a mirror of the source.
 
 * Published: every regular file under the source except dotfiles (any path segment starting with
-  '.') and build records (`*.build/` directories, `record.json`, `*.done`, `*.partial`).  A symbolic
+  '.', but for Zarr v2's and Kerchunk's metadata files: builder/sitefiles.py) and build records (`*.build/` directories, `record.json`, `*.done`, `*.partial`).  A symbolic
   link or other non-regular file anywhere in the source is refused before anything is written:
   publish never follows a link.
-* Order, for readers that look while a publish runs: data files (every file but `*.json`) first,
+* Order, for readers that look while a publish runs: data files (every file but metadata: `*.json`,
+  `.zmetadata`, ...) first,
   new keys before keys replaced in place; then the `*.json` documents deepest first, so each store's
   root `zarr.json` (whose consolidated metadata is what readers open) is that store's last write, and
   `catalog.json` comes after the stores.  Files the source no longer has are deleted only after that
@@ -43,6 +44,7 @@ from builder.errors import BuildError
 from builder.hooks import kill_point
 from builder.lock import destination_lock
 from builder.parallel import progress_bar
+from builder.sitefiles import hidden, is_metadata
 from builder.validate import validate
 
 TMP_SUFFIX = ".publishing"  # local temporary files: .{name}.{pid}.publishing, renamed into place
@@ -66,20 +68,11 @@ def find_stores(src: Path) -> list[Path]:
     return out
 
 
-def hidden(rel: str) -> bool:
-    """A dotfile, or anything inside a dot-directory."""
-    return any(part.startswith(".") for part in rel.split("/"))
-
-
 def excluded(rel: str) -> bool:
     """Never published: dotfiles and build records."""
     parts = rel.split("/")
     return (hidden(rel) or any(p.endswith(".build") for p in parts)
             or parts[-1] == "record.json" or parts[-1].endswith((".done", PARTIAL)))
-
-
-def is_metadata(rel: str) -> bool:
-    return rel.endswith(".json")
 
 
 def source_files(src: Path) -> dict[str, Path]:

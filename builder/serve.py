@@ -29,6 +29,8 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from urllib.parse import unquote_to_bytes
 
+from builder.sitefiles import hidden_segments, is_metadata
+
 from aiohttp import web
 
 mimetypes.add_type("application/wasm", ".wasm")
@@ -45,9 +47,6 @@ CORS = {
 }
 MAX_PATH = 2048  # bytes of a request path; no file of the site has a longer one
 MAX_NAME = 255  # bytes of one path segment (NAME_MAX)
-# Zarr v2's metadata files and a Kerchunk Parquet index's: data the builder writes (`index --zarr-format 2`,
-# `index ... -o years.parquet`), served as files (never as directories) where every other dotfile is 404.
-ZARR_DOTFILES = frozenset({".zarray", ".zgroup", ".zattrs", ".zmetadata"})
 BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 EMPTY_SUFFIX_RANGE = re.compile(r"\s*bytes\s*=\s*-0+\s*")
 _SPEC = r"\s*(?:\d+-\d*|-\d+)\s*"
@@ -67,18 +66,18 @@ def path_segments(raw_path: str) -> list[str]:
     if BAD_ESCAPE.search(raw_path):
         raise Refused(400, "invalid percent-encoding")
     out = []
-    parts = [p for p in raw_path.split("/") if p]
-    for k, part in enumerate(parts):
+    for part in filter(None, raw_path.split("/")):
         try:
             seg = unquote_to_bytes(part).decode("utf-8")
         except UnicodeDecodeError:
             raise Refused(400, "path is not UTF-8") from None
         if any(ord(c) < 32 or ord(c) == 127 for c in seg):
             raise Refused(400, "control character in path")
-        hidden = seg.startswith(".") and not (seg in ZARR_DOTFILES and k == len(parts) - 1)
-        if hidden or "/" in seg or "\\" in seg or len(seg.encode()) > MAX_NAME:
+        if "/" in seg or "\\" in seg or len(seg.encode()) > MAX_NAME:
             raise Refused(404, "not found")
         out.append(seg)
+    if hidden_segments(out):  # builder/sitefiles.py: dotfiles, but Zarr's and Kerchunk's metadata files
+        raise Refused(404, "not found")
     return out
 
 
@@ -103,7 +102,7 @@ def cache_control(segments: list[str]) -> str:
         return "public, max-age=31536000, immutable"
     if segments[:2] == ["vendor", "chunks"] and len(segments) > 2:  # the bundle's chunks: named by their content
         return "public, max-age=31536000, immutable"
-    if segments and segments[-1].endswith(".json"):
+    if segments and is_metadata(segments[-1]):
         return "no-cache"
     if any(s in ("data", "pyodide", "wheels") for s in segments[:-1]):
         return "public, max-age=3600"

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from pyproj import Transformer
 
 from browser_util import free_port
 from builder import demo
@@ -369,3 +370,28 @@ def test_publish_to_s3_refuses_a_prefix_it_did_not_write_unless_forced(src, s3_s
     assert mirror_tree(s3_tree(s3_server, "theirs", "www/")) == published(src)
     run_cli("publish", str(src), url, "-q", "-o", opt, env=S3_ENV)  # the marker object: publish's own now
     assert mirror_tree(s3_tree(s3_server, "theirs", "www/")) == published(src)
+
+
+def test_publish_carries_a_parquet_index_whole_and_it_reads_the_same_at_the_destination(site, tmp_path):
+    """A Kerchunk Parquet index keeps its metadata in `.zmetadata`: a data file whatever its dot."""
+    from builder.reader import open_store
+    src = tmp_path / "src"
+    for year in (2023, 2024):
+        shutil.copytree(site / "data" / f"{year}.zarr", src / f"{year}.zarr")
+    run_cli("index", "years", str(src / "2023.zarr"), str(src / "2024.zarr"), "-o", str(src / "years.parquet"),
+            "--template-base", "{{base}}")
+    dest = tmp_path / "dest"
+    run_cli("publish", str(src), str(dest), "-q")
+    assert (dest / "years.parquet" / ".zmetadata").read_bytes() == (src / "years.parquet" / ".zmetadata").read_bytes()
+    shutil.rmtree(src)  # what is read below can only come from the destination
+    index = open_store(str(dest / "years.parquet"))
+    for year in (2023, 2024):
+        g = zarr.open_group(str(dest / f"{year}.zarr" / "utm30"), mode="r")
+        valid = np.argwhere(~np.isnan(g["scales"][:]))[::997][:20]
+        t = g.attrs["spatial:transform"]
+        lon, lat = Transformer.from_crs(g.attrs["proj:code"], "EPSG:4326", always_xy=True).transform(
+            t[2] + (valid[:, 1] + 0.5) * t[0], t[5] + (valid[:, 0] + 0.5) * t[4])
+        got = index.sample_points(np.column_stack([lon, lat]), year)
+        rows, cols = valid[:, 0], valid[:, 1]
+        want = g["embeddings"][:][rows, cols].astype(np.float32) * g["scales"][:][rows, cols][:, None]
+        np.testing.assert_array_equal(got[[c for c in got.columns if c.startswith("b")]].to_numpy(), want)
