@@ -483,7 +483,9 @@ async def start(target: str) -> Explorer | None:
     if url.sel:
         await state.select(*url.sel)
     await similarity.restore(state, url)  # the link's threshold, source and mode; on again if it was
+    page.mark("labels_restoring")
     await state.tools.labels.restore(url.labels)  # from the URL hash, else localStorage
+    page.mark("labels_restored")  # benchmarks/browser.py times a stored label set's restore by these two
     await share.restore(state, url.tool)  # the link's tool layer, re-run on its view (after the labels it may use)
     await state.settle()
     if url.problems:  # before any message the restores left, which stays below it

@@ -12,11 +12,15 @@ start, latency/requests/bytes per pixel query once the shard index is cached,
 similarity over one 256x256 shard (fetch and compute), the exports, and each
 analysis tool over the demo view (time, bytes fetched, the longest main-thread
 task during it from the browser's long-task timing), beside similarity over
-the same view in the same run.
+the same view in the same run; then polygon labelling, the animation export, a
+label set too large for the link imported into the browser's storage, and its
+restore when the link is reloaded (between the boot marks labels_restoring and
+labels_restored), in the same way.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -219,9 +223,60 @@ TIMED_JS = """async ([cmd, args]) => {
     const n1 = await all();
     const longest = Math.max(0, ...window.__longTasks.filter(([s, d]) => s < t1 && s + d > t0).map(([s, d]) => d));
     const stats = await window.tesseraWorker.stats();
-    return {ms: t1 - t0, store_bytes: stats.bytes, all_bytes: n1 - n0, longest, valid: r && r.valid,
-            status: r && r.status};
+    const answer = r instanceof Uint8Array ? {bytes: r.length} : (r !== null && typeof r === 'object')
+        ? {valid: r.valid, labelled: r.labelled, inside: r.inside} : {value: r};
+    return {ms: t1 - t0, store_bytes: stats.bytes, all_bytes: n1 - n0, longest, answer};
 }"""
+
+# A reload's restore of the link's label set, between the boot marks around it (app/main.py start): its time, the data
+# path's bytes requested then (the worker's fetch log; the page's own resources added for "all"), the longest task.
+RESTORE_JS = """async () => {
+    await new Promise((ok) => setTimeout(ok, 100));  // long-task entries are reported after the task
+    const t = window.tesseraTimings, t0 = t.labels_restoring, t1 = t.labels_restored;
+    const within = (start) => start >= t0 && start < t1;
+    const log = (await window.tesseraWorker.stats()).log;
+    const store = log.filter((e) => within(e.start - performance.timeOrigin)).reduce((s, e) => s + e.bytes, 0);
+    const pageBytes = performance.getEntriesByType('resource').filter((e) => within(e.startTime))
+        .reduce((s, e) => s + e.transferSize, 0);
+    const longest = Math.max(0, ...window.__longTasks.filter(([s, d]) => s < t1 && s + d > t0).map(([s, d]) => d));
+    return {ms: t1 - t0, store_bytes: store, all_bytes: store + pageBytes, longest};
+}"""
+
+# The stored label set's id the link holds (labels=stored:<id>, app/tools/stored.py), or null.
+STORED_REF_JS = """() => { const m = /[#&]labels=stored(?::|%3A)([0-9a-f]{16})(&|$)/.exec(location.hash); return m && m[1]; }"""
+
+
+NEW_REF_JS = "(old) => { const r = (" + STORED_REF_JS + ")(); return r !== null && r !== old; }"
+
+
+def stored_ref(page) -> str | None:
+    return page.evaluate(STORED_REF_JS)
+
+
+def polygon_around(lon: float, lat: float, radius_m: float, corners: int = 7) -> list[list[float]]:
+    """A regular polygon of `corners` vertices `radius_m` from lon/lat (a field drawn on the map)."""
+    import math
+    m_lat = 111_320.0  # metres per degree of latitude; per degree of longitude times cos(lat)
+    return [[lon + radius_m * math.sin(a) / (m_lat * math.cos(math.radians(lat))), lat + radius_m * math.cos(a) / m_lat]
+            for a in (2 * math.pi * k / corners for k in range(corners))]
+
+
+class Figures:
+    """The tools' lines: each run's time beside the baseline's (the first run given as `base`), bytes, longest task."""
+
+    def __init__(self):
+        self.base, self.lines = None, []
+
+    def add(self, label: str, r: dict, what: str, base: bool = False) -> None:
+        self.base = r["ms"] if base else self.base
+        ratio = f"({r['ms'] / self.base:4.1f}x similarity)" if self.base else " " * 19
+        self.lines.append(f"  {label:72s} {r['ms']:7.0f} ms {ratio}  store "
+                          f"{r['store_bytes'] / 1e6:6.2f} MB, all {r['all_bytes'] / 1e6:6.2f} MB fetched; longest "
+                          f"main-thread task {r['longest']:5.0f} ms; {what}")
+
+
+def timed(page, cmd: str, args: list) -> dict:
+    return page.evaluate(TIMED_JS, [cmd, args])
 
 
 def tool_figures(page, data: Path) -> str:
@@ -230,7 +285,8 @@ def tool_figures(page, data: Path) -> str:
     through tesseraApi: time, store bytes fetched, all bytes fetched (scikit-learn's wheels on first use) and the
     longest main-thread task, beside similarity over the same view.  Every tool of the tools' panel runs: the five
     classifiers, one trained on one year and applied to the other, the search by examples, k-means, change, the PCA
-    and UMAP scatters, and the three regressions (on the same pixels labelled with numbers)."""
+    and UMAP scatters, the three regressions (on the same pixels labelled with numbers), then label_figures' runs and,
+    last, restore_figure's reload."""
     import numpy as np
 
     from builder import demo
@@ -238,14 +294,19 @@ def tool_figures(page, data: Path) -> str:
     store = data / "2024.zarr"
     v = zone_vectors(store, "utm30")
     rows, cols = np.nonzero(np.isfinite(v[..., 0]))
+    centre = pixel_lonlat(store, "utm30", int(rows.mean()), int(cols.mean()))
     page.evaluate("async ([lon, lat]) => { await tesseraApi.view(lon, lat, 30000); await tesseraApi.select(lon, lat); }",
-                  list(pixel_lonlat(store, "utm30", int(rows.mean()), int(cols.mean()))))
-    first = page.evaluate(TIMED_JS, ["similarity", ["selection", "mean", -1.0]])  # the view's first read
-    for r, c, k in training_pixels(store, "utm30", demo.World(), 2024, per_class=6):
+                  list(centre))
+    figs = Figures()
+    similarity = ["selection", "mean", -1.0]
+    r = timed(page, "similarity", similarity)
+    figs.add("similarity, first over the view", r, f"{r['answer']['valid']} valid px")
+    pixels = training_pixels(store, "utm30", demo.World(), 2024, per_class=6)
+    for r, c, k in pixels:
         page.evaluate("async ([lon, lat, k]) => await tesseraApi.label(lon, lat, k)",
                       [*pixel_lonlat(store, "utm30", r, c), f"class {k}"])
     crossyear = {"seed": 0, "train_year": 2024, "test_year": 2023}
-    runs = [("similarity (selection)", "similarity", ["selection", "mean", -1.0]),
+    runs = [("similarity (selection)", "similarity", similarity),
             ("classify k-NN, first (scikit-learn loading since the first label)", "classify", ["k-NN", {"seed": 0}]),
             ("classify k-NN", "classify", ["k-NN", {"seed": 0}]),
             ("classify logistic regression", "classify", ["logistic regression", {"seed": 0}]),
@@ -261,24 +322,60 @@ def tool_figures(page, data: Path) -> str:
             ("clear the labels, then label the same pixels with numbers", None, None),
             ("regression ridge", "regress", ["ridge", {"seed": 0}]),
             ("regression random forest", "regress", ["random forest", {"seed": 0}]),
-            ("regression gradient boosting", "regress", ["gradient boosting", {"seed": 0}]),
-            ("similarity again (same run)", "similarity", ["selection", "mean", -1.0])]
-    numbered = [(r, c, k) for r, c, k in training_pixels(store, "utm30", demo.World(), 2024, per_class=6)]
-    lines, base = [], None
-    for i, (label, cmd, args) in enumerate([("similarity, first over the view", None, None), *runs]):
-        if i and cmd is None:  # regression needs labels whose class names are numbers
+            ("regression gradient boosting", "regress", ["gradient boosting", {"seed": 0}])]
+    for i, (label, cmd, args) in enumerate(runs):
+        if cmd is None:  # regression needs labels whose class names are numbers
             page.evaluate("async () => await tesseraApi.clearLabels()")
-            for r, c, k in numbered:
+            for r, c, k in pixels:
                 page.evaluate("async ([lon, lat, k]) => await tesseraApi.label(lon, lat, k)",
                               [*pixel_lonlat(store, "utm30", r, c), f"{k * 10 + 5}"])
             continue
-        r = first if i == 0 else page.evaluate(TIMED_JS, [cmd, args])
-        base = r["ms"] if i == 1 else base
-        ratio = f"({r['ms'] / base:4.1f}x similarity)" if base else " " * 19
-        lines.append(f"  {label:66s} {r['ms']:7.0f} ms {ratio}  store "
-                     f"{r['store_bytes'] / 1e6:6.2f} MB, all {r['all_bytes'] / 1e6:6.2f} MB fetched; longest "
-                     f"main-thread task {r['longest']:5.0f} ms; {r['valid']} valid px")
-    return "tools over the demo view (same run; baseline: similarity once the view was read, the second line):\n" + "\n".join(lines)
+        r = timed(page, cmd, args)
+        figs.add(label, r, f"{r['answer']['valid']} valid px", base=i == 0)
+    imported = label_figures(page, centre, figs)
+    r = timed(page, "similarity", similarity)
+    figs.add("similarity again (same run)", r, f"{r['answer']['valid']} valid px")
+    restore_figure(page, imported, figs)
+    return "tools over the demo view (same run; baseline: similarity once the view was read, the second line):\n" + \
+        "\n".join(figs.lines)
+
+
+def label_figures(page, centre, figs: Figures) -> int:
+    """A polygon labelled around `centre` (a seeded sample of at most 2,000 of the pixels inside, added to the labels),
+    the preview's animation across the years over the view, and the labels then (over the link's budget, renamed:
+    a set not stored yet) imported as GeoJSON, which keeps them in the browser's storage; the number imported."""
+    r = timed(page, "labelPolygon", [polygon_around(*centre, 350), "field", 0])
+    figs.add("label a polygon (a field 700 m across; at most 2,000 labels)", r,
+             f"{r['answer']['labelled']:,} of the {r['answer']['inside']:,} valid px inside labelled")
+    r = timed(page, "exportAnimation", [])
+    figs.add("export the preview across the years (APNG zip)", r, f"zip of {r['answer']['bytes'] / 1e6:.2f} MB")
+    doc = json.loads(page.evaluate("tesseraApi.exportLabels()"))
+    for f in doc["features"]:
+        f["properties"]["class"] = "imported " + f["properties"]["class"]
+    page.evaluate("async () => await tesseraApi.clearLabels()")
+    before = stored_ref(page)
+    r = timed(page, "importLabels", [json.dumps(doc)])
+    page.wait_for_function(NEW_REF_JS, arg=before)  # the link is written after the next paint
+    ref = stored_ref(page)
+    text = page.evaluate("(k) => localStorage.getItem(k)", "tessera-labels-" + ref)
+    assert '"imported field"' in text, text[:200]
+    n = r["answer"]["value"]
+    figs.add("import the labels as GeoJSON (kept in storage: over the link's budget)", r,
+             f"{n:,} labels, {len(text):,} characters in storage; the link holds stored:{ref}")
+    return n
+
+
+def restore_figure(page, imported: int, figs: Figures) -> None:
+    """The page reloaded on the link of the stored label set: its restore as the explorer boots (RESTORE_JS)."""
+    t0 = time.perf_counter()
+    page.reload()
+    assert wait_state(page) == "ready"
+    reload_s = time.perf_counter() - t0
+    restored = len(json.loads(page.evaluate("window.tesseraApi.labels()"))["points"])
+    assert restored == imported, (restored, imported)
+    figs.add("reload: the link's stored label set restored as the explorer boots", page.evaluate(RESTORE_JS),
+             f"{restored:,} labels; the whole reload to interactive {reload_s:.2f} s (the link's view, selection, "
+             "similarity and tool restored too)")
 
 
 if __name__ == "__main__":
