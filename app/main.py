@@ -93,8 +93,8 @@ class ExplorerUI(pn.viewable.Viewer):
             clear=pn.widgets.Button.from_param(state.param.clear_pins),
             similarity=pn.widgets.Toggle.from_param(state.param.similarity_on),
             threshold=pn.widgets.FloatSlider.from_param(state.param.threshold),
-            sim_from=pn.widgets.Select.from_param(state.param.sim_from, description=None),
-            sim_mode=pn.widgets.Select.from_param(state.param.sim_mode, description=None),
+            sim_from=pn.widgets.Select.from_param(state.param.sim_from, description=None, width=layout.HALF_W),
+            sim_mode=pn.widgets.Select.from_param(state.param.sim_mode, description=None, width=layout.HALF_W),
             goto=pn.widgets.TextInput.from_param(state.param.goto_text, placeholder="lon,lat or country name",
                                                  name="Go to (lon,lat or country)"),
             coast=pn.widgets.Checkbox.from_param(state.param.show_coast),
@@ -223,7 +223,7 @@ class ExplorerUI(pn.viewable.Viewer):
                  layout.card("Pixel", self.info, w["go_selected"], pn.Row(w["pin"], w["clear"]), self.table,
                              name="pixel-card"),
                  self.plots,
-                 layout.card("Layers", w["similarity"], w["threshold"], w["sim_from"], w["sim_mode"],
+                 layout.card("Layers", w["similarity"], w["threshold"], pn.Row(w["sim_from"], w["sim_mode"]),
                              *([t.layer_select] if tools else []), t.exact,
                              name="layers-card")]
         if tools:

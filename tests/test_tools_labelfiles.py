@@ -4,6 +4,7 @@ bad file; the labels imported carry the store's vectors at their pixels (zarr-py
 from __future__ import annotations
 
 import csv
+import json
 import io
 import xml.etree.ElementTree as ET
 
@@ -100,3 +101,72 @@ def test_several_files_load_the_good_ones_and_say_one_line_per_bad_one():
     assert len(problems) == 2 and problems[0].startswith("bad.kml: not KML") and problems[1].startswith("bad.csv:")
     assert panes.import_problems_html(problems).count("<li>") == 2
     assert "<img" not in panes.import_problems_html(problems + [HOSTILE])
+
+
+def label_file(fmt: str, n: int) -> bytes:
+    """A label file of `n` labels in the Atlantic (no store's pixel there), written by the standard library."""
+    lonlat = [(-30 + (i % 997) * 1e-4, -10 + (i // 997) * 1e-3) for i in range(n)]
+    if fmt == "csv":
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\n").writerows([["lon", "lat", "class"]]
+                                                       + [[f"{x:.7f}", f"{y:.7f}", f"c{i % 3}"]
+                                                          for i, (x, y) in enumerate(lonlat)])
+        return out.getvalue().encode()
+    if fmt == "kml":
+        kml = ET.Element("kml", xmlns=labelfiles.KML_NS)
+        doc = ET.SubElement(kml, "Document")
+        for i, (x, y) in enumerate(lonlat):
+            pm = ET.SubElement(doc, "Placemark")
+            ET.SubElement(pm, "name").text = f"c{i % 3}"
+            ET.SubElement(ET.SubElement(pm, "Point"), "coordinates").text = f"{x:.7f},{y:.7f}"
+        return ET.tostring(kml)
+    return json.dumps({"type": "FeatureCollection", "features": [
+        {"type": "Feature", "geometry": {"type": "Point", "coordinates": [x, y]}, "properties": {"class": f"c{i % 3}"}}
+        for i, (x, y) in enumerate(lonlat)]}).encode()
+
+
+@pytest.mark.parametrize("fmt,n,what", [("csv", 100_000, "rows"), ("geojson", 100_000, "features"),
+                                        ("kml", 12_345, "placemarks"), ("csv", 7, "rows")])
+def test_reading_a_label_file_reports_the_items_read_up_to_their_total(fmt, n, what):
+    """A large label file was read with no word of how far it had got (issue 38): its reader now reports its items read,
+    from 0 to the file's total, every 5,000 or so (at most 22 reports for the largest file)."""
+    data = label_file(fmt, n)
+    told = []
+    classes, pts = labelfiles.read(data, f"mine.{fmt}", lambda where: lambda *a: told.append((where, *a)))
+    assert (classes, pts) == labelfiles.read(data, f"mine.{fmt}") and len(pts) == n  # the same labels, reported or not
+    assert {t[0] for t in told} == {f"mine.{fmt}"} and {t[2:] for t in told} == {(n, what)}, told[:3]
+    done = [t[1] for t in told]
+    assert done[0] == 0 and done[-1] == n and all(a < b for a, b in zip(done, done[1:])), done
+    assert len(done) == (2 if n < 5_000 else n // 5_000 + 1 + (n % 5_000 > 0)) and len(done) <= 22, done
+
+
+def test_an_import_says_in_the_status_line_how_far_the_reading_of_each_file_got(store, monkeypatch):
+    """The labels' import through the side bar (app/tools/ui.py): a CSV's rows and a GeoJSON's features are counted in
+    the status line while the file is read, before its labels' pixels are; the file's name is escaped."""
+    from bokeh.plotting import figure
+
+    from app import page
+    from app.tools.ui import ToolsUI
+    monkeypatch.setattr(page, "on", lambda kind, handler: None)  # the page's messages: there is no page on CPython
+
+    async def run():
+        state = await opened(store)
+        ui = ToolsUI(state, figure())
+        seen = []
+        state.param.watch(lambda e: seen.append(e.new), "status")
+        name = HOSTILE + ".csv"
+        await ui.import_labels(label_file("csv", 12_000), name)
+        esc = "&lt;img src=x onerror=&quot;window.__pwned=1&quot;&gt;.csv"
+        reading = [s for s in seen if s.startswith("Reading ")]
+        assert reading == [f"Reading {esc}: {k:,} of 12,000 rows…" for k in (0, 5_000, 10_000, 12_000)], seen
+        assert seen.index(reading[-1]) < min(i for i, s in enumerate(seen) if s.startswith("Loaded 12000 labels"))
+        seen.clear()
+        await ui.import_labels(label_file("geojson", 6_000), "mine.geojson")
+        assert seen[:4] == ["Reading mine.geojson: parsing the JSON…", "Reading mine.geojson: 0 of 6,000 features…",
+                            "Reading mine.geojson: 5,000 of 6,000 features…",
+                            "Reading mine.geojson: 6,000 of 6,000 features…"], seen
+        assert seen[-1].startswith("Loaded 6000 labels in 3 classes"), seen
+        seen.clear()
+        assert ui.import_labels(b"lon,lat,class\n", "empty.csv") is None  # nothing to load
+        assert seen == ["Reading empty.csv: 0 of 0 rows…", "<b>Import:</b> no labels in the file."], seen
+    run_async(run())

@@ -35,7 +35,7 @@ def commands(state, ui=None) -> dict:
         """Load a label file's text: GeoJSON (its text or the object: the labels replace the labels; rejects with the
         line the status shows when it is refused), or CSV / KML by `filename`'s extension (app/tools/labelfiles.py)."""
         if not str(filename).lower().endswith((".csv", ".kml")):
-            return run(lambda: t.labels.import_geojson(geojson))
+            return run(lambda: t.labels.import_geojson(geojson, str(filename)))
         text = geojson if isinstance(geojson, str) else json.dumps(geojson)
 
         async def go():

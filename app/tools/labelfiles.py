@@ -7,21 +7,25 @@ DOCTYPE (no entities to expand); a GeoJSON goes through bounds.parse_json before
 name is user text: it is checked by labels.check_name (not empty, at most MAX_NAME characters) and shown escaped
 wherever it appears; a value is a number (regression reads numeric class names: app/tools/regress.py), so a CSV
 row with a value and no class is labelled with the value as its class.  Every problem is one line naming the file
-and where in it (ValueError), and a bad file loads nothing.
+and where in it (ValueError), and a bad file loads nothing. Each reader tells a `progress` Report how many of its
+rows or placemarks it has read (app/tools/progress.py).
 """
 from __future__ import annotations
 
 import csv
 import io
 import math
+import re
 import xml.etree.ElementTree as ET
 
 from app.tools.labels import MAX_POINTS, check_name, from_geojson
+from app.tools.progress import Progress, Report, file_name
 from builder.core.bounds import JSON_DEPTH_MAX, ROOT_JSON_MAX, parse_json
 
 FILE_MAX = ROOT_JSON_MAX
 KML_NS = "http://www.opengis.net/kml/2.2"
 SHOWN = 40  # characters of a bad value quoted in a message
+PLACEMARK_END = re.compile(r"</(?:[\w.-]+:)?Placemark\s*>")  # a placemark's closing tag, with or without a prefix
 
 
 def _text(data, where: str) -> str:
@@ -51,10 +55,11 @@ def _name(name, where: str) -> str:
         raise ValueError(f"{where}: {e}") from None
 
 
-def from_csv(data, where: str = "labels.csv") -> tuple[list, list]:
+def from_csv(data, where: str = "labels.csv", progress: Report | None = None) -> tuple[list, list]:
     """Classes and points (cls, year, lon, lat) of a CSV with a header naming lon, lat and class (value, year
-    optional)."""
-    rows = csv.reader(io.StringIO(_text(data, where)))
+    optional); `progress` is told the rows read (app/tools/progress.py: the lines after the header)."""
+    text = _text(data, where)
+    rows = csv.reader(io.StringIO(text))
     try:
         head = [h.strip().lower() for h in next(rows)]
     except StopIteration:
@@ -66,8 +71,11 @@ def from_csv(data, where: str = "labels.csv") -> tuple[list, list]:
     if missing:
         raise ValueError(f"{where}: the header has no {', '.join(missing)} column (it needs lon, lat, class[, value])")
     classes, pts = {}, []
+    # the lines after the header (as io.StringIO splits them, at "\n"), which csv.reader counts in line_num
+    read = Progress(text.count("\n") + (not text.endswith("\n")) - rows.line_num, "rows", progress)
     try:
         for i, row in enumerate(rows, start=2):
+            read.at(rows.line_num - 1)
             if not row:
                 continue
             if len(pts) >= MAX_POINTS:
@@ -90,6 +98,7 @@ def from_csv(data, where: str = "labels.csv") -> tuple[list, list]:
             pts.append((name, int(year) if year else None, lon, lat))
     except csv.Error as e:
         raise ValueError(f"{where}: {e}") from None
+    read.end()
     return list(classes.items()), pts
 
 
@@ -111,12 +120,14 @@ def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def from_kml(data, where: str = "labels.kml") -> tuple[list, list]:
+def from_kml(data, where: str = "labels.kml", progress: Report | None = None) -> tuple[list, list]:
     """Classes and points of a KML's Placemarks: its name is the class, its Point the place (other geometries are
-    refused in one line)."""
+    refused in one line); `progress` is told the placemarks read (app/tools/progress.py), of as many as the text has
+    closing Placemark tags."""
     text = _text(data, where)
     if "<!DOCTYPE" in text.upper() or "<!ENTITY" in text.upper():
         raise ValueError(f"{where}: a DOCTYPE or ENTITY declaration (not read)")
+    read = Progress(len(PLACEMARK_END.findall(text)), "placemarks", progress)
     classes, pts, depth, n = {}, [], 0, 0
     try:
         for event, el in ET.iterparse(io.StringIO(text), events=("start", "end")):
@@ -129,6 +140,7 @@ def from_kml(data, where: str = "labels.kml") -> tuple[list, list]:
             if _local(el.tag) != "Placemark":
                 continue
             n += 1
+            read.at(n)
             if len(pts) >= MAX_POINTS:
                 raise ValueError(f"{where}: more than {MAX_POINTS} labels")
             name = next((c.text for c in el if _local(c.tag) == "name"), None)
@@ -145,6 +157,7 @@ def from_kml(data, where: str = "labels.kml") -> tuple[list, list]:
             el.clear()
     except ET.ParseError as e:
         raise ValueError(f"{where}: not KML ({e})") from None
+    read.end()
     return list(classes.items()), pts
 
 
@@ -162,29 +175,31 @@ def to_kml(classes, points) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(kml, encoding="unicode") + "\n"
 
 
-def read(data, filename: str) -> tuple[list, list]:
-    """(classes, points) of a label file by its name's extension: .csv, .kml, else GeoJSON (.geojson, .json)."""
-    where = str(filename)[-80:] or "labels"
+def read(data, filename: str, progress=None) -> tuple[list, list]:
+    """(classes, points) of a label file by its name's extension: .csv, .kml, else GeoJSON (.geojson, .json);
+    `progress(where)`, when given, is the file's Report (app/tools/progress.py)."""
+    where = file_name(filename)
+    report = progress(where) if progress is not None else None
     ext = where.lower().rsplit(".", 1)[-1]
     if ext == "csv":
-        return from_csv(data, where)
+        return from_csv(data, where, report)
     if ext == "kml":
-        return from_kml(data, where)
+        return from_kml(data, where, report)
     raw = data.encode() if isinstance(data, str) else bytes(data)
     doc = parse_json(raw, where, FILE_MAX)
     try:
-        return from_geojson(doc)
+        return from_geojson(doc, report)
     except ValueError as e:
         raise ValueError(f"{where}: {e}") from None
 
 
-def read_many(files) -> tuple[list, list, list[str]]:
+def read_many(files, progress=None) -> tuple[list, list, list[str]]:
     """(classes, points, problems) of several label files [(filename, data)]: the good files' labels together,
-    and one line per bad file (which loads nothing)."""
+    and one line per bad file (which loads nothing); `progress` as read's."""
     classes, pts, problems = {}, [], []
     for filename, data in files:
         try:
-            c, p = read(data, filename)
+            c, p = read(data, filename, progress)
         except ValueError as e:
             problems.append(str(e).splitlines()[0][:300] if str(e) else f"{filename}: unreadable")
             continue

@@ -24,6 +24,7 @@ import param
 from app import documents, views
 from app.reader import SourceError
 from app.tools import colours, lazy, stored
+from app.tools.progress import Progress, Report, file_name
 
 PALETTE = ["#e41a1c", "#377eb8", "#4daf4a", "#984ea3", "#ff7f00", "#a6761d", "#f781bf", "#17becf",
            "#999999", "#1b9e77", "#d95f02", "#7570b3"]
@@ -226,11 +227,21 @@ class Labels(param.Parameterized):
                                      f"; {missing} have no data in this store and are left out of training"
                                      if missing else "", stored.note(self.link, len(points)))
 
-    async def import_geojson(self, data) -> int:
-        """Replace the labels with a GeoJSON FeatureCollection's (its bytes or text, or its parsed value); the number
-        of labels then. Refused: ValueError, with its one line in the status too."""
+    def reading(self, where: str) -> Report:
+        """The Report (app/tools/progress.py) that shows the reading of file `where` in the status line."""
+        def report(done: int, total: int, what: str) -> None:
+            self.app.status = views.html("Reading {}: {:,} of {:,} {}…", where, done, total, what)
+        return report
+
+    async def import_geojson(self, data, filename: str = "labels.geojson") -> int:
+        """Replace the labels with a GeoJSON FeatureCollection's (its bytes or text, or its parsed value), the status
+        line saying how far its reading got; the number of labels then. Refused: ValueError, with its one line in the
+        status too."""
+        where = file_name(filename)
+        if isinstance(data, (str, bytes)):  # parsed in one step (json), said first
+            self.app.status = views.html("Reading {}: parsing the JSON…", where)
         try:
-            classes, pts = from_geojson(data)
+            classes, pts = from_geojson(data, self.reading(where))
         except ValueError as e:
             self.app.status = views.html("<b>Import refused:</b> {}", e)
             raise
@@ -309,10 +320,10 @@ def to_geojson(classes, points: list[Point]) -> dict:
          "properties": {"class": p.cls, "year": p.year, "color": dict(classes).get(p.cls)}} for p in points]}
 
 
-def from_geojson(doc) -> tuple[list, list]:
+def from_geojson(doc, progress: Report | None = None) -> tuple[list, list]:
     """Classes and points (cls, year, lon, lat) of a FeatureCollection of Points: its text (bytes or str, parsed within
-    the documents' limits, app/documents.py) or its parsed value. ValueError with one line naming what is wrong and
-    which feature."""
+    the documents' limits, app/documents.py) or its parsed value; `progress` is told the features read
+    (app/tools/progress.py). ValueError with one line naming what is wrong and which feature."""
     if isinstance(doc, bytes):
         try:
             doc = doc.decode("utf-8")
@@ -325,7 +336,9 @@ def from_geojson(doc) -> tuple[list, list]:
     if len(doc["features"]) > MAX_POINTS:
         raise ValueError(f"labels: more than {MAX_POINTS} features")
     classes, pts = {}, []
+    read = Progress(len(doc["features"]), "features", progress)
     for i, f in enumerate(doc["features"]):
+        read.at(i)
         if not isinstance(f, dict):
             raise ValueError(f"labels: feature {i} is not a GeoJSON Feature object")
         geom, props = f.get("geometry"), f.get("properties")
@@ -344,6 +357,7 @@ def from_geojson(doc) -> tuple[list, list]:
             raise ValueError(f"labels: feature {i}{'' if str(e).startswith('has ') else ':'} {e}") from None
         classes.setdefault(name, colour)
         pts.append((name, year, lon, lat))
+    read.end()
     return list(classes.items()), pts
 
 

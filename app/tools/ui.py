@@ -104,7 +104,7 @@ class ToolsUI:
     def import_labels(self, data, filename=None):
         """The files chosen in "Import labels". One GeoJSON file replaces the labels (a refusal is the status line's:
         labels.Labels.import_geojson); several files, or CSV / KML, load together (app/tools/labelfiles.py), with
-        one line per bad file in the side bar."""
+        one line per bad file in the side bar. The status line counts each file's items as it is read."""
         L = self.state.tools.labels
         datas = data if isinstance(data, list) else [data]
         # the widget's value and filename reach Python as separate changes: a name that is missing, or left from
@@ -115,16 +115,19 @@ class ToolsUI:
         if len(files) == 1 and files[0][0].lower().endswith((".geojson", ".json")):
             async def one() -> None:
                 try:
-                    await L.import_geojson(files[0][1])
+                    await L.import_geojson(files[0][1], files[0][0])
                 except ValueError:
                     pass  # said in the status line
             return self.state.spawn(one())
-        classes, pts, problems = labelfiles.read_many(files)
+        classes, pts, problems = labelfiles.read_many(files, L.reading)  # the status line says how far each got
         self.import_pane.object = panes.import_problems_html(problems)
         if problems:
             self.state.status = views.html("<b>Import refused:</b> {}", problems[0]) if len(problems) == 1 else \
                 views.html("<b>Import:</b> {} of {} files refused (listed under Labels).", len(problems), len(files))
         if not pts:
+            if not problems:  # read, and nothing in them: the status line no longer counts their items
+                self.state.status = views.html("<b>Import:</b> no labels in the {}.", "file" if len(files) == 1
+                                               else "files")
             return None
         return self.state.spawn(L.load(classes, pts))
 
