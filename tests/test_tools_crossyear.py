@@ -8,6 +8,7 @@ import numpy as np
 from app.tools import share
 from conftest import run_async
 from test_tools_change import store_2023  # noqa: F401  (the 2023 store fixture)
+from test_tools_share import reopened, same_layer
 from tools_util import centre_of_data, opened, pixel_lonlat, training_pixels, zone_vectors
 
 
@@ -42,6 +43,15 @@ def test_train_on_2024_labels_apply_to_2023(store, store_2023, world):  # noqa: 
     # the URL holds both years
     text = share.encode(state.tools)
     assert "train_year:2024" in text and "test_year:2023" in text
+    # and a fresh explorer opened from the link re-runs it: the same years, the same map on the 2023 grid
+    again, back, restored = run_async(reopened(state, store, catalog))
+    assert (again.tools.classify.train_year, again.tools.classify.test_year) == (2024, 2023)
+    assert restored is not None and "Trained on the labels of 2024, applied to 2023." in again.status
+    same_layer(restored, layer)
+    # a link naming a year the catalog does not hold is ignored in one line
+    bad = back.tool.replace("test_year:2023", "test_year:2019")
+    assert run_async(share.restore(again, bad)) is None
+    assert "Tool layer in the URL ignored:" in again.status and "2019" in again.status
     # labels of a year without labels: too few classes, said in one line
     state.tools.classify.train_year = 2023
     assert run_async(state.tools.classify.classify()) is None and "at least two classes" in state.status

@@ -164,6 +164,11 @@ class Classifier(Tool):
     def report(self) -> dict | None:
         return self.evaluation or None
 
+    async def link_store(self, settings: dict):
+        """Applied to another year, the layer lies on that year's grid (app/tools/crossyear.py)."""
+        year, model = settings.get("test_year"), self.ctx.model
+        return None if year is None or model is None or year == model.year else await self.ctx.store(int(year))
+
     def verbs(self, api) -> dict:
         def classify(method="k-NN", params=None):
             p = dict(params or {})

@@ -21,6 +21,7 @@ import traceback
 
 from app import model as app_model
 from app import views
+from app.reader import SourceError
 from app.state import SHOWN
 from app.tools import region, registry
 from app.tools.urlvalues import integer
@@ -95,16 +96,18 @@ def parse(text: str) -> tuple[str, dict, tuple | None, dict, str | None, int, li
     return name, settings, window, extra, zone, level, also
 
 
-def checked_window(state, name: str, window: tuple, zone: str | None, level: int = 0) -> tuple[str, int, tuple]:
-    """(zone name, overview level, window) of a link's tool layer, inside that level's grid and the region cap
-    (region.use_for: full vectors up to MAX_REGION per side, the compact code up to MAX_CODE_SIDE); else
-    ValueError."""
+def checked_window(state, name: str, window: tuple, zone: str | None, level: int = 0,
+                   model=None) -> tuple[str, int, tuple]:
+    """(zone name, overview level, window) of a link's tool layer, inside that level's grid of `model` (None: the
+    store shown) and the region cap (region.use_for: full vectors up to MAX_REGION per side, the compact code up
+    to MAX_CODE_SIDE); else ValueError."""
+    model = model or state.model
     if zone is None:  # a link without its zone: the view's
-        w = region.view_window(state.model, state.render_view())
+        w = region.view_window(model, state.render_view())
         if w is None:
             raise ValueError(f"{name}: the view shows no zone of this store")
         zone = w[0].name
-    z = state.model.zones.get(zone)
+    z = model.zones.get(zone)
     if z is None:
         raise ValueError(f"{name}: no zone {zone[:SHOWN]!r} in this store")
     coded = region.overviews(z)
@@ -128,14 +131,15 @@ async def restore(state, text: str | None):
         return None
     try:
         name, settings, window, extra, zone, level, also = parse(text)
-        where = None if window is None else [checked_window(state, name, window, zone, level),
-                                             *(checked_window(state, name, w, z, lv) for z, lv, w in also)]
+        tool = state.tools.tool(name)
+        grid = await tool.link_store(settings)  # another year's store for a model applied to that year
+        where = None if window is None else [checked_window(state, name, window, zone, level, grid),
+                                             *(checked_window(state, name, w, z, lv, grid) for z, lv, w in also)]
         named = [w[0] for w in where or []]
         if len(set(named)) != len(named):  # a zone read twice would count its pixels twice
             raise ValueError(f"{name}: a zone given twice ({', '.join(n[:SHOWN] for n in named)})")
-        tool = state.tools.tool(name)
         tool.param.update(**settings)  # param refuses values out of bounds or not among the choices
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, SourceError) as e:
         state.status = views.html("<b>Tool layer in the URL ignored:</b> {}", str(e).splitlines()[0][:200])
         return None
     state.tool_window = where  # the tools read the link's windows, not the view's (app/tools/region.py tool_plans)

@@ -133,6 +133,11 @@ class Tool(param.Parameterized):
         """Run with the settings a link set (share.restore); `extra`: its url_extra_keys' texts. Returns the layer."""
         raise NotImplementedError
 
+    async def link_store(self, settings: dict):
+        """The store whose grids a link's windows with these settings lie on (share.restore checks them there);
+        None: the store shown."""
+        return None
+
     def url_extra(self) -> list[str]:
         """More parts of the tool= value (left out when the value would be too long)."""
         return []
