@@ -57,6 +57,7 @@ from threadpoolctl import threadpool_limits
 from builder import BUILD_VERSION
 from builder.core import convention as conv
 from builder.core import extensions as ext
+from builder import chunkrecord
 from builder import overviews as ovr
 from builder import record as rec
 from builder.arrayfiles import ShardSpec
@@ -73,7 +74,7 @@ from builder.rgb import RGBModel
 from builder.shardtask import ShardTask, write_shard
 from builder.shardtask import sample as sample_pixels
 from builder.sink import Sink, open_sink
-from builder.store import Layout, consolidate, create_zone, open_year
+from builder.store import SHARDED, Layout, consolidate, create_zone, open_year
 from builder.tiles import Tile, TileRef, check_scales, discover, open_tile
 
 
@@ -309,11 +310,17 @@ def _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, record: BuildRecor
     specs = ShardSpec.read_many(zone_sink, arrays) if todo else {}
     tasks = [ShardTask(zone_sink, grid, s, plan.cover(s), n_bands, journal, specs, products) for s in todo]
     batch = max(SHARD_BATCH, 4 * runner.parallelism)  # bounded graphs and memory; every worker busy to a batch's end
+    written: dict[str, list] = defaultdict(list)  # array -> (shard, has a file) of the shards written
     for i in range(0, len(tasks), batch):
-        for shard, n_valid in runner.map(write_shard, tasks[i:i + batch],
-                                         f"{name}: shards {i + 1}-{min(i + batch, len(tasks))} of {len(tasks)}"):
+        for shard, n_valid, files in runner.map(write_shard, tasks[i:i + batch],
+                                                f"{name}: shards {i + 1}-{min(i + batch, len(tasks))} of {len(tasks)}"):
             report.shards_written += n_valid > 0
             report.shards_empty += n_valid == 0
+            for array, has in files.items():
+                written[array].append((shard, has))
+    if todo:  # the zone arrays' records of their shards; shards a killed run wrote are known only from the files
+        for array in (a for a in SHARDED if a in specs):
+            chunkrecord.update(zone_sink / array, written[array], relist=len(todo) < len(shards))
     for t, _, _ in plan.dirty:
         known[t.name] = t.fingerprint()
         boxes[t.name] = list(tile_box(t, grid.south))

@@ -166,7 +166,8 @@ def lattice_shards(grid: ZoneGrid, shards) -> list[list[int]]:
 
 def stored_shards(array: Sink) -> list[tuple[int, int]]:
     """(row, col) of every shard stored in an array."""
-    return sorted({(int(parts[1]), int(parts[2])) for parts in (k.split("/") for k in array.keys("c"))})
+    from builder.chunkrecord import stored
+    return sorted(stored(array))
 
 
 # ---------------------------------------------------------------- quarters --
