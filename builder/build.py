@@ -241,13 +241,15 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
 
 
 def _update_overviews(cfg: BuildConfig, root, record: BuildRecord, runner: Runner) -> None:
-    """Phase 5: the overview levels above the pending shards, then the quarters are removed (before the pending
-    shards leave the record)."""
+    """Phase 5: the overview levels above the pending shards and the overview arrays' records of their shards, then
+    the quarters are removed (before the pending shards leave the record)."""
     if record.overview_pending:
         ovr.update({name: (cfg.store_sink / name, ZoneGrid.from_attrs(dict(root[name].attrs), cfg.layout.shard),
                            pending) for name, pending in sorted(record.overview_pending.items())},
                    ovr.LEVELS, ovr.CodeModel.from_json(record.overviews.model), runner, checkpoint=kill_point,
                    quarters=_quarters(cfg))
+        for name in sorted(record.overview_pending):  # before the pending shards leave the record: redone after a kill
+            ovr.record_shards(cfg.store_sink / name, ovr.LEVELS)
     _quarters(cfg).delete_all()
 
 

@@ -1,7 +1,7 @@
 """Keeping an array's record of the chunks that exist (builder/core/chunkruns.py) exact as a build writes it.
 
 An array whose chunks (a global_rgb level's 256x256 chunks) or shards (a zone's embeddings, scales, rgb and
-level-0 code) are written sparsely records which exist in its zarr.json attribute `chunks_present`, so that
+overview arrays) are written sparsely records which exist in its zarr.json attribute `chunks_present`, so that
 readers ask for no other.  `update` is the one rule every writer of such an array follows once its objects are
 written: the record the array had (or, with none, its files: an array written before records, one with too many
 runs to record, or one whose grid moved) with the chunks just written in or out as they have a file.

@@ -78,10 +78,15 @@ def test_sparse_shards_only_where_data(store):
     assert len([f for f in files if f.is_file()]) < (root["utm30"]["scales"].shape[0] // 256) * (root["utm30"]["scales"].shape[1] // 256)
     # each sharded zone array records the shards that have a file (builder/core/chunkruns.py), so that readers ask
     # for no other; utm30's record leaves out the empty shards between its tiles
+    # (and so do the overview arrays of each level: the tools read them a shard at a time too)
     for name in ("utm30", "utm31", "utm34"):
-        for arr in ("embeddings", "scales", "rgb"):
-            assert _recorded(store / name / arr) == _shard_set(store / name / arr), (name, arr)
-    assert len(_recorded(store / "utm30" / "scales")) == len([f for f in files if f.is_file()])
+        for arr in RECORDED:
+            assert _recorded(store, f"{name}/{arr}") == _shard_set(store / name / arr), (name, arr)
+    assert len(_recorded(store, "utm30/scales")) == len([f for f in files if f.is_file()])
+
+
+RECORDED = ("embeddings", "scales", "rgb", "overviews/0/code", "overviews/0/code_scales", "overviews/1/embeddings",
+            "overviews/3/code", "overviews/8/scales")
 
 
 def _shard_set(array) -> set[tuple[int, int]]:
@@ -89,11 +94,11 @@ def _shard_set(array) -> set[tuple[int, int]]:
             for f in (array / "c").rglob("*") if f.is_file()}
 
 
-def _recorded(array) -> set[tuple[int, int]]:
+def _recorded(store, path: str) -> set[tuple[int, int]]:
     """The shards an array's zarr.json records, as the consolidated root also lists them."""
-    runs = json.loads((array / "zarr.json").read_text())["attributes"]["chunks_present"]
-    root = json.loads((array.parent.parent / "zarr.json").read_text())["consolidated_metadata"]["metadata"]
-    assert root[f"{array.parent.name}/{array.name}"]["attributes"]["chunks_present"] == runs
+    runs = json.loads((store / path / "zarr.json").read_text())["attributes"]["chunks_present"]
+    root = json.loads((store / "zarr.json").read_text())["consolidated_metadata"]["metadata"]
+    assert root[path]["attributes"]["chunks_present"] == runs
     return {(i, j) for i, a, b in runs for j in range(a, b)}
 
 
@@ -195,8 +200,9 @@ def test_incremental_build_adds_tiles_without_rewriting_untouched_shards(tmp_pat
         assert rec(s) == rec(store), k
     # each zone array's record of its shards is its files' (utm30's moved north with the grid: shard rows shifted)
     for name in ("utm30", "utm31", "utm34"):
-        for arr in ("embeddings", "scales", "rgb"):
-            assert _recorded(s / name / arr) == _shard_set(s / name / arr) == _recorded(store / name / arr), (name, arr)
+        for arr in RECORDED:
+            assert _recorded(s, f"{name}/{arr}") == _shard_set(s / name / arr) == _recorded(store, f"{name}/{arr}"), \
+                (name, arr)
     assert run_cli("validate", "--deep", str(s)).returncode == 0
     # a third run with nothing new writes nothing
     p = run_cli(*args)

@@ -1,7 +1,8 @@
 """Which chunks of a sparse array exist: the array's record, as runs of chunk columns per chunk row.
 
 The builder writes a global_rgb level chunk only where a zone has data (builder/pyramid.py), and a zone's
-embeddings, scales and rgb shard only where the shard has a valid pixel (builder/shardtask.py).  Each such array
+embeddings, scales, rgb and overview shards only where the shard has a valid pixel (builder/shardtask.py,
+builder/overviews.py).  Each such array
 records the chunks (for a sharded array: the shards) that exist in its attribute `chunks_present`: a list of
 [row, first column, end column) runs, sorted, over the first two dimensions of its outer chunk grid (the others
 are one chunk wide).  Readers (app/basemap.py, app/web/preview.js for the levels; app/js/sources.js for every

@@ -1,7 +1,7 @@
 """An array's record of the chunks (or shards) that exist (builder/core/chunkruns.py): its form, and with --deep
-against the array's files.  The global_rgb levels record their chunks, a zone's embeddings, scales and rgb their
-shards; the record's grid is the array's outer chunk grid (shards for a sharded array) over its first two
-dimensions, whose other dimensions are one chunk (or shard) wide."""
+against the array's files.  The global_rgb levels record their chunks, a zone's embeddings, scales, rgb and
+overview arrays their shards; the record's grid is the array's outer chunk grid (shards for a sharded array) over
+its first two dimensions, whose other dimensions are one chunk (or shard) wide."""
 from __future__ import annotations
 
 from builder.core.chunkruns import ATTR as RECORD
