@@ -57,6 +57,7 @@ from threadpoolctl import threadpool_limits
 from builder import BUILD_VERSION
 from builder.core import convention as conv
 from builder.core import extensions as ext
+from builder import chunkrecord
 from builder import overviews as ovr
 from builder import record as rec
 from builder.arrayfiles import ShardSpec
@@ -73,7 +74,7 @@ from builder.rgb import RGBModel
 from builder.shardtask import ShardTask, write_shard
 from builder.shardtask import sample as sample_pixels
 from builder.sink import Sink, open_sink
-from builder.store import Layout, consolidate, create_zone, open_year
+from builder.store import SHARDED, Layout, consolidate, create_zone, open_year
 from builder.tiles import Tile, TileRef, check_scales, discover, open_tile
 
 
@@ -240,13 +241,15 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
 
 
 def _update_overviews(cfg: BuildConfig, root, record: BuildRecord, runner: Runner) -> None:
-    """Phase 5: the overview levels above the pending shards, then the quarters are removed (before the pending
-    shards leave the record)."""
+    """Phase 5: the overview levels above the pending shards and the overview arrays' records of their shards, then
+    the quarters are removed (before the pending shards leave the record)."""
     if record.overview_pending:
         ovr.update({name: (cfg.store_sink / name, ZoneGrid.from_attrs(dict(root[name].attrs), cfg.layout.shard),
                            pending) for name, pending in sorted(record.overview_pending.items())},
                    ovr.LEVELS, ovr.CodeModel.from_json(record.overviews.model), runner, checkpoint=kill_point,
                    quarters=_quarters(cfg))
+        for name in sorted(record.overview_pending):  # before the pending shards leave the record: redone after a kill
+            ovr.record_shards(cfg.store_sink / name, ovr.LEVELS)
     _quarters(cfg).delete_all()
 
 
@@ -309,11 +312,17 @@ def _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, record: BuildRecor
     specs = ShardSpec.read_many(zone_sink, arrays) if todo else {}
     tasks = [ShardTask(zone_sink, grid, s, plan.cover(s), n_bands, journal, specs, products) for s in todo]
     batch = max(SHARD_BATCH, 4 * runner.parallelism)  # bounded graphs and memory; every worker busy to a batch's end
+    written: dict[str, list] = defaultdict(list)  # array -> (shard, has a file) of the shards written
     for i in range(0, len(tasks), batch):
-        for shard, n_valid in runner.map(write_shard, tasks[i:i + batch],
-                                         f"{name}: shards {i + 1}-{min(i + batch, len(tasks))} of {len(tasks)}"):
+        for shard, n_valid, files in runner.map(write_shard, tasks[i:i + batch],
+                                                f"{name}: shards {i + 1}-{min(i + batch, len(tasks))} of {len(tasks)}"):
             report.shards_written += n_valid > 0
             report.shards_empty += n_valid == 0
+            for array, has in files.items():
+                written[array].append((shard, has))
+    if todo:  # the zone arrays' records of their shards; shards a killed run wrote are known only from the files
+        for array in (a for a in SHARDED if a in specs):
+            chunkrecord.update(zone_sink / array, written[array], relist=len(todo) < len(shards))
     for t, _, _ in plan.dirty:
         known[t.name] = t.fingerprint()
         boxes[t.name] = list(tile_box(t, grid.south))

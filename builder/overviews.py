@@ -114,6 +114,21 @@ def level_arrays(k: int) -> list[str]:
     return list(ext.OVR_LEVEL0_ARRAYS) if k == 0 else list(ext.OVR_ARRAYS)
 
 
+def array_paths(levels: int) -> list[str]:
+    """The paths in the zone of every overview array of levels 0..levels."""
+    return [level_path(k, name) for k in range(levels + 1) for name in level_arrays(k)]
+
+
+def record_shards(zone: Sink, levels: int) -> None:
+    """Every overview array's record of its shards (builder/chunkrecord.py), taken from its files: the arrays are
+    written by the shard tasks (level 0's code) and the level tasks (each level, and level 0's code of shards
+    written before overviews), so their records are taken once all of them are done (and after a grid move)."""
+    from builder import chunkrecord
+    for path in array_paths(levels):
+        if zone.exists(f"{path}/zarr.json"):
+            chunkrecord.update(zone / path, relist=True)
+
+
 def attrs(grid: ZoneGrid, levels: int, dims: int) -> dict:
     return ext.ovr_attrs([(k, grid.level(k)) for k in range(levels + 1)], dims)
 
@@ -166,7 +181,8 @@ def lattice_shards(grid: ZoneGrid, shards) -> list[list[int]]:
 
 def stored_shards(array: Sink) -> list[tuple[int, int]]:
     """(row, col) of every shard stored in an array."""
-    return sorted({(int(parts[1]), int(parts[2])) for parts in (k.split("/") for k in array.keys("c"))})
+    from builder.chunkrecord import stored
+    return sorted(stored(array))
 
 
 # ---------------------------------------------------------------- quarters --

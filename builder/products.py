@@ -31,6 +31,7 @@ class ShardData:
     def __init__(self, zone: Sink, name: str, grid, shard: tuple[int, int], emb: np.ndarray, scl: np.ndarray,
                  specs: dict[str, ShardSpec]):
         self.zone, self.name, self.grid, self.shard, self.emb, self.scl, self.specs = zone, name, grid, shard, emb, scl, specs
+        self.files: dict[str, bool] = {}  # array path -> whether this shard has a file in it now (the arrays' records)
 
     @cached_property
     def ints(self) -> np.ndarray:
@@ -44,7 +45,7 @@ class ShardData:
         return r + self.shard[0], c + self.shard[1]
 
     def write(self, array: str, data: np.ndarray) -> None:
-        ShardedArrayFiles(self.zone / array, self.specs[array]).write(*self.shard, data)
+        self.files[array] = ShardedArrayFiles(self.zone / array, self.specs[array]).write(*self.shard, data)
 
 
 class ShardProduct:

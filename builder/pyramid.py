@@ -15,7 +15,6 @@ level scheduler (builder/levels.py), through the store's sink (builder/sink.py).
 """
 from __future__ import annotations
 
-import json
 import math
 from functools import lru_cache
 from typing import TYPE_CHECKING, Callable
@@ -24,8 +23,7 @@ import numpy as np
 from pyproj import Transformer
 
 from builder.core import convention as conv
-from builder.core.chunkruns import ATTR as RECORD
-from builder.core.chunkruns import ChunkRuns
+from builder import chunkrecord
 from builder import levels as lv
 from builder.errors import BuildError
 from builder.core.geometry import meridian_distance
@@ -284,23 +282,6 @@ def update_pyramid(store: Sink, changed: dict[str, list], res0: float, runner: R
 
 
 def _record(store: Sink, k: int, results: list[tuple[tuple[int, int], bool, bool]]) -> None:
-    """Level k's record of its chunks (chunkruns.ATTR in its rgb array's zarr.json): the record it had (or, with
-    none, its chunk files: a level written before records, or one with too many runs to record) with the chunks
-    just computed in or out as they have a file.  Idempotent: a re-run after a kill computes the same chunks."""
-    sink = store / f"{conv.GLOBAL_GROUP}/{k}/rgb"
-    doc = json.loads(sink.get("zarr.json"))
-    attrs = doc.setdefault("attributes", {})
-    grid = (-(-doc["shape"][0] // CHUNK), -(-doc["shape"][1] // CHUNK))
-    try:
-        had = set(ChunkRuns.from_attr(attrs[RECORD], grid)) if RECORD in attrs else None
-    except ValueError:
-        had = None
-    if had is None:
-        had = {(int(key.split("/")[1]), int(key.split("/")[2])) for key in sink.keys("c/")}
-    now = (had - {c for c, _, _ in results}) | {c for c, _, written in results if written}
-    value = ChunkRuns.of(now).to_attr()
-    if value is None:
-        attrs.pop(RECORD, None)
-    else:
-        attrs[RECORD] = value
-    sink.write("zarr.json", json.dumps(doc, indent=2).encode())
+    """Level k's record of its chunks (builder/chunkrecord.py): the chunks just computed in or out as they have a
+    file."""
+    chunkrecord.update(store / f"{conv.GLOBAL_GROUP}/{k}/rgb", [(c, written) for c, _, written in results])

@@ -9,6 +9,7 @@ from typing import Callable
 
 import zarr
 
+from builder import chunkrecord
 from builder.core import extensions as ext
 from builder import overviews as ovr
 from builder.core.grid import ZoneGrid
@@ -50,6 +51,9 @@ def regrid(zone: Sink, old: ZoneGrid, new: ZoneGrid, n_bands: int, record: Sink,
     group.update_attributes(new.attrs())  # one write, not one per key (zarr's attrs.update)
     if overviews is not None and ext.OVR_GROUP in group:
         overviews(group, new)  # resized, and the levels' transforms in the zone attributes
+    for name, _, _ in shifts:  # the arrays' records of their shards name the shards' old places: taken anew
+        if zone.exists(f"{name}/zarr.json"):
+            chunkrecord.update(zone / name, relist=True)
     kill_point("regrid-moved")
     commit()
     kill_point("regrid-recorded")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from builder.core import convention as conv
-from builder.arrayfiles import ShardedArrayFiles, ShardSpec
+from builder.arrayfiles import ShardSpec
 from builder.errors import BuildError
 from builder.core.grid import ZoneGrid
 from builder.hooks import kill_point
@@ -38,7 +38,9 @@ class ShardTask:
     products: tuple[ShardProduct, ...] = ()
 
 
-def write_shard(task: ShardTask) -> tuple[tuple[int, int], int]:
+def write_shard(task: ShardTask) -> tuple[tuple[int, int], int, dict[str, bool]]:
+    """(shard, valid pixels, {array path: whether the shard has a file in it now}): the arrays' records of their
+    shards (builder/chunkrecord.py) are updated from the last."""
     s = task.grid.shard
     sr, sc = task.shard
     r0, c0 = sr * s, sc * s
@@ -61,13 +63,13 @@ def write_shard(task: ShardTask) -> tuple[tuple[int, int], int]:
     for product in task.products:
         product.before(data)
     # A shard with no valid pixel is all fill: its objects are removed, never written.
-    ShardedArrayFiles(task.zone / "embeddings", task.specs["embeddings"]).write(sr, sc, emb)
-    ShardedArrayFiles(task.zone / "scales", task.specs["scales"]).write(sr, sc, scl)
+    data.write("embeddings", emb)
+    data.write("scales", scl)
     for product in task.products:
         product.write(data)
     kill_point("shard-written")
     task.journal.add(task.shard)
-    return task.shard, n_valid
+    return task.shard, n_valid, data.files
 
 
 def sample(tiles: list[Tile]) -> np.ndarray:

@@ -23,7 +23,7 @@ from builder.errors import BuildError
 from builder.core.grid import ZoneGrid
 from builder.sink import Sink
 
-SHARDED = ("embeddings", "scales", "rgb")
+SHARDED = ("embeddings", "scales", "rgb")  # written a shard at a time, each recording its shards (chunkrecord)
 
 
 @dataclass(frozen=True)

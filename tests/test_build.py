@@ -76,6 +76,30 @@ def test_sparse_shards_only_where_data(store):
     # the grid between the two utm30 tiles (11 km apart) is empty: shards without files
     files = list((store / "utm30" / "scales" / "c").rglob("*"))
     assert len([f for f in files if f.is_file()]) < (root["utm30"]["scales"].shape[0] // 256) * (root["utm30"]["scales"].shape[1] // 256)
+    # each sharded zone array records the shards that have a file (builder/core/chunkruns.py), so that readers ask
+    # for no other; utm30's record leaves out the empty shards between its tiles
+    # (and so do the overview arrays of each level: the tools read them a shard at a time too)
+    for name in ("utm30", "utm31", "utm34"):
+        for arr in RECORDED:
+            assert _recorded(store, f"{name}/{arr}") == _shard_set(store / name / arr), (name, arr)
+    assert len(_recorded(store, "utm30/scales")) == len([f for f in files if f.is_file()])
+
+
+RECORDED = ("embeddings", "scales", "rgb", "overviews/0/code", "overviews/0/code_scales", "overviews/1/embeddings",
+            "overviews/3/code", "overviews/8/scales")
+
+
+def _shard_set(array) -> set[tuple[int, int]]:
+    return {(int(f.relative_to(array).parts[1]), int(f.relative_to(array).parts[2]))
+            for f in (array / "c").rglob("*") if f.is_file()}
+
+
+def _recorded(store, path: str) -> set[tuple[int, int]]:
+    """The shards an array's zarr.json records, as the consolidated root also lists them."""
+    runs = json.loads((store / path / "zarr.json").read_text())["attributes"]["chunks_present"]
+    root = json.loads((store / "zarr.json").read_text())["consolidated_metadata"]["metadata"]
+    assert root[path]["attributes"]["chunks_present"] == runs
+    return {(i, j) for i, a, b in runs for j in range(a, b)}
 
 
 def test_zones_hemispheres_and_metadata(store):
@@ -174,6 +198,11 @@ def test_incremental_build_adds_tiles_without_rewriting_untouched_shards(tmp_pat
     for k in range(len(list((store / "global_rgb").glob("[0-9]*")))):
         rec = lambda root: zarr.open_array(root / "global_rgb" / str(k) / "rgb", mode="r").attrs["chunks_present"]
         assert rec(s) == rec(store), k
+    # each zone array's record of its shards is its files' (utm30's moved north with the grid: shard rows shifted)
+    for name in ("utm30", "utm31", "utm34"):
+        for arr in RECORDED:
+            assert _recorded(s, f"{name}/{arr}") == _shard_set(s / name / arr) == _recorded(store, f"{name}/{arr}"), \
+                (name, arr)
     assert run_cli("validate", "--deep", str(s)).returncode == 0
     # a third run with nothing new writes nothing
     p = run_cli(*args)

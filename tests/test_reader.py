@@ -377,6 +377,35 @@ def test_v1_region_reads_each_shard_whole_once(served, http, tiles2):
     assert all(status == 200 for *_, status, _ in log)
 
 
+def test_v1_region_reads_ask_for_no_shard_the_store_never_wrote(served, http):
+    """A shard without a valid pixel is never written, and the zone's arrays record those that are
+    (builder/core/chunkruns.py): a region across an unwritten shard reads it as fill, with no request for it (a 404
+    on the wire before), and the shard beside it as zarr-python does."""
+    from sparse_util import missing_beside_present
+    base, log = http
+    path = served / "v1" / "2024.zarr"
+    zone, missing, present, (r0, r1, c0, c1) = missing_beside_present(path)
+    za = zone_attrs(path, zone)
+    tr = za["spatial:transform"]
+    to_ll = Transformer.from_crs(za["proj:code"], 4326, always_xy=True)
+    # the window's pixel centres, one pixel in from its edges: the region read covers at least them
+    bbox = to_ll.transform_bounds(tr[2] + c0 * 10 + 15, tr[5] - r1 * 10 + 15, tr[2] + c1 * 10 - 15, tr[5] - r0 * 10 - 15)
+    ds = open_store(base + "v1/2024.zarr").read_region(bbox, 2024, zone=zone)
+    log.clear()
+    ds.load()
+    assert [p for p, _, status, _ in log if status != 200] == [], log
+    shards = {tuple(map(int, p.split("/c/")[1].split("/")[:2])) for p, *_ in log}
+    assert present in shards and missing not in shards, shards
+    y0, x0 = round((tr[5] - float(ds.y[0]) - 5) / 10), round((float(ds.x[0]) - 5 - tr[2]) / 10)
+    h, w = ds.sizes["y"], ds.sizes["x"]
+    assert y0 <= r0 + 1 and y0 + h >= r1 - 1 and x0 <= c0 + 1 and x0 + w >= c1 - 1, (y0, x0, h, w)
+    g = zarr.open_group(str(path), mode="r")[zone]
+    q, sc = g["embeddings"][y0:y0 + h, x0:x0 + w], g["scales"][y0:y0 + h, x0:x0 + w]
+    want = np.where(np.isfinite(sc)[..., None], q.astype(np.float32) * sc[..., None], np.float32(np.nan))
+    np.testing.assert_array_equal(ds.embeddings.values, want)
+    assert np.isfinite(want).any() and np.isnan(want).any()
+
+
 def test_read_region_over_two_zones_asks_for_a_zone(served, tiles2):
     s = open_store(str(served / "v1" / "2024.zarr"))
     bbox = (-0.06, 50.84, 0.06, 50.86)  # both sides of the Greenwich meridian: zones 30 and 31

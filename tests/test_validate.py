@@ -69,6 +69,10 @@ CASES = [
      "global_rgb/3/rgb: chunks_present: run [0, 5, 2] is outside"),
     ("global_rgb/3/rgb/zarr.json", lambda d: d["attributes"].update(chunks_present="all"),
      "global_rgb/3/rgb: chunks_present is not a list"),
+    ("utm30/scales/zarr.json", lambda d: d["attributes"].update(chunks_present=[[0, 0, 99]]),
+     "utm30/scales: chunks_present: run [0, 0, 99] is outside"),
+    ("utm30/embeddings/zarr.json", lambda d: d["attributes"].update(chunks_present=[[0, 0, 1], [0, 0, 1]]),
+     "utm30/embeddings: chunks_present: runs are not sorted at [0, 0, 1]"),
 ]
 
 
@@ -210,6 +214,26 @@ def test_deep_compares_each_global_rgb_level_record_with_its_chunk_files(copy):
     i, j = int(gone.parts[-3]), int(gone.parts[-2])
     assert f"global_rgb/0/rgb: chunks_present lists chunks that have no file: 1, the first ({i}, {j})" in probs, probs
     assert f"global_rgb/0/rgb: chunks_present omits chunk files: 1, the first ({last[0]}, {last[2] - 1})" in probs
+
+
+def test_deep_compares_each_zone_arrays_record_of_its_shards_with_its_shard_files(copy):
+    """A zone array's chunks_present names the shards readers ask for (the others are read as fill, with no
+    request): a shard it omits is data never shown, one it lists without a file a failed request."""
+    scales, emb = copy / "utm30" / "scales", copy / "utm30" / "embeddings"
+    gone = sorted(p for p in (scales / "c").rglob("*") if p.is_file())[0]
+    gone.unlink()  # recorded, no file
+    doc = json.loads((emb / "zarr.json").read_text())
+    runs = doc["attributes"]["chunks_present"]
+    first = runs[0]
+    runs[0] = [first[0], first[1] + 1, first[2]]  # its first shard has a file, not recorded
+    doc["attributes"]["chunks_present"] = [r for r in runs if r[1] < r[2]]
+    (emb / "zarr.json").write_text(json.dumps(doc))
+    zarr.consolidate_metadata(str(copy))
+    assert validate(str(copy)) == []  # a plain validate lists no shard files
+    probs = validate(str(copy), deep=True)
+    i, j = int(gone.parts[-2]), int(gone.parts[-1])
+    assert f"utm30/scales: chunks_present lists chunks that have no file: 1, the first ({i}, {j})" in probs, probs
+    assert f"utm30/embeddings: chunks_present omits chunk files: 1, the first ({first[0]}, {first[1]})" in probs, probs
 
 
 def test_deep_finds_a_corrupt_global_rgb_chunk(copy):

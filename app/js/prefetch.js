@@ -7,11 +7,14 @@
 // so the bytes land in the shared range cache (ranges.js) and the click's index read is answered from
 // memory; a click that comes while a prefetch read is under way waits for those bytes (one request).
 //
+// Shards the array's record says do not exist (app/js/chunkruns.js) are not asked for.
+//
 // Bounded: at most `options.prefetchFiles` shard files per call, nearest the boxes' centres first, two
 // requests at a time (a click's own reads never queue behind a burst of them); a newer call (the view
 // moved on) supersedes it: what it has not started is dropped.  Does nothing without the shared range
 // cache (`sharedRanges: false`, the benchmark's baseline), and for arrays whose index it cannot size
 // (not sharded, index at the start, index codecs other than bytes and crc32c): it is an optimisation only.
+import { recordOf } from "./chunkruns.js";
 import { options } from "./ranges.js";
 import { shardLayout } from "./shards.js";
 import { metadata, source } from "./sources.js";
@@ -46,7 +49,8 @@ export async function prefetchIndexes(url, items) {
     const meta = await metadata(loc.store, loc.path).catch(() => null);
     const plan = meta && meta.node_type === "array" ? shardLayout(meta) : null;
     if (plan === null || plan.indexBytes === null || sel.length !== meta.shape.length) continue;
-    shardsOf(meta.shape, plan.shardShape, sel).forEach((coords, rank) =>
+    const has = recordOf(meta) || (() => true);  // the shards that exist, when recorded (chunkruns.js)
+    shardsOf(meta.shape, plan.shardShape, sel).filter(has).forEach((coords, rank) =>
       tasks.push({ rank, path: `${loc.path}/${plan.key(coords)}`, suffixLength: plan.indexBytes }));
   }
   tasks.sort((a, b) => a.rank - b.rank);  // the boxes' central shards first, array after array

@@ -11,6 +11,7 @@ import { withChunkCache } from "./chunks.js";
 import { sharedFetch } from "./flights.js";
 import { options, withRootDocument, withSharedRanges, withWholeShards } from "./ranges.js";
 import { ChecksumError, Crc32cCodec } from "./checksums.js";
+import { recordOf } from "./chunkruns.js";
 import { chunkKey, shardLayout } from "./shards.js";
 
 // Every crc32c in a store's codecs is checked (app/js/checksums.js): zarrita's own codec drops the checksum
@@ -147,12 +148,39 @@ const withNamedChecksums = zarr.defineArrayExtension((arr, { url }) => ({
   },
 }));
 
-// The opened array at `path`, through the pixel or the region store; its big chunks kept decoded (chunks.js).
+// Typed arrays of the data types whose chunks a record may stand in for with fill (the zone arrays' and levels').
+const FILLED = { int8: Int8Array, uint8: Uint8Array, int16: Int16Array, uint16: Uint16Array, int32: Int32Array,
+                 uint32: Uint32Array, float32: Float32Array, float64: Float64Array };
+
+// A chunk of a shard (or a chunk) that the array's record says does not exist (app/js/chunkruns.js) is its fill,
+// with no request: a sparse store never wrote it (builder/core/chunkruns.py), and asking for it was a failed
+// request (a 404 in the page's console) for bytes known to be fill.  zarrita's own fill chunk, built the same way.
+const withRecordedChunks = zarr.defineArrayExtension((arr, { has, per }) => ({
+  async getChunk(coords, ...rest) {
+    if (has(coords.map((c, i) => Math.floor(c / per[i])))) return arr.getChunk(coords, ...rest);
+    const shape = arr.chunks, stride = shape.map((_, i) => shape.slice(i + 1).reduce((a, b) => a * b, 1));
+    const data = new FILLED[arr.dtype](shape.reduce((a, b) => a * b, 1));
+    data.fill(arr.fillValue);
+    return { data, shape, stride };
+  },
+}));
+
+async function recorded(a, loc) {
+  const meta = await metadata(loc.store, loc.path).catch(() => null);
+  const has = meta && FILLED[a.dtype] ? recordOf(meta) : null;
+  if (has === null) return a;
+  const outer = meta.chunk_grid.configuration.chunk_shape;
+  return withRecordedChunks(a, { has, per: outer.map((n, i) => Math.max(1, Math.round(n / a.chunks[i]))) });
+}
+
+// The opened array at `path`, through the pixel or the region store; its big chunks kept decoded (chunks.js), the
+// chunks its record says do not exist read as fill (chunkruns.js).
 export function array(src, kind, path) {
   const key = kind + ":" + path;
   if (!src.arrays.has(key)) {
-    const p = zarr.open.v3(src[kind].resolve(path), { kind: "array" })
-      .then((a) => withChunkCache(withNamedChecksums(a, { url: src.url }), { url: src.url }));
+    const loc = src[kind].resolve(path);
+    const p = zarr.open.v3(loc, { kind: "array" })
+      .then((a) => recorded(withChunkCache(withNamedChecksums(a, { url: src.url }), { url: src.url }), loc));
     src.arrays.set(key, p);
     p.catch(() => src.arrays.delete(key));
   }

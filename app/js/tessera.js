@@ -11,7 +11,8 @@
 // shared: deduplicated and coalesced), options.js (the switches a benchmark's baseline turns off), ranges.js (zarrita store
 // extensions: shared range cache, whole-shard reads), chunks.js (big decoded chunks kept, a read's cost), sources.js (opening stores and indexes, arrays with their
 // checksums verified: checksums.js, the crc32c codec; shards.js, an array's sharding from its metadata),
-// prefetch.js (warming the shard indexes of the shards in view), geography.js (coastlines, borders, place
+// chunkruns.js (an array's record of the chunks that exist), prefetch.js (warming the shard indexes of the shards
+// in view), geography.js (coastlines, borders, place
 // names), mercator.js (the projection, also the preview's), umap.js (UMAP in a Web Worker of its own).
 import * as zarr from "zarrita";
 import { ERROR_KINDS, LIMITS, TesseraError, catalogOrigins, checkDepth, fetchJSONDoc, fileSizes, parseBytes,
@@ -26,6 +27,7 @@ import { array, node, source } from "./sources.js";
 import { runUmap } from "./umap.js";
 
 export { CATALOG, checkCatalog, pickStore, readCatalog };
+export { chunksPresent } from "./chunkruns.js";
 export { BIG_READ_BYTES, ERROR_KINDS, LIMITS, TesseraError, flightStats, options, prefetchStats, stats };
 export * as mercator from "./mercator.js";
 

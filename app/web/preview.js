@@ -9,7 +9,7 @@
 // settles, the view's level is read again, `refine`), a screen column and a screen row at a time: in
 // Mercator, longitude depends on x only, latitude on y only.
 // The projection is the bridge's (app/js/mercator.js, window.tesseraJS.mercator): one copy, the coastlines'.
-import { checkCatalog, mercator, pickStore } from "./vendor/tessera.mjs";
+import { checkCatalog, chunksPresent, mercator, pickStore } from "./vendor/tessera.mjs";
 
 const { R, lonToX, latToY, xToLon, yToLat } = mercator;
 const D = Math.PI / 180;
@@ -52,23 +52,6 @@ function levels(rootMeta) {
     }
   }
   return out.sort((a, b) => a.res - b.res); // store metadata is data: anything odd is left out
-}
-
-// A level's record of the chunks that exist (builder/core/chunkruns.py: at most RUNS_MAX runs [row, col0, col1),
-// sorted) as a test (i, j) => bool, or null when it has none or one that is not valid (validate reports it):
-// then readWindow asks for every chunk near a zone.
-const RUNS_MAX = 4096;
-function chunksPresent(runs, rows, cols) {
-  if (!Array.isArray(runs) || runs.length > RUNS_MAX) return null;
-  const byRow = new Map();
-  for (const r of runs) {
-    if (!Array.isArray(r) || r.length !== 3 || !r.every(Number.isSafeInteger)) return null;
-    const [i, a, b] = r;
-    if (i < 0 || i >= rows || a < 0 || a >= b || b > cols) return null;
-    if (!byRow.has(i)) byRow.set(i, []);
-    byRow.get(i).push([a, b]);
-  }
-  return (i, j) => (byRow.get(i) || []).some(([a, b]) => a <= j && j < b);
 }
 
 // The zones' lon/lat boxes (w, s, e, n) from the consolidated metadata (proj:code EPSG:326NN / 327NN and the

@@ -1,11 +1,15 @@
-"""Which chunks of a sparse global_rgb level exist: the level's record, as runs of chunk columns per chunk row.
+"""Which chunks of a sparse array exist: the array's record, as runs of chunk columns per chunk row.
 
-The builder writes a level chunk only where a zone has data (builder/pyramid.py), and records those chunks in
-the level array's attribute `chunks_present`: a list of [row, first column, end column) runs, sorted.  Readers
-(app/basemap.py, app/web/preview.js) ask only for recorded chunks, so a sparse level costs no failed request;
-`validate --deep` compares the record with the chunk files.  A level with more than RUNS_MAX runs has no
-record (its metadata would outgrow the store's one-request listing), and readers of a level without one ask
-for every chunk near a zone, taking a missing one as empty.
+The builder writes a global_rgb level chunk only where a zone has data (builder/pyramid.py), and a zone's
+embeddings, scales, rgb and overview shards only where the shard has a valid pixel (builder/shardtask.py,
+builder/overviews.py).  Each such array
+records the chunks (for a sharded array: the shards) that exist in its attribute `chunks_present`: a list of
+[row, first column, end column) runs, sorted, over the first two dimensions of its outer chunk grid (the others
+are one chunk wide).  Readers (app/basemap.py, app/web/preview.js for the levels; app/js/sources.js for every
+array read in the browser) ask only for recorded chunks and take the others as fill, so a sparse array costs no
+failed request; builder/chunkrecord.py keeps the record exact as builds write, and `validate --deep` compares it
+with the files.  An array with more than RUNS_MAX runs has no record (its metadata would outgrow the store's
+one-request listing), and readers of an array without one ask for every chunk, taking a missing one as fill.
 
 The record is store metadata, so it is data: `from_attr` bounds it and refuses anything odd.
 """
@@ -70,3 +74,26 @@ class ChunkRuns:
                 raise ValueError(f"{ATTR}: run {r} overlaps the one before")
             runs.append(tuple(r))
         return cls(tuple(runs))
+
+
+def grid_of(shape, outer) -> tuple[int, int] | None:
+    """(rows, cols) of the grid a record of an array of `shape` with outer chunks (shards) `outer` is over: the
+    outer chunk grid's first two dimensions; None when the grid is more than one chunk wide past them (a record
+    could not say which of those exist)."""
+    if len(shape) < 2 or len(outer) != len(shape) or any(-(-s // c) != 1 for s, c in zip(shape[2:], outer[2:])):
+        return None
+    return -(-shape[0] // outer[0]), -(-shape[1] // outer[1])
+
+
+def record_of(attrs, shape, outer) -> ChunkRuns | None:
+    """An array's record from its attributes, or None: none, none that applies (grid_of), or one that is not valid
+    (`validate` reports it; readers then ask for every chunk, taking a missing one as fill)."""
+    value = attrs.get(ATTR) if isinstance(attrs, dict) else None
+    grid = grid_of(shape, outer)
+    if value is None or grid is None:
+        return None
+    try:
+        return ChunkRuns.from_attr(value, grid)
+    except ValueError:
+        return None
+

@@ -56,13 +56,7 @@ class Level:
 def _present(arr: dict, h: int, w: int, chunk: int) -> ChunkRuns | None:
     """A level array's record of its chunks (builder.core.chunkruns), or None: none, or one that is not valid
     (`validate` reports it; readers then ask for every chunk near a zone)."""
-    value = (arr.get("attributes") or {}).get(chunkruns.ATTR)
-    if value is None:
-        return None
-    try:
-        return ChunkRuns.from_attr(value, (-(-h // chunk), -(-w // chunk)))
-    except ValueError:
-        return None
+    return chunkruns.record_of(arr.get("attributes") or {}, (h, w), (chunk, chunk))
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ and the window needs at least WHOLE_MIN_CHUNKS of its inner chunks, with exactly
 handles ([bytes, blosc(, crc32c)], index [bytes, crc32c] at the end; crc32c verified); otherwise
 zarr-python reads the window (ranged inner-chunk reads: points, and geoemb:'s 128 KiB inner chunks).
 The window assembly is builder.arrayfiles.ShardedArrayFiles.read_region's, which reads local files only;
-this one reads any fsspec URL.
+this one reads any fsspec URL.  A shard the array's record says does not exist (builder/core/chunkruns.py) is
+fill, with no request.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from concurrent.futures import Future
 
 import numpy as np
 
+from builder.core.chunkruns import record_of
 from builder.core.shardio import decode_shard, has_chunk_crc, shard_key
 from builder.arrayfiles import _codecs  # Blosc + crc32c from the array's codec metadata (the builder's own helper)
 
@@ -55,6 +57,9 @@ class WindowReader:
                 int(np.prod(shard)) * array.dtype.itemsize <= WHOLE_MAX:
             self.codecs = _shardio_codecs(array.metadata.to_dict())
         self.shard, self.chunk = shard, array.chunks
+        # the shards that exist, when the array records them (builder/core/chunkruns.py): the others are fill, read
+        # with no request (a request for one is a 404 the store's host logs)
+        self.present = record_of(dict(array.attrs), array.shape, shard) if shard is not None else None
         self._kept: OrderedDict[tuple[int, int], Future] = OrderedDict()
         self._lock = threading.Lock()
         if self.codecs:
@@ -101,6 +106,9 @@ class WindowReader:
             a0, a1 = max(y0, sr * sy), min(y1, (sr + 1) * sy)
             for sc in range(x0 // sx, (x1 - 1) // sx + 1 if x1 > x0 else 0):
                 b0, b1 = max(x0, sc * sx), min(x1, (sc + 1) * sx)
+                if self.present is not None and (sr, sc) not in self.present:
+                    out[a0 - y0:a1 - y0, b0 - x0:b1 - x0] = self.array.fill_value
+                    continue
                 n_chunks = ((a1 - 1) // cy - a0 // cy + 1) * ((b1 - 1) // cx - b0 // cx + 1)
                 if n_chunks >= WHOLE_MIN_CHUNKS:
                     part = self._whole(sr, sc)[a0 - sr * sy:a1 - sr * sy, b0 - sc * sx:b1 - sc * sx]

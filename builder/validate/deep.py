@@ -1,5 +1,5 @@
-"""--deep: every chunk file of the zone arrays (overviews included) and the global_rgb levels, and each
-level's record of its chunks (builder/core/chunkruns.py) against its files.
+"""--deep: every chunk file of the zone arrays (overviews included) and the global_rgb levels, and each array's
+record of the chunks or shards that exist (builder/core/chunkruns.py) against its files.
 
 Each inner chunk of a shard is checked against its crc32c (written at build
 time, the Zarr v3 `crc32c` codec after Blosc) and decoded; chunks without a
@@ -131,7 +131,7 @@ def _deep_array(reader: Reader, a: Array, stats: dict, files: list[str]) -> list
 def check_chunks(reader: Reader, zones: list[str], stats: dict) -> list[str]:
     """Every chunk file of the zones' sharded arrays and of the global_rgb levels."""
     from builder.validate.overviews import deep_sample, overview_paths
-    from builder.validate.pyramid import record_problems
+    from builder.validate.records import record_problems
     paths = [f"{zone}/{aname}" for zone in zones for aname, spec in conv.ZONE_ARRAYS.items() if spec["sharded"]]
     paths += [p for zone in zones for p in overview_paths(reader, zone)]
     g = reader.node(conv.GLOBAL_GROUP)
@@ -145,8 +145,7 @@ def check_chunks(reader: Reader, zones: list[str], stats: dict) -> list[str]:
         if isinstance(a, Array):
             files = _files(reader, a)
             probs += _deep_array(reader, a, stats, files)
-            if path in levels:  # its record of the chunks that exist, against the files
-                probs += record_problems(a, files)
+            probs += record_problems(a, files)  # its record of the chunks that exist (if any), against the files
     if not probs:  # values are compared only where every chunk decodes
         for zone in zones:
             probs += deep_sample(reader, zone)

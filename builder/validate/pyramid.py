@@ -4,10 +4,9 @@ from __future__ import annotations
 import math
 
 from builder.core import convention as conv
-from builder.core.chunkruns import ATTR as RECORD
-from builder.core.chunkruns import ChunkRuns
 from builder.validate.documents import LEVELS_MAX, MISSING, Reader, plain_key
 from builder.validate.nodes import node_attrs, open_array, registration_problems, schema_problems
+from builder.validate.records import chunk_record
 
 
 def _num(x) -> bool:
@@ -44,7 +43,7 @@ def check_global(reader: Reader, doc: dict) -> list[str]:
                 probs.append(f"{aw}/rgb: must be uint8 (H, W, 4), got {arr.dtype} {arr.shape}")
             if list(arr.shape[:2]) != item.get("spatial:shape"):
                 probs.append(f"{aw}/rgb: shape {arr.shape[:2]} differs from spatial:shape {item.get('spatial:shape')}")
-            level_record(arr, probs)
+            chunk_record(arr, probs)
         t = item.get("spatial:transform")
         if not (isinstance(t, list) and len(t) == 6 and all(_num(x) for x in t)):
             prev = None
@@ -61,36 +60,4 @@ def check_global(reader: Reader, doc: dict) -> list[str]:
             if not math.isclose(shape[1] * t[0], 360.0, rel_tol=0, abs_tol=abs(t[0]) + 1e-9):
                 probs.append(f"{aw}: spatial:shape {shape} x resolution {t[0]} does not span 360 degrees")
         prev = t
-    return probs
-
-
-def level_record(arr, probs: list[str]) -> ChunkRuns | None:
-    """A level array's record of its chunks (builder/core/chunkruns.py), None when it has none; a record that
-    is not valid is a problem (and None)."""
-    attrs = arr.doc.get("attributes")
-    if not isinstance(attrs, dict) or RECORD not in attrs:
-        return None
-    try:
-        return ChunkRuns.from_attr(attrs[RECORD], tuple(-(-s // c) for s, c in zip(arr.shape[:2], arr.chunks[:2])))
-    except ValueError as e:
-        probs.append(f"{arr.path}: {e}")
-        return None
-
-
-def record_problems(arr, files: list[str]) -> list[str]:
-    """A level's record against its chunk files (keys `{path}/c/i/j/0`): the same chunks, or one problem each way.
-    (A record that is not valid is check_global's problem.)"""
-    probs: list[str] = []
-    runs = level_record(arr, [])
-    if runs is None:
-        return probs
-    have = set()
-    for key in files:
-        parts = key[len(arr.path) + 3:].split("/")
-        if len(parts) == 3 and all(p.isdigit() for p in parts):
-            have.add((int(parts[0]), int(parts[1])))
-    listed = set(runs)
-    for what, extra in (("lists chunks that have no file", listed - have), ("omits chunk files", have - listed)):
-        if extra:
-            probs.append(f"{arr.path}: {RECORD} {what}: {len(extra)}, the first {min(extra)}")
     return probs

@@ -11,6 +11,7 @@ from builder.core import extensions as ext
 from builder.core.grid import finite_number
 from builder.validate.documents import MISSING, Reader
 from builder.validate.nodes import Array, coord_values, node_attrs, open_array, registration_problems, schema_problems
+from builder.validate.records import chunk_record
 from builder.validate.stack import stack_problems
 
 SHAPE_MAX = 2**53  # pixels per side of a zone grid whose bounds are computed (exact as floats)
@@ -134,6 +135,8 @@ def check_zone(reader: Reader, doc: dict, name: str, root_attrs: dict, stack: bo
                     probs.append(f"{aw}: shards must hold the whole last dimension ({a.shape[-1]}), got {sh[2]}")
                 if any(s % c for s, c in zip(sh, ch)):
                     probs.append(f"{aw}: inner chunks {ch} do not divide shards {sh}")
+                if not stack:
+                    chunk_record(a, probs)  # the shards that exist, when recorded (builder/core/chunkruns.py)
         else:
             if a.shards is not None:
                 probs.append(f"{aw}: coordinate arrays must not be sharded")
