@@ -96,3 +96,60 @@ def test_regression_refuses_labels_that_are_not_numbers(store, world):
                                              "<i>" not in state.status and "&lt;i&gt;7" in state.status)
         state.tools.labels.delete(bad)
     assert run_async(state.tools.regress.regress("ridge")) is not None
+
+
+def reference_curve(make, X, y, seed, fractions=(0.2, 0.4, 0.6, 0.8, 1.0)):
+    """[(mean training labels, held-out R²)] by scikit-learn's cross_val_predict over a seeded shuffled 5-fold whose
+    training folds are cut to a seeded fraction (numpy's default_rng(seed), drawn fraction by fraction and fold by
+    fold, as docs/explorer.md states the scheme)."""
+    from sklearn.metrics import r2_score
+    from sklearn.model_selection import KFold, cross_val_predict
+    splits = list(KFold(5, shuffle=True, random_state=seed).split(X))
+    rng = np.random.default_rng(seed)
+    out = []
+    for frac in fractions:
+        cut = [(np.sort(rng.permutation(tr)[:max(2, int(round(frac * len(tr))))]) if frac < 1.0 else tr, te)
+               for tr, te in splits]
+        pred = cross_val_predict(make(), X, y, cv=cut)
+        out.append((int(round(np.mean([len(tr) for tr, _ in cut]))), r2_score(y, pred)))
+    return out
+
+
+@pytest.mark.parametrize("method", regress.METHODS)
+def test_regression_learning_curve_is_in_the_page_api_side_bar_and_export(store, world, tmp_path, method):
+    import io
+    import json
+    import zipfile
+
+    from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
+    from sklearn.linear_model import Ridge
+
+    from app import layers
+    from app.tools import api, panes
+
+    state, train = run_async(labelled(store, world, lambda k: f"{VALUE[k]:g}"))
+    got = run_async(api.commands(state)["regress"](method, {"seed": 7}))  # the page API's verb
+    assert got is not None, state.status
+    ev = state.tools.regress.evaluation
+    assert got["evaluation"] == ev and "learning_curve" in ev
+    v = zone_vectors(store, "utm30")
+    X = np.stack([v[r, c] for r, c, _ in train])
+    y = np.array([VALUE[k] for _, _, k in train])
+    make = {"ridge": lambda: Ridge(alpha=1.0),
+            "random forest": lambda: RandomForestRegressor(n_estimators=100, random_state=7, n_jobs=1),
+            "gradient boosting": lambda: HistGradientBoostingRegressor(random_state=7)}[method]
+    want = reference_curve(make, X, y, 7)
+    curve = ev["learning_curve"]
+    assert [pt["labels"] for pt in curve] == [n for n, _ in want]
+    np.testing.assert_allclose([pt["r2"] for pt in curve], [r2 for _, r2 in want], atol=0.01)
+    assert curve[-1]["r2"] == pytest.approx(ev["r2"])  # all of each fold's labels: the headline held-out R²
+    # the side bar shows the curve beside R² and RMSE
+    text = panes.regression_html(ev)
+    assert "learning curve" in text and f"{curve[0]['labels']}: {curve[0]['r2']:.3f}" in text
+    # the GIS bundle carries the evaluation (R², RMSE, the curve) beside the map, as a class map's does
+    file, data, _, _ = run_async(layers.download(state, "regression", "gis"))
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        assert "tessera-2024-regression-evaluation.json" in z.namelist(), z.namelist()
+        exported = json.loads(z.read("tessera-2024-regression-evaluation.json"))
+    assert exported == json.loads(json.dumps(ev))
+    assert {"r2", "rmse", "learning_curve"} <= set(exported) and len(exported["learning_curve"]) == len(want)

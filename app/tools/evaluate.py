@@ -1,16 +1,21 @@
-"""Held-out evaluation of a classifier fitted on the labels: what the class map's accuracy can honestly be said to be.
+"""Held-out evaluation of a model fitted on the labels: what its map's score can honestly be said to be.
 
-The labelled pixels are split by a seeded stratified k-fold (scikit-learn's StratifiedKFold, shuffled with the
-classifier's seed; k = FOLDS, or fewer when a class has fewer labels; none when a class has a single label): each
-fold's labels are predicted by a model fitted on the other folds' (the same estimator the map uses, built by
-`make(n_train)`).  From those held-out predictions: accuracy, per-class precision, recall, F1 and support, and the
-confusion matrix (rows: true class, columns: predicted).  The learning curve repeats the k-fold with each fold's
-training labels cut to a seeded fraction (CURVE of them): held-out accuracy against the mean number of training
-labels.  Each fit yields to the event loop (the page stays responsive).
+The labelled pixels are split by a seeded shuffled k-fold (k = FOLDS, or fewer with fewer labels): each fold's
+labels are predicted by a model fitted on the other folds'.  `learning_curve` is the one rule of the held-out
+predictions and the learning curve, for classes and values alike: it repeats the k-fold with each fold's training
+labels cut to a seeded fraction (CURVE of them; numpy's default_rng(seed), drawn fraction by fraction and fold by
+fold), and gives the score of the pooled held-out predictions against the mean number of training labels; its
+last point (all of each fold's labels) is the headline score.  Each fit yields to the event loop (the page stays
+responsive).
+
+`classification`: a stratified k-fold (StratifiedKFold, shuffled with the classifier's seed; none when a class has
+a single label; the estimator built by `make(n_train)`): accuracy, per-class precision, recall, F1 and support,
+and the confusion matrix (rows: true class, columns: predicted).  Regression (app/tools/regress.py) scores R².
 """
 from __future__ import annotations
 
 import asyncio
+from typing import Callable
 
 import numpy as np
 
@@ -28,6 +33,28 @@ def folds_for(y: np.ndarray, names: list[str]) -> tuple[int, str | None]:
     return min(FOLDS, low), None
 
 
+async def learning_curve(predict: Callable, splits: list, n: int, seed: int, score: Callable,
+                         key: str) -> tuple[np.ndarray, list[dict]]:
+    """(the held-out predictions of all n labels with all of each fold's training labels, the curve: [{"labels":
+    mean training labels, key: score(predictions)}] at each fraction of CURVE).  predict(train, test): the
+    predictions of labels `test` by a model fitted on labels `train` (index arrays)."""
+    rng = np.random.default_rng(seed)
+    curve, pred = [], None
+    for frac in CURVE:
+        pred, used = None, []
+        for train, test in splits:
+            if frac < 1.0:
+                train = np.sort(rng.permutation(train)[:max(2, int(round(frac * len(train))))])
+            used.append(len(train))
+            got = np.asarray(predict(train, test))
+            if pred is None:
+                pred = np.empty(n, got.dtype)
+            pred[test] = got
+            await asyncio.sleep(0)
+        curve.append({"labels": int(round(np.mean(used))), key: float(score(pred))})
+    return pred, curve
+
+
 async def classification(make, X: np.ndarray, y: np.ndarray, names: list[str], seed: int, method: str = "") -> dict:
     """The held-out report (plain JSON values) of estimator `make(n_train)` on labels X (N, B), y (N,) in 0..n-1."""
     from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
@@ -36,24 +63,13 @@ async def classification(make, X: np.ndarray, y: np.ndarray, names: list[str], s
     base = {"method": method, "seed": int(seed), "labels": int(len(y))}
     if not k:
         return dict(base, error=why)
+
+    def predict(train, test):
+        if len(np.unique(y[train])) < 2:  # one class: a classifier cannot be fitted; counts as all wrong (-1)
+            return np.full(len(test), -1, y.dtype)
+        return make(len(train)).fit(X[train], y[train]).predict(X[test])
     splits = list(StratifiedKFold(k, shuffle=True, random_state=seed).split(X, y))
-    pred = np.empty_like(y)
-    curve = []
-    rng = np.random.default_rng(seed)
-    for frac in CURVE:
-        hits, used = 0, []
-        for train, test in splits:
-            if frac < 1.0:
-                train = np.sort(rng.permutation(train)[:max(2, int(round(frac * len(train))))])
-            used.append(len(train))
-            if len(np.unique(y[train])) < 2:  # one class: a classifier cannot be fitted; counts as all wrong
-                continue
-            got = make(len(train)).fit(X[train], y[train]).predict(X[test])
-            hits += int((got == y[test]).sum())
-            if frac == 1.0:
-                pred[test] = got
-            await asyncio.sleep(0)
-        curve.append({"labels": int(round(np.mean(used))), "accuracy": hits / len(y)})
+    pred, curve = await learning_curve(predict, splits, len(y), seed, lambda p: (p == y).mean(), "accuracy")
     p, r, f, s = precision_recall_fscore_support(y, pred, labels=range(len(names)), zero_division=0)
     return dict(base, folds=k, accuracy=float((pred == y).mean()),
                 classes=[{"name": n, "precision": float(a), "recall": float(b), "f1": float(c), "support": int(d)}

@@ -45,14 +45,19 @@ def evaluation_html(ev: dict | None) -> str:
     cm = "".join("<tr>" + html("<th>{}</th>", c["name"][:12]) + "".join(html("<td>{}</td>", x) for x in row) + "</tr>"
                  for c, row in zip(ev["classes"], ev["confusion"]))
     confusion = f"<table class='confusion' id='confusion-table'><caption>true (rows) x predicted</caption>{cm}</table>"
-    curve = html("<p class='learning-curve'>learning curve (training labels: accuracy): {}</p>",
-                 ", ".join(f"{p['labels']}: {p['accuracy']:.3f}" for p in ev["learning_curve"]))
-    return head + table + confusion + curve
+    return head + table + confusion + curve_html(ev["learning_curve"], "accuracy", "accuracy")
+
+
+def curve_html(curve: list[dict], key: str, score: str) -> str:
+    """The learning curve (app/tools/evaluate.py): the held-out score `key` (shown as `score`) at each number of
+    training labels."""
+    return html("<p class='learning-curve'>learning curve (training labels: {}): {}</p>", score,
+                ", ".join(f"{p['labels']}: {p[key]:.3f}" for p in curve))
 
 
 def regression_html(ev: dict | None, layer=None) -> str:
     """The regression's held-out R² and RMSE, its predicted-against-actual pairs as a small SVG plot (with the
-    1:1 line), and the colour bar's range of the map."""
+    1:1 line), its learning curve, and the colour bar's range of the map."""
     if not ev:
         return ""
     if "error" in ev:
@@ -71,7 +76,7 @@ def regression_html(ev: dict | None, layer=None) -> str:
                    float(np.nanmax(vals)))
     return html("<p class='evaluation'>{} held-out ({}-fold, seed {}, {} labels): R² <b>{:.3f}</b>, RMSE <b>{:.4g}"
                 "</b>; predicted (up) against actual ({:.4g} to {:.4g}):</p>", ev["method"], ev["folds"], ev["seed"],
-                ev["labels"], ev["r2"], ev["rmse"], lo, hi) + plot + bar
+                ev["labels"], ev["r2"], ev["rmse"], lo, hi) + plot + curve_html(ev["learning_curve"], "r2", "R²") + bar
 
 
 def import_problems_html(problems: list[str]) -> str:

@@ -5,13 +5,13 @@ A label's value is its class name read as a number ("12.5", "-3", "1e3"): label 
 values (or import a CSV whose class column holds numbers).  Every label class must be a number, else the tool says
 which is not.  The model is fitted on the labelled pixels' vectors and applied to every valid pixel of the view's
 region: a continuous `Layer` (float32, NaN where no data) coloured by the map's ramp over its own range (`range`,
-the colour bar's ends).  Held-out: a seeded shuffled k-fold (KFold, FOLDS folds, fewer with fewer labels)'s
-predictions of each label by a model fitted without it: R², RMSE and the (actual, predicted) pairs of the
-predicted-against-actual plot.
+the colour bar's ends).  Held-out: a seeded shuffled k-fold (KFold, evaluate.FOLDS folds, fewer with fewer
+labels)'s predictions of each label by a model fitted without it: R², RMSE, the (actual, predicted) pairs of the
+predicted-against-actual plot and the learning curve (R² against the number of training labels), by
+app/tools/evaluate.py's rule; `report()` puts them in the GIS export.
 """
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 
@@ -19,11 +19,10 @@ import numpy as np
 import param
 
 from app import render, views
-from app.tools import lazy, panes, region as reg
+from app.tools import evaluate, lazy, panes, region as reg
 from app.tools.tool import Tool
 
 METHODS = ["ridge", "random forest", "gradient boosting"]
-FOLDS = 5
 
 
 def estimator(method: str, seed: int = 0):
@@ -55,19 +54,20 @@ def values_of(names: list[str]) -> tuple[np.ndarray | None, str | None]:
 
 
 async def held_out(method: str, X: np.ndarray, y: np.ndarray, seed: int) -> dict:
-    """R², RMSE and (actual, predicted) of each label predicted by a model fitted on the other folds."""
+    """R², RMSE and (actual, predicted) of each label predicted by a model fitted on the other folds, and the
+    learning curve (held-out R² against the number of training labels: app/tools/evaluate.py's rule)."""
     from sklearn.metrics import mean_squared_error, r2_score
     from sklearn.model_selection import KFold
-    k = min(FOLDS, len(y))
+    k = min(evaluate.FOLDS, len(y))
     base = {"method": method, "seed": int(seed), "labels": int(len(y))}
     if k < 2:
         return dict(base, error="no held-out score: at least 2 labels are needed")
-    pred = np.empty_like(y)
-    for train, test in KFold(k, shuffle=True, random_state=seed).split(X):
-        pred[test] = estimator(method, seed).fit(X[train], y[train]).predict(X[test])
-        await asyncio.sleep(0)
+    splits = list(KFold(k, shuffle=True, random_state=seed).split(X))
+    pred, curve = await evaluate.learning_curve(
+        lambda train, test: estimator(method, seed).fit(X[train], y[train]).predict(X[test]),
+        splits, len(y), seed, lambda p: r2_score(y, p), "r2")
     return dict(base, folds=k, r2=float(r2_score(y, pred)), rmse=float(mean_squared_error(y, pred) ** 0.5),
-                actual=y.tolist(), predicted=pred.tolist())
+                actual=y.tolist(), predicted=pred.tolist(), learning_curve=curve)
 
 
 class Regressor(Tool):
@@ -77,7 +77,7 @@ class Regressor(Tool):
     method = param.Selector(objects=METHODS, default="ridge", label="Regression")
     seed = param.Integer(0, bounds=(0, None), label="Seed")
     result = param.Parameter(None, doc="region.Layer of predicted values, or None")
-    evaluation = param.Dict(None, allow_None=True, doc="the last fit's held-out R², RMSE and pairs")
+    evaluation = param.Dict(None, allow_None=True, doc="the last fit's held-out R², RMSE, pairs and learning curve")
     run = param.Action(lambda self: self.ctx.spawn(self.regress()), label="Regress the view")
 
     def __init__(self, ctx, **kw):
@@ -114,6 +114,9 @@ class Regressor(Tool):
                                 reg.describe(region), f"R² {ev['r2']:.3f}, RMSE {ev['rmse']:.4g}" if "r2" in ev
                                 else ev["error"], (time.perf_counter() - t0) * 1000)
         return self.result
+
+    def report(self) -> dict | None:
+        return self.evaluation or None
 
     def verbs(self, api) -> dict:
         def regress(method="ridge", params=None):
