@@ -23,6 +23,19 @@ async def labelled(store, world, name):
     return state, train
 
 
+def leaf(n: int) -> int:
+    """Gradient boosting's leaf for n labels, as docs/explorer.md states it: a tenth of them, 1 to 20."""
+    return max(1, min(20, n // 10))
+
+
+def held_out(make, X, y, splits):
+    """Each fold's predictions by a model `make(n_train)` fitted on the rest of the labels (or the fold's cut)."""
+    pred = np.empty(len(y), dtype=np.float64)
+    for train, test in splits:
+        pred[test] = make(len(train)).fit(X[train], y[train]).predict(X[test])
+    return pred
+
+
 def window_vectors(store, layer):
     v = zone_vectors(store, "utm30")
     r0, r1, c0, c1 = layer.window
@@ -43,7 +56,7 @@ def test_mlp_and_gradient_boosting_class_maps_agree_with_scikit_learn(store, wor
     X = np.stack([v[r, c] for r, c, _ in train])
     y = np.array([names.index(f"class {k}") for _, _, k in train])
     est = (MLPClassifier(hidden_layer_sizes=(64,), max_iter=500, random_state=4) if method == "MLP"
-           else HistGradientBoostingClassifier(random_state=4)).fit(X, y)
+           else HistGradientBoostingClassifier(min_samples_leaf=leaf(len(y)), random_state=4)).fit(X, y)
     sub, valid = window_vectors(store, layer)
     agree = float((layer.values[valid].astype(int) == est.predict(sub[valid])).mean())
     assert agree >= 0.99, agree
@@ -56,7 +69,7 @@ def test_regression_from_numeric_labels_agrees_with_scikit_learn(store, world, m
     from sklearn.ensemble import HistGradientBoostingRegressor, RandomForestRegressor
     from sklearn.linear_model import Ridge
     from sklearn.metrics import mean_squared_error, r2_score
-    from sklearn.model_selection import KFold, cross_val_predict
+    from sklearn.model_selection import KFold
 
     state, train = run_async(labelled(store, world, lambda k: f"{VALUE[k]:g}"))
     layer = run_async(state.tools.regress.regress(method, seed=5))
@@ -65,17 +78,18 @@ def test_regression_from_numeric_labels_agrees_with_scikit_learn(store, world, m
     v = zone_vectors(store, "utm30")
     X = np.stack([v[r, c] for r, c, _ in train])
     y = np.array([VALUE[k] for _, _, k in train])
-    make = {"ridge": lambda: Ridge(alpha=1.0),
-            "random forest": lambda: RandomForestRegressor(n_estimators=100, random_state=5, n_jobs=1),
-            "gradient boosting": lambda: HistGradientBoostingRegressor(random_state=5)}[method]
+    make = {"ridge": lambda n: Ridge(alpha=1.0),
+            "random forest": lambda n: RandomForestRegressor(n_estimators=100, random_state=5, n_jobs=1),
+            "gradient boosting": lambda n: HistGradientBoostingRegressor(min_samples_leaf=leaf(n),
+                                                                         random_state=5)}[method]
     sub, valid = window_vectors(store, layer)
-    want = make().fit(X, y).predict(sub[valid])
+    want = make(len(y)).fit(X, y).predict(sub[valid])
     got = layer.values[valid]
     assert np.isnan(layer.values[~valid]).all() and valid.sum() > 1000
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3 * np.ptp(y))
     # held-out: a seeded 5-fold's predictions, R² and RMSE as scikit-learn gives them
     ev = state.tools.regress.evaluation
-    pred = cross_val_predict(make(), X, y, cv=KFold(5, shuffle=True, random_state=5))
+    pred = held_out(make, X, y, KFold(5, shuffle=True, random_state=5).split(X))
     assert ev["folds"] == 5 and ev["labels"] == len(y)
     assert ev["r2"] == pytest.approx(r2_score(y, pred), abs=0.01)
     assert ev["rmse"] == pytest.approx(mean_squared_error(y, pred) ** 0.5, rel=0.01)
@@ -103,14 +117,14 @@ def reference_curve(make, X, y, seed, fractions=(0.2, 0.4, 0.6, 0.8, 1.0)):
     training folds are cut to a seeded fraction (numpy's default_rng(seed), drawn fraction by fraction and fold by
     fold, as docs/explorer.md states the scheme)."""
     from sklearn.metrics import r2_score
-    from sklearn.model_selection import KFold, cross_val_predict
+    from sklearn.model_selection import KFold
     splits = list(KFold(5, shuffle=True, random_state=seed).split(X))
     rng = np.random.default_rng(seed)
     out = []
     for frac in fractions:
         cut = [(np.sort(rng.permutation(tr)[:max(2, int(round(frac * len(tr))))]) if frac < 1.0 else tr, te)
                for tr, te in splits]
-        pred = cross_val_predict(make(), X, y, cv=cut)
+        pred = held_out(make, X, y, cut)
         out.append((int(round(np.mean([len(tr) for tr, _ in cut]))), r2_score(y, pred)))
     return out
 
@@ -135,9 +149,10 @@ def test_regression_learning_curve_is_in_the_page_api_side_bar_and_export(store,
     v = zone_vectors(store, "utm30")
     X = np.stack([v[r, c] for r, c, _ in train])
     y = np.array([VALUE[k] for _, _, k in train])
-    make = {"ridge": lambda: Ridge(alpha=1.0),
-            "random forest": lambda: RandomForestRegressor(n_estimators=100, random_state=7, n_jobs=1),
-            "gradient boosting": lambda: HistGradientBoostingRegressor(random_state=7)}[method]
+    make = {"ridge": lambda n: Ridge(alpha=1.0),
+            "random forest": lambda n: RandomForestRegressor(n_estimators=100, random_state=7, n_jobs=1),
+            "gradient boosting": lambda n: HistGradientBoostingRegressor(min_samples_leaf=leaf(n),
+                                                                         random_state=7)}[method]
     want = reference_curve(make, X, y, 7)
     curve = ev["learning_curve"]
     assert [pt["labels"] for pt in curve] == [n for n, _ in want]

@@ -12,7 +12,7 @@ import numpy as np
 import param
 
 from app import views
-from app.tools import crossyear, evaluate, lazy, panes, region as reg
+from app.tools import boosting, crossyear, evaluate, lazy, panes, region as reg
 from app.tools.tool import Tool
 from app.tools.urlvalues import integer, number
 
@@ -34,8 +34,7 @@ def estimator(method: str, n_train: int, k: int = 5, seed: int = 0):
         from sklearn.neural_network import MLPClassifier
         return MLPClassifier(hidden_layer_sizes=(64,), max_iter=500, random_state=seed)
     if method == "gradient boosting":
-        from sklearn.ensemble import HistGradientBoostingClassifier
-        return HistGradientBoostingClassifier(random_state=seed)
+        return boosting.classifier(n_train, seed)  # its leaf sized for the labels given
     raise ValueError(f"unknown classification method {method!r} (one of {', '.join(METHODS)})")
 
 

@@ -19,14 +19,15 @@ import numpy as np
 import param
 
 from app import render, views
-from app.tools import evaluate, lazy, panes, region as reg
+from app.tools import boosting, evaluate, lazy, panes, region as reg
 from app.tools.tool import Tool
 
 METHODS = ["ridge", "random forest", "gradient boosting"]
 
 
-def estimator(method: str, seed: int = 0):
-    """The scikit-learn regressor for `method` (the same construction a CPython check uses)."""
+def estimator(method: str, n_train: int, seed: int = 0):
+    """The scikit-learn regressor for `method` fitted on `n_train` labels (the same construction a CPython check
+    uses)."""
     if method == "ridge":
         from sklearn.linear_model import Ridge
         return Ridge(alpha=1.0)
@@ -34,8 +35,7 @@ def estimator(method: str, seed: int = 0):
         from sklearn.ensemble import RandomForestRegressor
         return RandomForestRegressor(n_estimators=100, random_state=seed, n_jobs=1)
     if method == "gradient boosting":
-        from sklearn.ensemble import HistGradientBoostingRegressor
-        return HistGradientBoostingRegressor(random_state=seed)
+        return boosting.regressor(n_train, seed)  # its leaf sized for the labels given
     raise ValueError(f"unknown regression method {method!r} (one of {', '.join(METHODS)})")
 
 
@@ -64,7 +64,7 @@ async def held_out(method: str, X: np.ndarray, y: np.ndarray, seed: int) -> dict
         return dict(base, error="no held-out score: at least 2 labels are needed")
     splits = list(KFold(k, shuffle=True, random_state=seed).split(X))
     pred, curve = await evaluate.learning_curve(
-        lambda train, test: estimator(method, seed).fit(X[train], y[train]).predict(X[test]),
+        lambda train, test: estimator(method, len(train), seed).fit(X[train], y[train]).predict(X[test]),
         splits, len(y), seed, lambda p: r2_score(y, p), "r2")
     return dict(base, folds=k, r2=float(r2_score(y, pred)), rmse=float(mean_squared_error(y, pred) ** 0.5),
                 actual=y.tolist(), predicted=pred.tolist(), learning_curve=curve)
@@ -102,7 +102,7 @@ class Regressor(Tool):
             ctx.status = views.html("The view shows no zone of this store.")
             return None
         await lazy.sklearn(ctx)
-        model = estimator(self.method, self.seed).fit(X, y)
+        model = estimator(self.method, len(y), self.seed).fit(X, y)
         pred = (await lazy.chunked(model.predict, region.pixels())).astype(np.float32)
         lo, hi = (float(pred.min()), float(pred.max())) if len(pred) else (0.0, 1.0)
         self.range = (lo, hi if hi > lo else lo + 1.0)
