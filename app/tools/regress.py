@@ -115,6 +115,9 @@ class Regressor(Tool):
                                 else ev["error"], (time.perf_counter() - t0) * 1000)
         return self.result
 
+    def colour_bar(self) -> tuple[str, float, float] | None:
+        return ("predicted value", *self.range) if self.result is not None else None
+
     def verbs(self, api) -> dict:
         def regress(method="ridge", params=None):
             p = dict(params or {})
