@@ -5,15 +5,16 @@ from __future__ import annotations
 
 
 def colour_bar(state) -> tuple[str, float, float] | None:
-    """(title, low, high) of the continuous layer on top, or None: a tool's change layer when it is shown,
-    else the similarity layer when it is on. Both are coloured over the range they show (app/render.py ramp_rgba):
-    similarity from the threshold to 1, change from 0 to 1."""
+    """(title, low, high) of the continuous layer on top, or None: the tool layer shown when it is continuous (its
+    Tool.colour_bar: change, a regression, search by examples), else the similarity layer when it is on, coloured
+    over the range it shows (app/render.py similarity_range)."""
+    from app import render
     tool = state.tools.tool(state.tools.shown)
     bar = tool.colour_bar() if tool is not None else None
     if bar is not None:
         return bar
     if state.similarity_on and state.sim is not None:
-        return "cosine similarity", float(state.threshold), 1.0
+        return ("cosine similarity", *render.similarity_range(state.threshold))
     return None
 
 

@@ -236,11 +236,16 @@ def composite(under: np.ndarray, over: np.ndarray) -> np.ndarray:
 _VIRIDIS = np.array([[int(h[i:i + 2], 16) for i in (1, 3, 5)] for h in Viridis256], dtype=np.uint8)
 
 
+def similarity_range(threshold: float) -> tuple[float, float]:
+    """The cosines a similarity map is coloured over: the range it shows, `threshold` to 1 (the colour bar's ends,
+    app/legend.py). (Over -1..1, every pixel above a 0.8 threshold was nearly the same yellow.)"""
+    return min(float(threshold), 1.0 - 1e-6), 1.0
+
+
 def similarity_rgba(sim: np.ndarray, threshold: float) -> np.ndarray:
-    """Colour a cosine-similarity map over the range it shows, `threshold` to 1 (the map's colour bar,
-    app/legend.py); transparent below `threshold` and where NaN. (Over -1..1, every pixel above a 0.8 threshold
-    was nearly the same yellow.)"""
-    return ramp_rgba(sim, threshold, min(float(threshold), 1.0 - 1e-6), 1.0)
+    """Colour a cosine-similarity map over similarity_range(threshold); transparent below `threshold` and where
+    NaN."""
+    return ramp_rgba(sim, threshold, *similarity_range(threshold))
 
 
 def ramp_rgba(values: np.ndarray, threshold: float, lo: float, hi: float) -> np.ndarray:

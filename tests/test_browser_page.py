@@ -209,6 +209,12 @@ def test_the_map_image_is_computed_at_the_size_the_map_has_on_screen(page, serve
     assert 900 < small["map"][0] < big["map"][0], (small, big)
 
 
+# The map legend's colour bar: shown or not, its title, its range and its palette (app/main.py _draw_legend).
+LEGEND_BAR = """() => { const d = Bokeh.documents[0], c = d.get_model_by_name('legend-colorbar');
+    const m = d.get_model_by_name('legend-mapper');
+    return {visible: c.visible, title: c.title, low: m.low, high: m.high, palette: Array.from(m.palette)}; }"""
+
+
 def test_the_map_legend_names_what_it_shows_and_its_colour_bar_spans_the_similarity_shown(page, server, site):
     """Similarity was viridis over -1..1 with a 0.8 threshold (every pixel shown nearly the same yellow), with no
     colour bar, and nothing said which year or representation the map showed."""
@@ -221,9 +227,7 @@ def test_the_map_legend_names_what_it_shows_and_its_colour_bar_spans_the_similar
     page.goto(server + f"index.html#lon={lon}&lat={lat}&span=4000")
     assert wait_state(page) == "ready"
     caption = lambda: page.evaluate("Bokeh.documents[0].get_model_by_name('map-caption').text")
-    bar = lambda: page.evaluate("""() => { const d = Bokeh.documents[0], c = d.get_model_by_name('legend-colorbar');
-        const m = d.get_model_by_name('legend-mapper');
-        return {visible: c.visible, title: c.title, low: m.low, high: m.high, palette: Array.from(m.palette)}; }""")
+    bar = lambda: page.evaluate(LEGEND_BAR)
     assert caption().startswith("2024 · embedding preview · ") and not bar()["visible"]
     page.evaluate("async ([lon, lat]) => { await window.tesseraApi.select(lon, lat);"
                   " await window.tesseraApi.similarity(true); }", [lon, lat])
@@ -262,6 +266,166 @@ def test_the_map_legend_names_what_it_shows_and_its_colour_bar_spans_the_similar
     page.get_by_label("Year", exact=True).select_option("2023")
     page.wait_for_function("Bokeh.documents[0].get_model_by_name('map-caption').text.startsWith('2023 · ')",
                            timeout=60_000)
+
+
+# The class key's labels as the page shows them: BokehJS draws a legend's entries as elements whose label is a text
+# node (never parsed as HTML): [text, child elements, on screen] of each.
+KEY_LABELS = """() => { const v = Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name('map-key'));
+    return v ? v.entries.map((e) => [e.label_el.textContent, e.label_el.children.length,
+                                     e.label_el.getBoundingClientRect().width > 0]) : []; }"""
+TOOL_IMAGE = """() => { const d = Bokeh.documents[0].get_model_by_name('tool-source').data;
+    return (d instanceof Map ? d.get('image') : d.image)[0]; }"""
+# The text of every <b> element in the page, shadow roots included (a class name's markup parsed as HTML).
+BOLD = """(() => { const found = [];
+    const walk = (n) => { if (n.nodeName === 'B') found.push(n.textContent);
+        if (n.shadowRoot) walk(n.shadowRoot); for (const c of n.childNodes) walk(c); };
+    walk(document.body); return found; })()"""
+
+
+def rgb(colour: str) -> tuple[int, int, int]:
+    return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+
+
+def test_each_tool_layer_has_a_legend_on_the_map_that_matches_its_values(page, server, site):
+    """Issue 38: a colour bar for every continuous layer (change, a regression, search by examples) and class swatches
+    with their names, each checked against the layer's own values and the colours drawn; the caption names the layer
+    and its representation. Also point 6: the years plot ticks whole years only (it had 2023.5), and one control
+    starts pixel similarity (a side-bar button and the Similarity tab both did)."""
+    from tools_util import pixel_lonlat
+    data = site / "data"
+    store = data / "2024.zarr"
+    g0, g1 = (zarr.open_group(data / f"{y}.zarr" / "utm30", mode="r") for y in (2023, 2024))
+    assert g0.attrs["spatial:transform"] == g1.attrs["spatial:transform"]  # one grid: (row, col) is one place
+    scales = g1["scales"][:]
+    rows, cols = np.nonzero(np.isfinite(scales) & (scales > 0))
+    r, c = int(rows[len(rows) // 2]), int(cols[len(cols) // 2])
+    lon, lat = pixel_lonlat(store, "utm30", r, c)
+    # 1 - cosine of the two years by numpy on zarr-python's reads, 40 pixels about the view's centre: its largest
+    # change is a pixel the change layer draws (above the 0.05 threshold)
+    win = np.s_[r - 40:r + 41, c - 40:c + 41]
+    a, b = (g["embeddings"][win].astype(np.float64) * g["scales"][win][..., None] for g in (g0, g1))
+    change = 1 - (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+    dr, dc = np.unravel_index(np.nanargmax(change), change.shape)
+    changed = pixel_lonlat(store, "utm30", r - 40 + int(dr), c - 40 + int(dc))
+    assert 0.05 < np.nanmax(change) <= 1, np.nanmax(change)
+    ok = np.isfinite(scales[win]) & (scales[win] > 0)
+    ok[35:46, 35:46] = False  # labelled pixels away from the centre
+    near = np.argwhere(ok)
+    spots = [pixel_lonlat(store, "utm30", r - 40 + int(i), c - 40 + int(j)) for i, j in near[::len(near) // 4][:4]]
+
+    # 3 km across: the tools read 10 m pixels (level 0), each several screen pixels wide, so a pixel's centre is
+    # drawn in that pixel's colour
+    page.goto(server + f"index.html#lon={lon}&lat={lat}&span=3000")
+    assert wait_state(page) == "ready"
+    page.wait_for_function("window.tesseraTimings.plots !== undefined", timeout=60_000)
+    call = lambda name, *a: page.evaluate("async ([n, a]) => await window.tesseraApi[n](...a)", [name, list(a)])
+    caption = lambda: page.evaluate("Bokeh.documents[0].get_model_by_name('map-caption').text")
+
+    # ---- the years plot (cosine to the previous year) ticks each year after the first, and nothing between
+    call("select", lon, lat)
+    ticks = page.evaluate("""async () => { const f = Bokeh.documents[0].get_model_by_name('change');
+        for (;;) { const v = f && Bokeh.index.find_one(f.below[0]);
+            if (v && v.tick_coords.major[0].length) return [v.tick_coords.major[0], v.tick_coords.minor[0]];
+            await new Promise((ok) => requestAnimationFrame(ok)); } }""")
+    years = sorted(int(p.name.split(".")[0]) for p in data.glob("*.zarr") if p.name.split(".")[0].isdigit())
+    assert ticks == [years[1:], []], (ticks, years)
+
+    # ---- one control starts pixel similarity: the side bar's toggle; the Similarity tab searches by label classes
+    page.evaluate("""() => { const t = [...Bokeh.documents[0].all_models].find((m) => m.type.endsWith('Tabs')
+        && m.tabs.some((p) => p.title === 'Similarity'));
+        t.active = t.tabs.findIndex((p) => p.title === 'Similarity'); }""")
+    buttons = """() => [...Bokeh.documents[0].all_models].filter((m) => /(Button|Toggle)$/.test(m.type)
+        && typeof m.label === 'string').map((m) => m.label)"""
+    page.wait_for_function(f"() => ({buttons})().includes('Search by examples')", timeout=60_000)
+    assert [x for x in page.evaluate(buttons) if "similar" in x.lower()] == ["Similarity search"]
+    page.get_by_role("button", name="Similarity search", exact=True).click()
+    page.wait_for_function("Bokeh.documents[0].get_model_by_name('map-caption').text.startsWith('2024 · similarity')",
+                           timeout=60_000)
+    page.get_by_role("button", name="Similarity search", exact=True).click()
+    page.wait_for_function("!Bokeh.documents[0].get_model_by_name('map-caption').text.includes('similarity')",
+                           timeout=60_000)
+
+    def computed(name, *args):
+        """Run a tool verb; return once the map draws a new tool layer (its image replaced)."""
+        page.evaluate(f"() => {{ window.toolImage = ({TOOL_IMAGE})(); }}")
+        res = call(name, *args)
+        assert res is not None, name
+        page.wait_for_function(f"() => ({TOOL_IMAGE})() !== window.toolImage", timeout=60_000)
+        return res
+
+    def values(layer):
+        got = json.loads(call("layerArray", layer))
+        assert got["level"] == 0, got  # 10 m pixels, each several screen pixels wide
+        return got, np.concatenate([np.array([np.nan if x is None else x for x in p["values"]], float)
+                                    for p in got["parts"]])
+
+    def drawn(where):
+        rgba, at = image(page, "tool-source")
+        return rgba[at(*merc(*where))]
+
+    def named(layer, got):
+        """The caption: the year, the layer, the representation its values were computed from."""
+        year, name, read_as = caption().split(" · ")
+        assert (year, name) == ("2024", layer), caption()
+        assert read_as.endswith(f"({got['pixel']:g} m)") and ("vectors" in read_as or "compact code" in read_as)
+
+    def continuous(layer, title, where):
+        """The colour bar, shown with `title`: (bar, the layer's values); the colour drawn at `where` is the bar's
+        colour for the layer's value there."""
+        page.wait_for_function("""(t) => { const c = Bokeh.documents[0].get_model_by_name('legend-colorbar');
+            return c.visible && c.title === t; }""", arg=title, timeout=60_000)
+        bar = page.evaluate(LEGEND_BAR)
+        got, v = values(layer)
+        here = call("value", layer, *where)
+        palette = [rgb(x) for x in bar["palette"]]
+        px = drawn(where)
+        pos = (here - bar["low"]) / (bar["high"] - bar["low"]) * (len(palette) - 1)
+        assert px[3] > 0 and tuple(int(x) for x in px[:3]) in palette, (layer, px, here, bar["low"], bar["high"])
+        k = palette.index(tuple(int(x) for x in px[:3]))
+        assert abs(k - min(max(pos, 0), len(palette) - 1)) <= 0.5 + 1e-3, (layer, here, k, pos, bar)
+        named(layer, got)
+        return bar, v
+
+    # ---- change: the bar spans 1 - cosine from 0 (no change) to 1, and holds every value, the layer's and numpy's
+    computed("change", 2023, 2024)
+    bar, v = continuous("change", "change (1 - cosine)", changed)
+    assert (bar["low"], bar["high"]) == (0.0, 1.0)
+    assert bar["low"] <= np.nanmin(v) and np.nanmax(v) <= bar["high"] and np.nanmax(change) <= bar["high"]
+
+    # ---- a regression: the bar spans the lowest to the highest value predicted
+    for spot, value in zip(spots, ("0.5", "0.5", "12", "12")):
+        assert call("label", *spot, value)
+    computed("regress", "ridge", {"seed": 0})
+    bar, v = continuous("regression", "predicted value", changed)
+    assert (bar["low"], bar["high"]) == (pytest.approx(np.nanmin(v), rel=1e-6), pytest.approx(np.nanmax(v), rel=1e-6))
+
+    # ---- a classification: a swatch per class, named as the class is (markup shown as text), in the class's colour
+    call("clearLabels")
+    names = ["<b>wet</b> & dry", "field"]
+    for spot, name in zip(spots, (names[0], names[1], names[0], names[1])):
+        assert call("label", *spot, name)
+    res = computed("classify", "k-NN", {"seed": 0})
+    assert sorted(res["names"]) == sorted(names), res["names"]
+    page.wait_for_function("Bokeh.documents[0].get_model_by_name('map-key').visible", timeout=60_000)
+    key = model_data(page, "key-source")
+    classes = dict(json.loads(call("labels"))["classes"])
+    assert key["label"] == res["names"] and key["color"] == [classes[n] for n in res["names"]], (key, classes)
+    assert not page.evaluate("Bokeh.documents[0].get_model_by_name('legend-colorbar').visible")
+    for where in (changed, spots[0], spots[1]):
+        which = call("value", "class", *where)
+        px = drawn(where)
+        assert px[3] > 0 and "#" + "".join(f"{int(x):02x}" for x in px[:3]) == key["color"][int(which)].lower()
+    page.wait_for_function(f"(n) => JSON.stringify(({KEY_LABELS})().map((e) => e[0])) === JSON.stringify(n)",
+                           arg=res["names"], timeout=60_000)
+    assert page.evaluate(KEY_LABELS) == [[n, 0, True] for n in res["names"]]  # on the map, each name as text
+    assert "wet" not in page.evaluate(BOLD), page.evaluate(BOLD)  # the name's markup parsed nowhere
+    named("class", values("class")[0])
+
+    # ---- search by examples: like similarity, coloured from its threshold (0 by default) to 1
+    computed("examples", names[0], "all other classes")
+    bar, v = continuous("examples", "cosine similarity to the examples", spots[0])
+    assert (bar["low"], bar["high"]) == (0.0, 1.0) and np.nanmax(v) <= 1 + 1e-6
+    assert not page.evaluate("Bokeh.documents[0].get_model_by_name('map-key').visible")
 
 
 # Each visible card of the side bar, the map and the plots that answer a click, by their boxes in the window

@@ -22,11 +22,12 @@ from app.tools.urlvalues import integer, number
 from builder.core.quant import cosine_pairs_code
 
 BINS = 40
+RANGE = (0.0, 1.0)  # 1 - cosine coloured from no change to orthogonal vectors (more is brighter; above 1 is clipped)
 
 
 def change_rgba(values: np.ndarray, threshold: float) -> np.ndarray:
-    """Change coloured on [0, 1] (more is brighter), transparent below the threshold and where NaN."""
-    return render.ramp_rgba(values, threshold, 0.0, 1.0)
+    """Change coloured over RANGE, transparent below the threshold and where NaN."""
+    return render.ramp_rgba(values, threshold, *RANGE)
 
 
 def histogram(values: np.ndarray) -> dict:
@@ -179,7 +180,7 @@ class Change(Tool):
         return await self.compute()
 
     def colour_bar(self) -> tuple[str, float, float] | None:
-        return ("change (1 - cosine)", 0.0, 1.0) if self.result is not None else None
+        return ("change (1 - cosine)", *RANGE) if self.result is not None else None
 
     def verbs(self, api) -> dict:
         def change(y0, y1):

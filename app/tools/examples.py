@@ -80,6 +80,10 @@ class Examples(Tool):
             self.result = reg.joined([reg.replace(p, rgba=render.similarity_rgba(p.values, self.threshold))
                                       for p in self.result.all])
 
+    def colour_bar(self) -> tuple[str, float, float] | None:
+        return ("cosine similarity to the examples", *render.similarity_range(self.threshold)) \
+            if self.result is not None else None
+
     def verbs(self, api) -> dict:
         def examples(positive, negative=ALL_OTHERS):
             """Similarity to q = 2 x mean(positives) - mean(negatives): the labels of class `positive`, and of class

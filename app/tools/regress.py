@@ -118,6 +118,9 @@ class Regressor(Tool):
     def report(self) -> dict | None:
         return self.evaluation or None
 
+    def colour_bar(self) -> tuple[str, float, float] | None:
+        return ("predicted value", *self.range) if self.result is not None else None
+
     def verbs(self, api) -> dict:
         def regress(method="ridge", params=None):
             p = dict(params or {})
