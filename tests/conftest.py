@@ -29,7 +29,8 @@ SLOWEST_FIRST = (
     "test_browser.py", "test_mirror.py", "test_browser_tools.py", "test_tools_zones.py", "test_build.py",
     "test_tools_share.py", "test_browser_hostile.py", "test_overviews.py", "test_kills.py",
     "test_bad_input.py", "test_tools_classify.py", "test_virtual.py", "test_browser_geography.py",
-    "test_browser_exports.py", "test_exports.py", "test_tools_scatter.py", "test_virtual_parquet.py",
+    "test_browser_exports.py", "test_browser_models.py", "test_exports.py", "test_tools_scatter.py",
+    "test_virtual_parquet.py",
     "test_validate.py", "test_tools_change.py", "test_publish.py",
 )
 
