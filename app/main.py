@@ -478,7 +478,7 @@ async def start(target: str) -> Explorer | None:
     state.pins = [p for p in pins if p is not None and p.valid]
     if url.sel:
         await state.select(*url.sel)
-    for overlay in state.tools.overlays:  # the link's similarity settings; on again if it was
+    for overlay in state.tools.overlays:  # each overlay's own parts (similarity's); on again if the link had it on
         await overlay.restore(url)
     page.mark("labels_restoring")
     await state.tools.labels.restore(url.labels)  # from the URL hash, else localStorage
