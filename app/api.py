@@ -29,13 +29,6 @@ def commands(state: Explorer, tools_ui=None) -> dict:
         return None if px is None else {"zone": px.zone, "row": px.row, "col": px.col, "valid": px.valid,
                                         "scale": px.scale}
 
-    async def similarity(on):
-        if on and state.similarity_on:
-            await state.compute_similarity()  # again, for the current selection and view
-        state.similarity_on = bool(on)
-        await state.settle()
-        return True
-
     def pin():
         state.pin()
         return len(state.pins)
@@ -102,14 +95,11 @@ def commands(state: Explorer, tools_ui=None) -> dict:
         return await region.export(state)
 
     cmds = {"goto": goto, "layers": layers_, "select": select, "timeSimilarity": time_similarity,
-            "pin": pin, "simAt": state.sim_at, "view": view, "redraw": redraw,
+            "pin": pin, "view": view, "redraw": redraw,
             "exportGeoTIFF": export_geotiff, "exportPNG": export_png, "exportRegion": export_region,
             "exportGIS": export_gis, "exportAnimation": export_animation,
             "layerZones": lambda name="similarity": layers.zones(state, str(name))}
-    tools = tools_api.commands(state, tools_ui)  # label, classify, cluster, change, value, ...
-    view_sim = tools.pop("similarity")
-    cmds.update(tools, similarity=lambda on=True, mode="mean", threshold=None: similarity(on) if isinstance(on, bool)
-                else view_sim(on, mode, threshold))
+    cmds.update(tools_api.commands(state, tools_ui))  # label, similarity, classify, cluster, change, value, ...
     return cmds
 
 

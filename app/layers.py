@@ -4,11 +4,9 @@
 (app/tools/registry.py) has its layer's entry, and is then exported as GeoTIFF
 and PNG by `tesseraApi.exportGeoTIFF(name)`, `exportPNG(name)` and the page's buttons.
 
-  * "similarity": the last similarity map, float32 cosines on its zone window, NaN where no data
-    (PNG: the map's colours, transparent below the threshold);
   * "base": the embedding preview (the zone's rgb array) over the view's window of one zone;
-  * each tool's layer ("class", "cluster", "change", "scatter", "regression", "examples"): float32 with NaN for no
-    data, or, for a class layer (Tool.continuous False: class, cluster, scatter), uint8 values with 255 for no data
+  * each tool's layer (the overlay "similarity", listed before "base"; "class", "cluster", "change", "scatter",
+    "regression", "examples"): float32 with NaN for no data, or, for a class layer (Tool.continuous False: class, cluster, scatter), uint8 values with 255 for no data
     and the tool's class names and colour table; the PNG in the map's colours. The scatter's is the pixels of the
     brushed points: 1 brushed, 0 the region's other pixels with data.
 
@@ -23,7 +21,7 @@ import zipfile
 
 import numpy as np
 
-from app import gis, raster, render
+from app import gis, raster
 from app.tools import region as tool_region
 from app.tools import registry
 from app.model import Zone
@@ -54,15 +52,6 @@ def part(layer, zone: str | None):
             return p
     raise ExportError(f"the {layer.name} map has no zone {str(zone)[:40]!r} "
                       f"(its zones: {', '.join(p.zone.name for p in layer.all)})")
-
-
-async def similarity_layer(state, zone: str | None = None) -> RasterLayer:
-    if state.sim is None:
-        raise ExportError("no similarity map yet: select a pixel and turn similarity search on")
-    sim = part(state.sim, zone)
-    threshold = state.threshold
-    return RasterLayer("similarity", sim.values, sim.zone, sim.window, float("nan"),
-                       colours=lambda v: render.similarity_rgba(v, threshold))
 
 
 async def base_layer(state, zone: str | None = None) -> RasterLayer:
@@ -99,8 +88,9 @@ def tool_layer(name: str):
 
 
 def providers() -> dict:
-    """Layer name -> provider: the similarity map, the base layer, then each tool's in the registry's order."""
-    return {"similarity": similarity_layer, "base": base_layer,
+    """Layer name -> provider: the overlays' (the similarity map), the base layer, then each tool's in the registry's
+    order."""
+    return {**{t.layer_name: tool_layer(t.layer_name) for t in registry.OVERLAYS}, "base": base_layer,
             **{t.layer_name: tool_layer(t.layer_name) for t in registry.TOOLS}}
 
 
@@ -119,14 +109,14 @@ def zones(state, name: str) -> list[str]:
         if state.model is None:
             return []
         return [w[0].name for w in tool_region.view_windows(state.model, state.render_view()) if w[0].has_rgb]
-    got = state.sim if name == "similarity" else state.tools.layer(name)
+    got = state.tools.layer(name)
     return [] if got is None else [p.zone.name for p in got.all]
 
 
 def available(state) -> list[str]:
     """The names of the layers there is something to export of, in providers()' order: the base layer (the
     embedding preview), and each layer computed so far."""
-    return [n for n in providers() if n == "base" or (state.sim if n == "similarity" else state.tools.layer(n)) is not None]
+    return [n for n in providers() if n == "base" or state.tools.layer(n) is not None]
 
 
 def gis_files(lay: RasterLayer, stem: str) -> dict[str, bytes]:

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 def colour_bar(state) -> tuple[str, float, float] | None:
     """(title, low, high) of the continuous layer on top, or None: the tool layer shown when it is continuous (its
-    Tool.colour_bar: change, a regression, search by examples), else the similarity layer when it is on, coloured
-    over the range it shows (app/render.py similarity_range)."""
-    from app import render
-    tool = state.tools.tool(state.tools.shown)
-    bar = tool.colour_bar() if tool is not None else None
-    if bar is not None:
-        return bar
-    if state.similarity_on and state.sim is not None:
-        return ("cosine similarity", *render.similarity_range(state.threshold))
+    Tool.colour_bar: change, a regression, search by examples), else the top overlay drawn (similarity, over the
+    range it shows)."""
+    shown = state.tools.tool(state.tools.shown)
+    drawn = [t for t in state.tools.overlays if t.drawn()]
+    for tool in ([shown] if shown is not None else []) + drawn[::-1]:
+        bar = tool.colour_bar()
+        if bar is not None:
+            return bar
     return None
 
 
@@ -28,9 +27,7 @@ def key(state) -> list[tuple[str, str]]:
 def caption(state) -> str:
     """E.g. "2024 · similarity · full 128-d vectors (10 m)": what the map shows, and from what."""
     from app.session import representation
-    layers = []
-    if state.similarity_on and state.sim is not None:
-        layers.append("similarity")
+    layers = [t.layer_name for t in state.tools.overlays if t.drawn()]
     if state.tools.shown and state.tools.layer(state.tools.shown) is not None:
         layers.append(str(state.tools.shown))
     what = representation(state.model, state.render_view(), state.exact) if state.model is not None else ""

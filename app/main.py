@@ -26,7 +26,7 @@ from app.export import to_csv, to_npy
 from app.reader import SourceError, bridge
 from app.session import MAP_H, MAP_W, Explorer, fit_box, image_size, year_options
 from app.state import UrlState
-from app.tools import share, similarity
+from app.tools import share
 from app.tools.labels import BrowserStorage
 from app.tools.ui import ToolsUI
 
@@ -91,10 +91,6 @@ class ExplorerUI(pn.viewable.Viewer):
             year=pn.widgets.Select.from_param(state.param.year, description=None),
             pin=pn.widgets.Button.from_param(state.param.pin_selected, button_type="primary"),
             clear=pn.widgets.Button.from_param(state.param.clear_pins),
-            similarity=pn.widgets.Toggle.from_param(state.param.similarity_on),
-            threshold=pn.widgets.FloatSlider.from_param(state.param.threshold),
-            sim_from=pn.widgets.Select.from_param(state.param.sim_from, description=None, width=layout.HALF_W),
-            sim_mode=pn.widgets.Select.from_param(state.param.sim_mode, description=None, width=layout.HALF_W),
             goto=pn.widgets.TextInput.from_param(state.param.goto_text, placeholder="lon,lat or country name",
                                                  name="Go to (lon,lat or country)"),
             coast=pn.widgets.Checkbox.from_param(state.param.show_coast),
@@ -112,7 +108,9 @@ class ExplorerUI(pn.viewable.Viewer):
         self._plotted = None  # the selection whose plots were last opened (_draw_pixel_marks)
         self._url_due = False  # a URL write waits for the page's next paint (_write_url)
         state.param.watch(self._draw_base, ["base"])
-        state.param.watch(self._draw_overlay, ["sim", "threshold", "similarity_on", "base"])
+        state.param.watch(self._draw_overlay, ["base"])
+        for overlay in state.tools.overlays:
+            overlay.param.watch(self._draw_overlay, ["on", overlay.layer_param])
         state.param.watch(self._draw_pixels, ["selected", "pins", "outside"])
         state.param.watch(self._draw_years, ["years_pixel"])
         self._aheads = {}  # the spectra last sent ahead to the page, by their ids: (data, spectra sent before it)
@@ -127,8 +125,7 @@ class ExplorerUI(pn.viewable.Viewer):
             tool.param.watch(self._draw_legend, [tool.layer_param])
         state.param.watch(self._draw_layers, ["show_coast", "show_borders", "geo_opacity", "show_tiles",
                                               "tiles_opacity", "embedding_opacity"])
-        state.param.watch(self._write_url, ["year", "view", "selected", "pins", "similarity_on", "threshold", "sim_from",
-                                              "sim_mode", "sim"])
+        state.param.watch(self._write_url, ["year", "view", "selected", "pins"])
         state.tools.labels.param.watch(self._write_url, ["points", "classes"])
         share.watch(state.tools, self._write_url)  # the tool layer shown and its settings
 
@@ -223,7 +220,7 @@ class ExplorerUI(pn.viewable.Viewer):
                  layout.card("Pixel", self.info, w["go_selected"], pn.Row(w["pin"], w["clear"]), self.table,
                              name="pixel-card"),
                  self.plots,
-                 layout.card("Layers", w["similarity"], w["threshold"], pn.Row(w["sim_from"], w["sim_mode"]),
+                 layout.card("Layers", *(c for overlay in self.state.tools.overlays for c in overlay.controls()),
                              *([t.layer_select] if tools else []), t.exact,
                              name="layers-card")]
         if tools:
@@ -335,8 +332,7 @@ class ExplorerUI(pn.viewable.Viewer):
     def _draw_overlay(self, event) -> None:
         s = self.state
         v = s.base[0] if s.base else s.render_view()  # drawn for the same view as the base layer
-        self.sources["overlay-source"].data = views.image_data(views.similarity_image(s.sim, s.threshold,
-                                                                                      s.similarity_on, v), v)
+        self.sources["overlay-source"].data = views.image_data(views.overlay_image(s.tools.overlays, v), v)
         self._draw_legend()
 
     def _draw_legend(self, *events) -> None:
@@ -482,7 +478,8 @@ async def start(target: str) -> Explorer | None:
     state.pins = [p for p in pins if p is not None and p.valid]
     if url.sel:
         await state.select(*url.sel)
-    await similarity.restore(state, url)  # the link's threshold, source and mode; on again if it was
+    for overlay in state.tools.overlays:  # each overlay's own parts (similarity's); on again if the link had it on
+        await overlay.restore(url)
     page.mark("labels_restoring")
     await state.tools.labels.restore(url.labels)  # from the URL hash, else localStorage
     page.mark("labels_restored")  # benchmarks/browser.py times a stored label set's restore by these two

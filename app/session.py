@@ -1,7 +1,7 @@
 """The explorer's state and what the user can do to it, free of any UI (runs on CPython in the tests).
 
-`Explorer` is one `param.Parameterized`: the year, the map view, the selected pixel, the pins,
-the similarity settings and the status line are parameters; the UI (app/main.py) builds its
+`Explorer` is one `param.Parameterized`: the year, the map view, the selected pixel, the pins
+and the status line are parameters (the tools' settings are their own: app/tools/); the UI (app/main.py) builds its
 widgets from them with `from_param` and draws the views (app/views.py) as functions of them.
 Actions are coroutines that read the store through the model and set parameters.
 """
@@ -12,7 +12,7 @@ import math
 import param
 
 from app import basemap, footprints, geo, layers, places, render, tiles, views
-from app.tools import Tools, share, similarity
+from app.tools import Tools, share
 from app.model import Pixel, StoreModel
 from app.bigreads import PURPOSE, BigReads
 from app.reader import JSSource, SourceError
@@ -34,11 +34,6 @@ class Explorer(param.Parameterized):
                                 doc="the pixel last read ahead (a resting mouse, a press: hover), of the year shown")
     outside = param.Parameter(None, doc="lon/lat of a click outside every zone")
     pins = param.List([], item_type=Pixel, doc="pinned pixels (valid ones only)")
-    similarity_on = param.Boolean(False, label="Similarity search")
-    threshold = param.Number(0.8, bounds=(-1.0, 1.0), step=0.01, label="Similarity threshold")
-    sim_from = param.Selector(objects=similarity.SOURCES, default="selection", label="Similarity to")
-    sim_mode = param.Selector(objects=similarity.MODES, default="mean", label="Combine (several pixels)")
-    sim = param.Parameter(None, doc="(zone, window, cosine map) of the last similarity search")
     base = param.Parameter(None, doc="(render.View, RGBA image): the map's base layer and the view it was drawn for")
     image_px = param.NumericTuple((MAP_W, MAP_H), length=2,
                                   doc="the map image's size in pixels: the map's on screen (image_size; app/main.py)")
@@ -84,14 +79,10 @@ class Explorer(param.Parameterized):
         self.tools = Tools(self)  # the labels and the analysis tools (app/tools/)
         self.param.watch(self._on_selected, "selected")
         # The layers to export are those there are (layers.available): a new one is chosen as it comes.
-        self.param.watch(self._offer_exports, "sim")
         for tool in self.tools.all:
             tool.param.watch(self._offer_exports, tool.layer_param)
-        # What a change of state sets off: a year switch, a similarity search, a redraw (coalesced).
+        # What a change of state sets off: a year switch, a redraw (coalesced).
         self.param.watch(lambda e: self.spawn(self.switch_year(e.new)), "year")
-        self.param.watch(self._on_similarity, "similarity_on")
-        self.param.watch(lambda *e: self.spawn(self.compute_similarity()) if self.similarity_on else None,
-                         ["sim_from", "sim_mode"])
         self.param.watch(lambda e: self.schedule_redraw(), ["view", "image_px"])
         self.param.watch(self._on_exact, "exact")
         self.param.watch(lambda e: self.goto(e.new) if e.new.strip() else None, "goto_text")
@@ -243,7 +234,6 @@ class Explorer(param.Parameterized):
             if self.model is not None:
                 self.year = self.model.year  # the selector goes back to the year the map shows
             return
-        self.sim = None
         pins = []
         for p in self.pins:
             px = await self.model.pixel_at(p.lon, p.lat)
@@ -349,8 +339,6 @@ class Explorer(param.Parameterized):
         yp = await years
         if self.years_model is not None:
             self.years_pixel = yp if px is not None else None
-        if self.similarity_on:
-            await self.compute_similarity()
         return px
 
     def _on_selected(self, event) -> None:
@@ -379,25 +367,9 @@ class Explorer(param.Parameterized):
             return None
 
     def _on_exact(self, e) -> None:
-        """The tools' representation changed: say what they read now, and search again if a search is on."""
+        """The tools' representation changed: say what they read now."""
         if self.model is not None:
             self.cost = read_cost(self.model, self.render_view(), self.exact)
-        if self.similarity_on:
-            self.spawn(self.compute_similarity())
-
-    def _on_similarity(self, e) -> None:
-        """Similarity turned on: search, and take a tool layer off the map (it is drawn above the similarity and
-        would hide it; the "Tool layer" selector shows it again)."""
-        if e.new:
-            self.tools.shown = "none"
-            self.spawn(self.compute_similarity())
-
-    async def compute_similarity(self) -> None:
-        await similarity.compute(self)  # over the view's region, from the selection and/or the pins
-
-    def sim_at(self, lon: float, lat: float) -> float | None:
-        """The last similarity map's value under lon/lat (None outside it or where there is no data)."""
-        return self.sim.value_at(lon, lat) if self.sim is not None else None
 
     def click(self, lon: float, lat: float):
         """A map click: labels the pixel in label mode, else selects it."""
@@ -414,9 +386,7 @@ class Explorer(param.Parameterized):
                         span=v.metres_per_pixel() * v.width,
                         sel=(self.selected.lon, self.selected.lat) if self.selected else None,
                         pins=[(p.lon, p.lat) for p in self.pins],
-                        sim=self.threshold if self.similarity_on else None,
-                        sim_from=self.sim_from if self.similarity_on else None,
-                        sim_mode=self.sim_mode if self.similarity_on else None, embed=self.url_state.embed,
+                        parts=self.tools.url_parts(), embed=self.url_state.embed,
                         labels=self.tools.labels.compact(), tool=share.encode(self.tools))
 
 

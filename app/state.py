@@ -1,7 +1,7 @@
 """Shareable state: what the URL holds, and how it is written and read back.
 
     index.html?store=URL&embed=1&tools=classify,clusters#year=2024&lon=0.05&lat=50.85&span=3000&sel=0.051,50.849&pins=lon,lat;lon,lat&sim=0.8
-        &sim_from=pins&sim_mode=max (the similarity's source and mode, with sim: app/tools/similarity.py restore)
+        &sim_from=pins&sim_mode=max (an overlay tool's own parts, `parts`: here pixel similarity's, app/tools/similarity.py)
         &labels=[["class",...]] (a small label set, JSON: see app/tools/labels.py `saved`; a large one is
         labels=stored:<id>, kept in the browser's storage: app/tools/stored.py)
         &tool=cluster,k:5,seed:0,win:... (the tool layer shown and its settings: app/tools/share.py)
@@ -29,9 +29,7 @@ class UrlState:
     span: float | None = None  # metres across the view
     sel: tuple[float, float] | None = None
     pins: list[tuple[float, float]] = field(default_factory=list)
-    sim: float | None = None  # similarity threshold when the similarity layer is on
-    sim_from: str | None = None  # its source and mode (selection | pins | selection and pins; mean | max), checked
-    sim_mode: str | None = None  # when applied (app/tools/similarity.py restore)
+    parts: dict = field(default_factory=dict)  # the overlay tools' hash parts, as text (tool.Overlay url_parts, restore)
     embed: bool = False
     multiyear: str | None = None  # URL of a multi-year index (from catalog.json or ?years=URL)
     catalog: str = "data/catalog.json"  # ?catalog=URL: the year stores to offer when no store is given
@@ -59,11 +57,7 @@ class UrlState:
             q.append(("sel", f"{self.sel[0]:.6f},{self.sel[1]:.6f}"))
         if self.pins:
             q.append(("pins", ";".join(f"{a:.6f},{b:.6f}" for a, b in self.pins)))
-        if self.sim is not None:
-            q.append(("sim", f"{self.sim:.2f}"))
-        for k in ("sim_from", "sim_mode"):
-            if getattr(self, k):
-                q.append((k, getattr(self, k)))
+        q.extend(self.parts.items())
         if self.labels:
             q.append(("labels", self.labels))
         if self.tool:
@@ -82,7 +76,12 @@ class UrlState:
         s.origins = query.get("origins")
         s.labels = h.get("labels")
         s.tool = h.get("tool")
-        s.sim_from, s.sim_mode = h.get("sim_from"), h.get("sim_mode")
+        # the fields it does not know are the overlay tools' (each reads its own), at most MAX_PARTS, each bounded
+        for key, text in [(k, v) for k, v in h.items() if k not in OWN_KEYS][:MAX_PARTS]:
+            if len(text) > MAX_PART:
+                s.problems.append(f"{clip(key)} is longer than {MAX_PART} characters")
+            else:
+                s.parts[key] = text
 
         def read(key: str, raw: str | None, parse, why: str):  # one bad field is named; the others still apply
             if raw is None or raw == "":
@@ -90,7 +89,7 @@ class UrlState:
             try:
                 return parse(raw)
             except (ValueError, TypeError, OverflowError):
-                s.problems.append(f"{key} {_clip(raw)!r} {why}")
+                s.problems.append(f"{key} {clip(raw)!r} {why}")
                 return None
 
         s.year = read("year", h.get("year") or query.get("year"), int, "is not a whole number")
@@ -101,15 +100,16 @@ class UrlState:
         s.sel = read("sel", h.get("sel"), _finite_pair, "is not lon,lat")
         s.pins = [p for p in (read("pins", raw, _finite_pair, "is not lon,lat")
                               for raw in (h.get("pins") or "").split(";")) if p is not None]
-        s.sim = read("sim", h.get("sim"), float, "is not a number")
         s.tools = read("tools", query.get("tools"), tool_tabs, f"is not a list of tools ({', '.join(TOOL_TABS)}) or none")
         return s
 
 
 SHOWN = 60  # characters of a refused link value quoted back (here, app/tools/share.py, app/tools/similarity.py)
+OWN_KEYS = frozenset({"store", "year", "lon", "lat", "span", "sel", "pins", "labels", "tool"})
+MAX_PARTS, MAX_PART = 16, 2000  # the overlay tools' parts a link may hold, and their longest text
 
 
-def _clip(text: str) -> str:
+def clip(text: str) -> str:
     return text if len(text) <= SHOWN else text[:SHOWN] + "..."
 
 

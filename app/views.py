@@ -137,12 +137,16 @@ def image_data(rgba: np.ndarray | None, v: render.View) -> dict:
     return dict(image=[render.to_bokeh_image(rgba)], x=[v.x0], y=[v.y0], dw=[v.x1 - v.x0], dh=[v.y1 - v.y0])
 
 
-def similarity_image(sim, threshold: float, on: bool, v: render.View) -> np.ndarray | None:
-    """The similarity layer (app/tools/region.py Layer, every zone) sampled into the view (None when off or not
-    computed)."""
-    if sim is None or not on:
+def overlay_image(overlays, v: render.View) -> np.ndarray | None:
+    """The layers of the overlay tools on the map (tool.Overlay: app/tools/region.py Layers, every zone, in their
+    colours) sampled into the view, the later over the earlier (None when none is drawn)."""
+    drawn = [t.layer.image(v) for t in overlays if t.drawn()]
+    if not drawn:
         return None
-    return sim.image(v, lambda values: render.similarity_rgba(values, threshold))
+    out = drawn[0]
+    for img in drawn[1:]:
+        out = np.where(img[..., 3:] > 0, img, out)
+    return out
 
 
 def scale_bar_data(view: tuple[float, float, float, float], fraction: float = 0.2) -> dict:

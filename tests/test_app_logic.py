@@ -64,9 +64,10 @@ def test_mercator_round_trip_matches_pyproj():
 
 def test_url_state_round_trip():
     s = UrlState(store="https://example.org/a b/2024.zarr", year=2024, lon=0.05, lat=50.85, span=3000,
-                 sel=(0.051, 50.849), pins=[(0.1, 50.8), (18.45, -33.95)], sim=0.85)
+                 sel=(0.051, 50.849), pins=[(0.1, 50.8), (18.45, -33.95)], parts={"sim": "0.85", "sim_mode": "max"})
     back = UrlState.from_url("?embed=1", s.to_hash())
-    assert back.store == s.store and back.year == 2024 and back.span == 3000 and back.sim == 0.85
+    assert back.store == s.store and back.year == 2024 and back.span == 3000
+    assert back.parts == {"sim": "0.85", "sim_mode": "max"}  # an overlay tool's own parts, as text
     assert back.sel == pytest.approx(s.sel) and back.pins == [pytest.approx(p) for p in s.pins]
     assert back.embed is True
     q = UrlState.from_url("?store=data/x.zarr", "#year=2023&lon=bad")
@@ -75,17 +76,21 @@ def test_url_state_round_trip():
 
 def test_a_broken_field_in_a_link_is_named_and_the_others_still_apply():
     """A hand-edited hash: each field that does not parse is left out and named (the page shows one line, escaped
-    there by views.html); the fields after it still apply."""
+    there by views.html); the fields after it still apply. The fields it does not know are the overlay tools' (their
+    own checks: tests/test_tools_share.py), bounded in number and length."""
     q = UrlState.from_url("", "#year=20x3&lon=inf&lat=50.85&span=-5&sel=1,2,3&pins=0.1,50.8;oops;18.45,-33.95"
                               "&sim=abc&sim_mode=max")
-    assert (q.year, q.lon, q.lat, q.span, q.sel, q.sim) == (None, None, None, None, None, None)
-    assert q.pins == [(0.1, 50.8), (18.45, -33.95)] and q.sim_mode == "max"
+    assert (q.year, q.lon, q.lat, q.span, q.sel) == (None, None, None, None, None)
+    assert q.pins == [(0.1, 50.8), (18.45, -33.95)] and q.parts == {"sim": "abc", "sim_mode": "max"}
     assert q.problems == ["year '20x3' is not a whole number", "lon,lat 'inf,50.85' are not finite numbers",
                           "span '-5' is not a positive number", "sel '1,2,3' is not lon,lat",
-                          "pins 'oops' is not lon,lat", "sim 'abc' is not a number"]
-    long = UrlState.from_url("", "#sim=" + "x" * 500)  # the threshold's range is app/tools/similarity.py's check
-    assert long.problems == ["sim '" + "x" * 60 + "...' is not a number"]
-    assert UrlState.from_url("", UrlState(year=2024, lon=0.05, lat=50.85, span=3000, sim=0.5).to_hash()).problems == []
+                          "pins 'oops' is not lon,lat"]
+    long = UrlState.from_url("", "#sim=" + "x" * 2001 + "&sim_mode=max")
+    assert long.problems == ["sim is longer than 2000 characters"] and long.parts == {"sim_mode": "max"}
+    many = UrlState.from_url("", "#" + "&".join(f"k{i}={i}" for i in range(40)))
+    assert list(many.parts) == [f"k{i}" for i in range(16)]
+    assert UrlState.from_url("", UrlState(year=2024, lon=0.05, lat=50.85, span=3000,
+                                          parts={"sim": "0.50"}).to_hash()).problems == []
 
 
 def test_the_link_names_the_tool_tabs_shown():

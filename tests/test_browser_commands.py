@@ -19,7 +19,7 @@ SETTLE_MS = 60_000  # a burst's commands all resolve or reject within this (they
 STATE = """import gc, json
 s = next(o for o in gc.get_objects() if type(o).__name__ == "Explorer")
 json.dumps({"view": list(s.view), "selected": None if s.selected is None else [s.selected.zone, s.selected.row,
-            s.selected.col], "similarity": s.similarity_on})"""
+            s.selected.col], "similarity": s.tools.similarity.on})"""
 
 # Every command of a burst through window.tesseraApi, none awaited before the next is sent; "hung" when they have
 # not all resolved or rejected within the limit.

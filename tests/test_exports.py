@@ -60,7 +60,7 @@ async def explorer_at(store, zone_name: str, span: float = 3000.0):
     lon, lat = zone.centre_lonlat(r, c)
     state.centre_view(lon, lat, span)
     await state.select(lon, lat)
-    state.similarity_on = True
+    state.tools.similarity.on = True
     await state.settle()
     return state, (r, c), (lon, lat)
 
@@ -106,10 +106,11 @@ def test_similarity_geotiff_reads_back_with_crs_transform_nodata_and_values(stor
 
 def test_similarity_png_shows_the_threshold_and_no_data_as_transparent(store):
     state, _, _ = run_async(explorer_at(store, "utm30"))
-    state.threshold = 0.5
+    state.tools.similarity.threshold = 0.5
     lay = run_async(layers.layer(state, "similarity"))
     img = np.asarray(Image.open(io.BytesIO(lay.png())))
-    zone, (r0, r1, c0, c1), sim = state.sim.zone, state.sim.window, state.sim.values
+    got = state.tools.similarity.result
+    zone, (r0, r1, c0, c1), sim = got.zone, got.window, got.values
     assert img.shape == (r1 - r0, c1 - c0, 4)
     with np.errstate(invalid="ignore"):
         np.testing.assert_array_equal(img[..., 3] > 0, np.isfinite(sim) & (sim >= 0.5))

@@ -115,7 +115,7 @@ def test_similarity_gis_bundle_has_no_class_names_and_a_world_file(store, world,
     async def run():
         state = await classified(store, world)
         await state.select(*centre_of_data(store, "utm30"))
-        state.similarity_on = True
+        state.tools.similarity.on = True
         await state.settle()
         return await layers.download(state, "similarity", "gis")
     file, data, _, lays = run_async(run())

@@ -127,9 +127,10 @@ def test_explorer_years_selection_years_plot_similarity_and_map(geoemb_store, ti
         np.testing.assert_array_equal(state.selected.vector, vecs[0])
         # similarity over the view vs numpy
         state.centre_view(p["lon"], p["lat"], 4000)
-        state.similarity_on = True
+        state.tools.similarity.on = True
         await state.settle()
-        _, (r0, r1, c0, c1), sim = state.sim.zone, state.sim.window, state.sim.values
+        got = state.tools.similarity.result
+        _, (r0, r1, c0, c1), sim = got.zone, got.window, got.values
         v = numpy_vectors(geoemb_store, "utm30", 0)[r0:r1, c0:c1]
         target = v[row - r0, col - c0]
         with np.errstate(invalid="ignore"):

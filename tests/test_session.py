@@ -81,12 +81,12 @@ def test_url_round_trip_restores_the_state(store):
         state.centre_view(lon, lat, 3000)
         await state.select(lon, lat)
         state.pin()
-        state.threshold = 0.5
-        state.similarity_on = True
+        state.tools.similarity.threshold = 0.5
+        state.tools.similarity.on = True
         await state.settle()
         url = state.url()
         back = UrlState.from_url("", url.to_hash())
-        assert back.year == 2024 and back.sim == 0.5 and back.span == pytest.approx(3000, abs=1)
+        assert back.year == 2024 and back.parts["sim"] == "0.50" and back.span == pytest.approx(3000, abs=1)
         assert back.sel == pytest.approx((lon, lat), abs=1e-6) and len(back.pins) == 1
         # a new state from that URL shows the same view
         again = await opened(catalog, 2024)
@@ -131,9 +131,10 @@ def test_similarity_window_is_clipped_at_zone_edges(store, where, monkeypatch):
         lon, lat = zone.centre_lonlat(r, c)
         state.centre_view(lon, lat, 50_000)
         await state.select(lon, lat)
-        state.similarity_on = True
+        tool = state.tools.similarity
+        tool.on = True
         await state.settle()
-        z, (r0, r1, c0, c1), sim = state.sim.zone, state.sim.window, state.sim.values
+        z, (r0, r1, c0, c1), sim = tool.result.zone, tool.result.window, tool.result.values
         assert z.level == 3  # 66 m per map pixel: overview level 3's grid (80 m), clipped at its edges
         vec, _, _ = level_vectors(store, "utm34", 3)
         assert 0 <= r0 < r1 <= vec.shape[0] and 0 <= c0 < c1 <= vec.shape[1] and sim.shape == (r1 - r0, c1 - c0)
@@ -143,7 +144,8 @@ def test_similarity_window_is_clipped_at_zone_edges(store, where, monkeypatch):
         want = emb @ t / (np.linalg.norm(emb, axis=-1) * np.linalg.norm(t))
         np.testing.assert_allclose(sim, want, rtol=0, atol=1e-5, equal_nan=True)
         assert np.isfinite(want).any()
-        img = views.similarity_image(state.sim, -1.0, True, state.render_view())
+        tool.threshold = -1.0
+        img = views.overlay_image(state.tools.overlays, state.render_view())
         assert img is not None and (img[..., 3] > 0).any()
     run_async(run())
 
@@ -328,13 +330,13 @@ def test_the_layers_offered_for_export_are_those_computed_the_newest_chosen(stor
         lon, lat = zone.centre_lonlat(*valid_pixel(store, "utm31", 7))
         state.centre_view(lon, lat, 3000)
         await state.select(lon, lat)
-        state.similarity_on = True
+        state.tools.similarity.on = True
         await state.settle()
         assert state.param["export_layer"].objects == ["similarity", "base"] and state.export_layer == "similarity"
         state.export_layer = "base"  # the user's choice stands while its layer does
         state.pin()
         await state.settle()
         assert state.export_layer == "base"
-        state.sim = None  # as a year switch leaves it
+        state.tools.similarity.result = None  # as a year switch leaves it
         assert state.param["export_layer"].objects == ["base"] and state.export_layer == "base"
     run_async(run())

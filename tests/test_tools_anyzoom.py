@@ -32,9 +32,10 @@ def test_zoomed_out_similarity_and_kmeans_run_on_the_overview_code(store, monkey
         lon, lat = centre_of_data(store, "utm30")
         await state.select(lon, lat)
         state.centre_view(lon, lat, SPAN)
-        state.param.update(sim_from="selection", similarity_on=True)
+        state.tools.similarity.param.update(sim_from="selection", on=True)
         await state.settle()
-        zone, (r0, r1, c0, c1), sim = state.sim.zone, state.sim.window, state.sim.values
+        got = state.tools.similarity.result
+        zone, (r0, r1, c0, c1), sim = got.zone, got.window, got.values
         assert (zone.name, zone.level, zone.pixel) == ("utm30", 2, 40.0)
         assert "overview level 2 (40 m pixels), the 8-d compact code" in state.status
         vec, t, epsg = level_vectors(store, "utm30", 2)
@@ -47,7 +48,7 @@ def test_zoomed_out_similarity_and_kmeans_run_on_the_overview_code(store, monkey
         for i in (0, len(rows) // 2, len(rows) - 1):
             r, c = int(rows[i]) + r0, int(cols[i]) + c0
             plon, plat = to_ll.transform(t[2] + (c + 0.5) * t[0], t[5] + (r + 0.5) * t[4])
-            assert abs(state.sim_at(plon, plat) - want[r - r0, c - c0]) < 1e-5
+            assert abs(state.tools.similarity.result.value_at(plon, plat) - want[r - r0, c - c0]) < 1e-5
         # the GeoTIFF export: level 2's pixel size and corner, the same values
         tif = tifffile.TiffFile(io.BytesIO((await layers.layer(state, "similarity")).geotiff()))
         tags = {t.code: t.value for t in tif.pages[0].tags.values()}
@@ -55,7 +56,7 @@ def test_zoomed_out_similarity_and_kmeans_run_on_the_overview_code(store, monkey
         assert tuple(tags[33922][3:5]) == (t[2] + c0 * 40.0, t[5] - r0 * 40.0)
         np.testing.assert_allclose(tif.pages[0].asarray(), want, rtol=0, atol=1e-5, equal_nan=True)
         # the view crosses the Greenwich meridian: similarity runs in utm31 too, on its own level-2 grid
-        (other,) = state.sim.parts
+        (other,) = state.tools.similarity.result.parts
         vec31, t31, epsg31 = level_vectors(store, "utm31", 2)
         (a0, a1, b0, b1) = other.window
         want31 = cos(vec31[a0:a1, b0:b1], state.selected.vector)
@@ -66,7 +67,7 @@ def test_zoomed_out_similarity_and_kmeans_run_on_the_overview_code(store, monkey
         for i in (0, len(rows) // 2, len(rows) - 1):
             r, c = int(rows[i]) + a0, int(cols[i]) + b0
             plon, plat = to_ll31.transform(t31[2] + (c + 0.5) * t31[0], t31[5] + (r + 0.5) * t31[4])
-            assert plon > 0 and abs(state.sim_at(plon, plat) - want31[r - a0, c - b0]) < 1e-5
+            assert plon > 0 and abs(state.tools.similarity.result.value_at(plon, plat) - want31[r - a0, c - b0]) < 1e-5
         # the utm31 part covers the view east of the meridian: its pixels at the view's east edge are in it
         x1 = state.render_view().x1
         elon, elat = np.degrees(x1 / 6378137.0), lat

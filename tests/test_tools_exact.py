@@ -64,11 +64,11 @@ def test_the_exact_result_agrees_with_scikit_learn_on_the_full_vectors(store, wo
         assert abs(state.tools.cluster.inertia - ref.inertia_) <= 0.01 * ref.inertia_
         lon, lat = centre_of_data(store, "utm30")
         await state.select(lon, lat)
-        state.param.update(sim_from="selection", similarity_on=True)
+        state.tools.similarity.param.update(sim_from="selection", on=True)
         await state.settle()
         assert "full 128-d vectors" in state.status
-        r0, r1, c0, c1 = state.sim.window
-        np.testing.assert_allclose(state.sim.values, cosines(full[r0:r1, c0:c1].astype(np.float64),
+        r0, r1, c0, c1 = state.tools.similarity.result.window
+        np.testing.assert_allclose(state.tools.similarity.result.values, cosines(full[r0:r1, c0:c1].astype(np.float64),
                                                              state.selected.vector.astype(np.float64)),
                                    rtol=0, atol=1e-5, equal_nan=True)
     run_async(run())
@@ -96,13 +96,13 @@ def test_a_zoomed_out_view_whose_level_vectors_fit_the_budget_is_exact_at_once(s
         lon, lat = centre_of_data(store, "utm30")
         state.centre_view(lon, lat, 20_000)  # level 2 (40 m): the small test data's window fits the budget
         await state.select(lon, lat)
-        state.param.update(sim_from="selection", similarity_on=True)
+        state.tools.similarity.param.update(sim_from="selection", on=True)
         await state.settle()
-        assert state.sim.zone.level == 2
+        assert state.tools.similarity.result.zone.level == 2
         assert "overview level 2 (40 m pixels), full 128-d vectors" in state.status, state.status
         assert state.cost.startswith("Tools read full 128-d vectors (40 m), exact")
-        r0, r1, c0, c1 = state.sim.window
+        r0, r1, c0, c1 = state.tools.similarity.result.window
         full = level_full(store, "utm30", 2)[0][r0:r1, c0:c1]
         want = cosines(full.astype(np.float64), state.selected.vector.astype(np.float64))
-        np.testing.assert_allclose(state.sim.values, want, rtol=0, atol=1e-5, equal_nan=True)
+        np.testing.assert_allclose(state.tools.similarity.result.values, want, rtol=0, atol=1e-5, equal_nan=True)
     run_async(run())

@@ -137,3 +137,37 @@ def test_registered_tools_have_distinct_names_layers_tabs_and_verbs(store):
                      "scatterPoints", "scatterSelect", "scatterAt", "scatterToClass", "label", "value", "show"):
             assert verb in every, verb
     run_async(run())
+
+
+def test_pixel_similarity_is_a_tool_of_the_registry_like_the_others(store):
+    """Pixel similarity is declared in one class (app/tools/similarity.py), an Overlay of the registry: its name and
+    layer are distinct from every other tool's, its layer is exported (listed before the base layer, as before) but
+    is no "Tool layer" choice (it lies under the tool layer), its verbs come from the registry, and it receives its
+    context, never the Explorer."""
+    from app.tools.similarity import Similarity
+    from app.tools.tool import Overlay
+    every = registry.every()
+    assert Similarity in registry.OVERLAYS and issubclass(Similarity, Overlay) and issubclass(Similarity, Tool)
+    for attr in ("tool_name", "layer_name"):
+        got = [getattr(t, attr) for t in every]
+        assert len(set(got)) == len(got), attr
+    assert list(layers.providers())[:2] == ["similarity", "base"] and "similarity" not in registry.layers()
+
+    async def run():
+        state = await opened(store)
+        tool = state.tools.similarity
+        assert state.tools.tool("similarity") is tool and tool in state.tools.all and tool in state.tools.overlays
+        assert isinstance(tool.ctx, Context) and not any(isinstance(v, Explorer) for v in vars(tool).values())
+        assert "similarity" not in state.tools.param.shown.objects
+        cmds = api.commands(state)
+        assert {"similarity", "simAt"} <= set(cmds) and set(tool.verbs(None)) == {"similarity", "simAt"}
+        valid = np.argwhere(np.isfinite(zone_vectors(store, "utm31")[..., 0]))
+        here = pixel_lonlat(store, "utm31", *map(int, valid[len(valid) // 2]))
+        state.centre_view(*here, 2500)
+        await state.select(*here)
+        summary = await cmds["similarity"]("selection", "mean", 0.5)
+        layer = state.tools.layer("similarity")
+        assert tool.on and tool.threshold == 0.5 and summary["valid"] == int(np.isfinite(layer.values_all()).sum()) > 0
+        assert cmds["value"]("similarity", *here) == pytest.approx(1.0, abs=1e-5)
+        assert "similarity" in layers.available(state)
+    run_async(run())

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from app.state import UrlState
-from app.tools import region, share, similarity
+from app.tools import region, share
 from conftest import run_async
 from test_session import year_copy
 from tools_util import centre_of_data, cosines, opened, pin_three, pixel_lonlat, training_pixels, zone_vectors
@@ -215,7 +215,7 @@ def test_similarity_source_and_mode_come_back_from_the_url(store):
         state.centre_view(*centre_of_data(store, "utm30"), 3000)
         v, rc = await pin_three(state, store)
         await state.select(*centre_of_data(store, "utm31"))  # a selection elsewhere: the link is on the pins
-        state.param.update(sim_from="pins", sim_mode="max", threshold=0.6, similarity_on=True)
+        state.tools.similarity.param.update(sim_from="pins", sim_mode="max", threshold=0.6, on=True)
         await state.settle()
         h = state.url().to_hash()
         assert "sim=0.60&sim_from=pins&sim_mode=max" in h
@@ -224,11 +224,13 @@ def test_similarity_source_and_mode_come_back_from_the_url(store):
         again.centre_view(back.lon, back.lat, back.span)
         again.pins = [await again.model.pixel_at(*p) for p in back.pins]
         await again.select(*back.sel)
-        await similarity.restore(again, back)
+        tool = again.tools.similarity
+        await tool.restore(back)
         await again.settle()
-        assert (again.similarity_on, again.sim_from, again.sim_mode, again.threshold) == (True, "pins", "max", 0.6)
-        zone, (r0, r1, c0, c1), sim = again.sim.zone, again.sim.window, again.sim.values
-        assert (zone.name, (r0, r1, c0, c1)) == (state.sim.zone.name, tuple(state.sim.window))
+        assert (tool.on, tool.sim_from, tool.sim_mode, tool.threshold) == (True, "pins", "max", 0.6)
+        zone, (r0, r1, c0, c1), sim = tool.result.zone, tool.result.window, tool.result.values
+        first = state.tools.similarity.result
+        assert (zone.name, (r0, r1, c0, c1)) == (first.zone.name, tuple(first.window))
         sub = v[r0:r1, c0:c1].astype(np.float64)  # the max of the pins' cosines, from zarr-python + numpy
         want = np.stack([cosines(sub, v[r, c].astype(np.float64)) for r, c in rc]).max(0)
         np.testing.assert_allclose(sim, want, rtol=0, atol=1e-5, equal_nan=True)
@@ -237,10 +239,56 @@ def test_similarity_source_and_mode_come_back_from_the_url(store):
                                ("sim", "5", "threshold 5.0"), ("sim", "nan", "threshold nan")):
             other = await opened(store)
             other.pins = list(again.pins)
-            url = UrlState.from_url("", UrlState(year=2024, sim=0.5).to_hash() + f"&{key}=" + quote(text))
-            await similarity.restore(other, url)
+            url = UrlState.from_url("", "#year=2024&sim=0.50" + f"&{key}=" + quote(text))
+            tool = other.tools.similarity
+            await tool.restore(url)
             await other.settle()
             assert "Similarity settings in the URL ignored" in other.status and why in html.unescape(other.status)
-            assert "\n" not in other.status and HOSTILE not in other.status and not other.similarity_on
-            assert (other.sim_from, other.sim_mode, other.threshold) == ("selection", "mean", 0.8)
+            assert "\n" not in other.status and HOSTILE not in other.status and not tool.on
+            assert (tool.sim_from, tool.sim_mode, tool.threshold) == ("selection", "mean", 0.8)
+    run_async(run())
+
+
+def test_an_old_form_similarity_link_opens_to_the_same_similarity_layer(store):
+    """A link of the form written before similarity became a tool of the registry (#...&sim=0.60&sim_from=pins
+    &sim_mode=max), typed here by hand: opened as app/main.py opens one (view, pins, selection, then the overlays'
+    restore), it turns similarity on with those settings over the link's view, the max of the pins' cosines by
+    zarr-python + numpy, and writes itself back in the same form. A threshold that is not a number is one of the
+    link's problems (the page shows them under "Ignored in the link:"), quoted at most 60 characters."""
+    async def run():
+        v = zone_vectors(store, "utm30")
+        rc = [tuple(map(int, x)) for x in np.argwhere(np.isfinite(v[..., 0]))[[10, 500, 900]]]
+        lon, lat = centre_of_data(store, "utm30")
+        pins = ";".join("{:.6f},{:.6f}".format(*pixel_lonlat(store, "utm30", r, c)) for r, c in rc)
+        sel = "{:.6f},{:.6f}".format(*centre_of_data(store, "utm31"))
+        link = (f"#year=2024&lon={lon:.7f}&lat={lat:.7f}&span=3000.000&sel={sel}&pins={pins}"
+                "&sim=0.60&sim_from=pins&sim_mode=max")
+
+        async def open_link(text):
+            url = UrlState.from_url("", text)
+            state = await opened(store)
+            state.centre_view(url.lon, url.lat, url.span)
+            state.pins = [await state.model.pixel_at(*p) for p in url.pins]
+            await state.select(*url.sel)
+            for overlay in state.tools.overlays:
+                await overlay.restore(url)
+            await state.settle()
+            return state, url
+
+        state, url = await open_link(link)
+        tool = state.tools.similarity
+        assert (tool.on, tool.sim_from, tool.sim_mode, tool.threshold) == (True, "pins", "max", 0.6)
+        layer = state.tools.layer("similarity")
+        r0, r1, c0, c1 = layer.window
+        assert layer.zone.name == "utm30" and layer.zone.level == 0 and not layer.parts and url.problems == []
+        sub = v[r0:r1, c0:c1].astype(np.float64)
+        want = np.stack([cosines(sub, v[r, c].astype(np.float64)) for r, c in rc]).max(0)
+        np.testing.assert_allclose(layer.values, want, rtol=0, atol=1e-5, equal_nan=True)
+        assert np.isfinite(want).sum() > 5000
+        assert "&sim=0.60&sim_from=pins&sim_mode=max" in state.url().to_hash()
+
+        for text, shown in (("abc", "abc"), ("x" * 500, "x" * 60 + "...")):
+            other, url = await open_link(link.replace("sim=0.60", "sim=" + text))
+            assert url.problems == [f"sim {shown!r} is not a number"] and not other.tools.similarity.on
+            assert other.tools.layer("similarity") is None
     run_async(run())

@@ -14,9 +14,10 @@ def test_similarity_from_pins_over_the_view(store, mode):
         state = await opened(store)
         state.centre_view(*centre_of_data(store, "utm30"), 3000)
         v, rc = await pin_three(state, store)
-        state.param.update(sim_from="pins", sim_mode=mode, similarity_on=True)
+        state.tools.similarity.param.update(sim_from="pins", sim_mode=mode, on=True)
         await state.settle()
-        zone, (r0, r1, c0, c1), sim = state.sim.zone, state.sim.window, state.sim.values
+        got = state.tools.similarity.result
+        zone, (r0, r1, c0, c1), sim = got.zone, got.window, got.values
         sub = v[r0:r1, c0:c1].astype(np.float64)
         each = np.stack([cosines(sub, v[r, c].astype(np.float64)) for r, c in rc])
         want = each.mean(0) if mode == "mean" else each.max(0)

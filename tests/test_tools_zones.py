@@ -111,11 +111,11 @@ def test_every_tool_runs_on_both_zones_of_a_view_across_the_meridian(store, worl
 
         # similarity is computed and drawn in both halves of the screen
         await state.select(*seen["utm31"][2][0])
-        state.param.update(sim_from="selection", similarity_on=True)
+        state.tools.similarity.param.update(sim_from="selection", on=True)
         await state.settle()
-        assert len(state.sim.all) == 2
-        img = state.sim.image(v, lambda s: np.where(np.isfinite(s), 255, 0).astype(np.uint8)[..., None]
-                              .repeat(4, axis=-1))
+        assert len(state.tools.similarity.result.all) == 2
+        img = state.tools.similarity.result.image(v, lambda s: np.where(np.isfinite(s), 255, 0)
+                                                  .astype(np.uint8)[..., None].repeat(4, axis=-1))
         x_mid = int(round((0.0 - v.x0) / (v.x1 - v.x0) * v.width))  # the meridian's screen column
         assert img[:, :x_mid - 5, 3].sum() > 0 and img[:, x_mid + 5:, 3].sum() > 0
     run_async(run())
@@ -198,11 +198,11 @@ def test_turning_similarity_on_takes_the_tool_layer_off_the_map(store, world):
         await state.tools.cluster.cluster(3, 1)
         assert state.tools.shown == "cluster"
         await state.select(*centre_of_data(store, "utm31"))
-        state.similarity_on = True
+        state.tools.similarity.on = True
         await state.settle()
-        assert state.tools.shown == "none" and state.sim is not None
+        assert state.tools.shown == "none" and state.tools.similarity.result is not None
         state.tools.shown = "cluster"  # shown again on request, similarity still on below it
-        assert state.tools.layer("cluster") is not None and state.similarity_on
+        assert state.tools.layer("cluster") is not None and state.tools.similarity.on
     run_async(run())
 
 

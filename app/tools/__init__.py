@@ -14,8 +14,8 @@ from app.tools.tool import Context
 
 
 class Tools(param.Parameterized):
-    """The labels and the tools' states (each also as an attribute by its `tool_name`); `shown` is the tool layer drawn
-    over the map."""
+    """The labels and the tools' states (each also as an attribute by its `tool_name`; `overlays`: the
+    tool.Overlay ones); `shown` is the tool layer drawn over the map (and over the overlays)."""
 
     shown = param.Selector(objects=["none"], default="none", label="Tool layer")
 
@@ -24,14 +24,17 @@ class Tools(param.Parameterized):
         self.param.shown.objects = registry.layers()
         self.labels = Labels(app)
         ctx = Context(app, self.labels, self)
-        self.all = [cls(ctx) for cls in registry.TOOLS]
+        self.overlays = [cls(ctx) for cls in registry.OVERLAYS]
+        chosen = [cls(ctx) for cls in registry.TOOLS]
+        self.all = self.overlays + chosen
         self._by_layer = {t.layer_name: t for t in self.all}
         for tool in self.all:
             setattr(self, tool.tool_name, tool)
+        for tool in chosen:
             tool.param.watch(lambda e, name=tool.layer_name: self._on_layer(name, e.new), tool.layer_param)
 
     def _on_layer(self, name: str, layer) -> None:
-        """A new layer is shown; a layer gone takes itself off the map."""
+        """A new tool layer is shown; a layer gone takes itself off the map."""
         if layer is not None:
             self.shown = name
         elif self.shown == name:
@@ -45,3 +48,7 @@ class Tools(param.Parameterized):
         """The tool layer `name` (a region.Layer), or None when it has not been computed."""
         tool = self._by_layer.get(name)
         return None if tool is None else tool.layer
+
+    def url_parts(self) -> dict[str, str]:
+        """The overlays' hash parts (app/state.py UrlState.parts)."""
+        return {k: v for tool in self.overlays for k, v in tool.url_parts()}

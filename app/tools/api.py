@@ -4,12 +4,11 @@ taken from the registry."""
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 
 from app.tools import labelfiles, labels as lab, polygon
-from app.tools.verbs import Verbs, layer_summary
+from app.tools.verbs import Verbs
 
 
 def commands(state, ui=None) -> dict:
@@ -47,30 +46,16 @@ def commands(state, ui=None) -> dict:
             return len(t.labels.points)
         return run(go)
 
-    def similarity(source="selection", mode="mean", threshold=None):
-        """Similarity over the view from the selection and/or pins (mean or max); resolves to its summary."""
-        async def go():
-            t0 = time.perf_counter()
-            state.param.update(sim_from=str(source), sim_mode=str(mode),
-                               **({} if threshold is None else {"threshold": float(threshold)}))
-            await state.compute_similarity()
-            state.similarity_on = True
-            ms = (time.perf_counter() - t0) * 1000
-            return dict(layer_summary(state.sim), ms=ms, status=str(state.status))
-        return run(go)
-
     def value(layer, lon, lat):
-        """A layer's value under lon/lat: similarity, or a tool's (class: index into names, cluster, change, scatter:
-        1 brushed, 0 not); null where none."""
-        if layer == "similarity":
-            return state.sim_at(float(lon), float(lat))
+        """A tool layer's value under lon/lat (similarity: the cosine, class: index into names, cluster, change,
+        scatter: 1 brushed, 0 not); null where none."""
         got = t.layer(str(layer))
         return None if got is None else got.value_at(float(lon), float(lat))
 
     def layer_array(layer):
         """The layer's values over its (primary) zone window, row-major (NaN as null), and under "parts" every
         zone's, for checks against CPython."""
-        got = state.sim if layer == "similarity" else t.layer(str(layer))
+        got = t.layer(str(layer))
         if got is None:
             return None
 
@@ -83,7 +68,7 @@ def commands(state, ui=None) -> dict:
            "exportLabels": lambda: json.dumps(lab.to_geojson(t.labels.classes, t.labels.points)),
            "exportLabelsCSV": lambda: labelfiles.to_csv(t.labels.points),
            "exportLabelsKML": lambda: labelfiles.to_kml(t.labels.classes, t.labels.points),
-           "clearLabels": lambda: t.labels.clear(), "similarity": similarity, "value": value,
+           "clearLabels": lambda: t.labels.clear(), "value": value,
            "layerArray": layer_array, "show": lambda name: setattr(t, "shown", str(name))}
     for tool in t.all:
         verbs = tool.verbs(api)

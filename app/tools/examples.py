@@ -31,8 +31,8 @@ def query(X: np.ndarray, y: np.ndarray, pos: int, neg: int | str) -> tuple[np.nd
 
 class Examples(Tool):
     tool_name, layer_name = "examples", "examples"
-    # similarity to pixels is the side bar's (its toggle, threshold, source and mode: app/main.py); this tab's is
-    # similarity to label classes
+    # similarity to pixels is the side bar's (its toggle, threshold, source and mode: app/tools/similarity.py); this
+    # tab's is similarity to label classes
     tab, title = "similarity", "Similarity"
 
     positive = param.String("", label="Positive class")

@@ -159,7 +159,7 @@ def joined(zones: list["Layer"]) -> "Layer":
 @dataclass
 class Layer:
     """A tool's result on a zone window: values (H, W) (NaN where none) and their RGBA colouring (None: coloured
-    when drawn, as similarity is by its threshold); `parts`: the same layer on the view's other zones (Layers
+    when drawn, by the caller's colouring); `parts`: the same layer on the view's other zones (Layers
     without parts of their own).  zone, window and values are the primary zone's (what a GeoTIFF holds)."""
 
     name: str

@@ -155,8 +155,8 @@ async def restore(state, text: str | None):
 
 
 def watch(tools, callback) -> None:
-    """Call `callback()` whenever what `encode` writes may have changed (the page rewrites its URL)."""
+    """Call `callback()` whenever what `encode` or an overlay's url_parts writes may have changed (the page rewrites its
+    URL)."""
     tools.param.watch(lambda *e: callback(), ["shown"])
-    for tool in tools.all:
-        if tool.url_settings:
-            tool.param.watch(lambda *e: callback(), list(tool.url_watch))
+    for tool in tools.all:  # the tool layers' tool= settings, and the overlays' own parts (app/state.py UrlState.parts)
+        tool.param.watch(lambda *e: callback(), list(tool.url_watch))

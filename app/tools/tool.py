@@ -9,6 +9,8 @@ A tool module declares, on one class:
     dict keeps the layer out of the URL), `url_extra`/`url_extra_keys` (more parts, e.g. the scatter's brush) and
     `rerun` (the compute a link sets off);
   * `verbs` (its window.tesseraApi / postMessage commands) and `panel` (its tab: `tab`, `title`).
+An `Overlay` is the other kind: its layer lies under the tool layer while its toggle is on, its controls are in the
+side bar's Layers card and its settings are URL parts of their own (pixel similarity, app/tools/similarity.py).
 The registry's order is the order of the layers; app/state.py TOOL_TABS orders the tabs and lists the names a
 link's ?tools= may give (the docs' directive reads it without importing the tools); a tab it does not name yet
 comes last.
@@ -55,9 +57,30 @@ class Context:
     def watch_shown(self, callback: Callable[[], Any]) -> None:
         self._tools.param.watch(lambda e: callback(), "shown")
 
+    @shown.setter
+    def shown(self, name: str) -> None:
+        self._tools.shown = name
+
     def watch_pixel(self, callback: Callable[[Any], Any]) -> None:
         """callback(pixel) whenever the map's selected pixel changes (None: none)."""
         self._app.param.watch(lambda e: callback(e.new), "selected")
+
+    def watch_exact(self, callback: Callable[[], Any]) -> None:
+        """callback() whenever the tools' representation changes (full vectors or the compact code)."""
+        self._app.param.watch(lambda e: callback(), "exact")
+
+    def watch_year(self, callback: Callable[[], Any]) -> None:
+        """callback() when the user asks for another year (its store opens next)."""
+        self._app.param.watch(lambda e: callback(), "year")
+
+    @property
+    def selected(self):
+        """The selected pixel (app/model.py Pixel), or None."""
+        return self._app.selected
+
+    @property
+    def pins(self) -> list:
+        return list(self._app.pins)
 
     async def select(self, lon: float, lat: float):
         return await self._app.select(lon, lat)
@@ -166,3 +189,26 @@ class Tool(param.Parameterized):
     def report(self) -> dict | None:
         """A document exported beside the layer's GIS files (the held-out evaluation), or None."""
         return None
+
+
+class Overlay(Tool):
+    """A tool whose layer lies under the tool layer (the map's overlay) while its toggle `on` is on: not among the
+    "Tool layer" choices, its controls a row of the side bar's Layers card rather than a tab, and its settings hash
+    parts of their own (`url_parts`, `restore`), beside the tool= part of the tool layer shown."""
+
+    on = param.Boolean(False)
+
+    def drawn(self) -> bool:
+        """Whether its layer is on the map."""
+        return self.on and self.layer is not None
+
+    def url_parts(self) -> list[tuple[str, str]]:
+        """(key, text) of the hash parts it writes now (app/state.py UrlState.parts)."""
+        return []
+
+    async def restore(self, url) -> None:
+        """Apply a link's parts (url: app/state.py UrlState; a part that does not parse may join url.problems)."""
+
+    def controls(self) -> list:
+        """Its widgets in the side bar's Layers card."""
+        return []
