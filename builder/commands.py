@@ -110,6 +110,9 @@ def cmd_demo(a) -> int:
             with lock(cfg):
                 _report(build(cfg, runner), t0)
                 _validate_or_fail(store)
+    from builder.truth import write_demo_truth
+    for path in write_demo_truth(out, tiles / demo.TRUTH_DIR, a.years):
+        print(f"ground truth: {path}")
     if len(a.years) > 1:
         print(f"multi-year index: {write_years_index(out, [out / f'{y}.zarr' for y in a.years])}")
     print(f"catalog: {write_catalog(out)}")
