@@ -190,7 +190,9 @@ def cmd_up(a) -> int:
     catalog = static / "data" / "catalog.json"
     from builder import demo
     version = demo.EASY_MODEL_VERSION if a.easy else demo.MODEL_VERSION
-    stale = any(_demo_version(Path(args.record) / str(y)) != version for y in a.years)
+    from builder.truth import truth_path
+    stale = any(_demo_version(Path(args.record) / str(y)) != version or not truth_path(Path(args.out), y).exists()
+                for y in a.years)  # another generator's stores, or a demo built before its ground-truth stores
     if a.rebuild or stale or not catalog.exists():
         cmd_demo(args)
     from builder.site import build_site

@@ -5,7 +5,9 @@ for the shown year and for the model applied to 2023 (scored against 2023's trut
 catalog whose truth URL holds no store: one line in its place, and the class map stands."""
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 
 import numpy as np
 import pytest
@@ -69,9 +71,14 @@ def test_the_class_map_is_scored_against_the_ground_truth(page, server, site, si
     assert n > 10_000 and gt["year"] == 2024 and gt["pixels"] == n
     assert gt["accuracy"] == pytest.approx(acc, abs=1e-12) and gt["confusion"] == cm
     assert gt["unmatched"] == {"map": [], "truth": [], "pixels": 0}  # the reference labels name every class
+    # the GIS export's evaluation JSON carries the same block
+    from test_browser_exports import api_bytes
+    with zipfile.ZipFile(io.BytesIO(api_bytes(page, "exportGIS", "class")[0])) as z:
+        assert json.loads(z.read("tessera-2024-class-evaluation.json"))["ground_truth"] == gt
     page.locator(".bk-tab", has_text="Classify").click()
     wait_text(page, "Against ground truth: accuracy")
-    assert f"Against ground truth: accuracy {acc:.3f} over {n:,} pixels (2024 truth)" in all_text(page)
+    shown = " ".join(all_text(page).split())  # the page's text nodes, spaces collapsed (the figure is in bold)
+    assert f"Against ground truth: accuracy {acc:.3f} over {n:,} pixels (2024 truth)" in shown
 
     # the 2024 labels' model applied to 2023: scored against 2023's truth, on 2023's grid
     res = call(page, "classify", "k-NN", {"seed": 0, "train_year": 2024, "test_year": 2023})
