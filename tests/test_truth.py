@@ -239,3 +239,54 @@ def test_a_truth_store_absent_or_hostile_is_one_line_and_the_map_stands(demo_dat
     line = ev["ground_truth"]["error"]
     assert want in line and "\n" not in line and len(line) <= 300, line
     assert "<b>" not in panes.evaluation_html(ev).split("Against ground truth")[1]
+
+
+def block_modes(t: np.ndarray, f: int) -> np.ndarray:
+    """Each f x f block's most frequent class by np.bincount (the lowest on a tie; 255 where the block has none)."""
+    h, w = t.shape[0] // f, t.shape[1] // f
+    out = np.full((h, w), 255, np.uint8)
+    for i in range(h):
+        for j in range(w):
+            counts = np.bincount(t[i * f:(i + 1) * f, j * f:(j + 1) * f].ravel(), minlength=256)[:255]
+            if counts.any():
+                out[i, j] = counts.argmax()
+    return out
+
+
+def test_a_zoomed_out_map_is_scored_against_the_truth_under_each_of_its_pixels(demo_data):
+    data, tiles = demo_data
+    classes = json.loads((tiles / demo.TRUTH_DIR / "classes.json").read_text())
+    catalog = [{"year": 2024, "url": str(data / "2024.zarr"), "label": "2024", "truth": str(data / "truth" / "2024.zarr")}]
+    state, _ = classified(data, catalog, reference_labels(tiles), centre(data / "2024.zarr"))
+
+    async def zoom_out():
+        state.centre_view(*centre(data / "2024.zarr"), 20_000)
+        await state.settle()
+        return await state.tools.classify.classify("k-NN", seed=1)
+    layer = run_async(zoom_out())
+    names, gt = state.tools.classify.names, state.tools.classify.evaluation["ground_truth"]
+    by_name = {c["name"]: c["class"] for c in classes}
+    to_t = np.array([by_name[n] for n in names])
+    yp, yt = [], []
+    for p in layer.all:
+        k = p.zone.level
+        assert k >= 1, k  # an overview level: pixels of 10 x 2^k m
+        g = zarr.open_group(data / "truth" / "2024.zarr" / p.zone.name, mode="r")
+        t0 = g.attrs["spatial:transform"]
+        r0, r1, c0, c1 = p.window
+        px = 10 * 2 ** k
+        # the window's top-left corner on the truth's 10 m grid, from the level grid's corner
+        R, C = round((t0[5] - (p.zone.grid.origin_n - r0 * px)) / 10), round((p.zone.grid.origin_e + c0 * px - t0[2]) / 10)
+        full = np.full(((r1 - r0) * 2 ** k, (c1 - c0) * 2 ** k), 255, np.uint8)
+        a = g["classes"][:]
+        rows, cols = np.arange(full.shape[0]) + R, np.arange(full.shape[1]) + C
+        ri, ci = (rows >= 0) & (rows < a.shape[0]), (cols >= 0) & (cols < a.shape[1])
+        full[np.ix_(ri, ci)] = a[np.ix_(rows[ri], cols[ci])]
+        t = block_modes(full, 2 ** k)
+        ok = np.isfinite(p.values) & (t != 255)
+        named = np.isin(t, to_t)
+        yp.append(to_t[p.values[ok & named].astype(int)])
+        yt.append(t[ok & named])
+    yp, yt = np.concatenate(yp), np.concatenate(yt)
+    assert len(yt) > 200 and gt["pixels"] == len(yt)
+    assert gt["accuracy"] == pytest.approx(float((yp == yt).mean()))
