@@ -34,7 +34,8 @@ async def load_catalog(state: UrlState) -> list[dict]:
         state.basemap = cat.tiles_url
     if cat.multiyear and not state.multiyear:  # ?years=URL wins over the catalog's index
         state.multiyear = resolve(cat.multiyear, base)
-    return [{"year": s.year, "url": resolve(s.url, base).rstrip("/"), "label": s.label} for s in cat.stores]
+    return [{"year": s.year, "url": resolve(s.url, base).rstrip("/"), "label": s.label,
+             **({} if s.truth is None else {"truth": resolve(s.truth, base).rstrip("/")})} for s in cat.stores]
 
 
 def resolve(url: str, base: str) -> str:

@@ -1,5 +1,6 @@
 """The files that list stores for the explorer: catalog.json and the multi-year index years.json, each written
-whole or not at all (builder/sink.py, builder/atomic.py)."""
+whole or not at all (builder/sink.py, builder/atomic.py).  A year whose ground-truth store (builder/truth.py) lies
+in the directory, at truth/{year}.zarr, has it listed in its entry ("truth")."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ import jsonschema
 from builder.core.describe import TESSERA, StoreError, describe
 from builder.errors import BuildError
 from builder.sink import LocalSink, open_sink
+from builder.truth import TRUTH_DIR
 
 
 def write_catalog(data_dir: Path | str) -> str:
@@ -35,7 +37,11 @@ def write_catalog(data_dir: Path | str) -> str:
             raise BuildError(str(e).removeprefix(f"{where}: "), where) from None
         if info.kind != TESSERA:
             raise BuildError(f"a {info.kind} root, not a year store; catalog.json lists year stores", where)
-        stores.append({"year": info.year, "url": rel})
+        entry = {"year": info.year, "url": rel}
+        truth = f"{TRUTH_DIR}/{info.year}.zarr"  # the year's ground truth (builder/truth.py), when there is one
+        if sink.exists(f"{truth}/zarr.json"):
+            entry["truth"] = truth
+        stores.append(entry)
     stores.sort(key=lambda s: s["year"])
     doc = {"stores": stores}
     if sink.exists("years.json"):

@@ -110,6 +110,9 @@ def cmd_demo(a) -> int:
             with lock(cfg):
                 _report(build(cfg, runner), t0)
                 _validate_or_fail(store)
+    from builder.truth import write_demo_truth
+    for path in write_demo_truth(out, tiles / demo.TRUTH_DIR, a.years):
+        print(f"ground truth: {path}")
     if len(a.years) > 1:
         print(f"multi-year index: {write_years_index(out, [out / f'{y}.zarr' for y in a.years])}")
     print(f"catalog: {write_catalog(out)}")
@@ -187,7 +190,9 @@ def cmd_up(a) -> int:
     catalog = static / "data" / "catalog.json"
     from builder import demo
     version = demo.EASY_MODEL_VERSION if a.easy else demo.MODEL_VERSION
-    stale = any(_demo_version(Path(args.record) / str(y)) != version for y in a.years)
+    from builder.truth import truth_path
+    stale = any(_demo_version(Path(args.record) / str(y)) != version or not truth_path(Path(args.out), y).exists()
+                for y in a.years)  # another generator's stores, or a demo built before its ground-truth stores
     if a.rebuild or stale or not catalog.exists():
         cmd_demo(args)
     from builder.site import build_site

@@ -112,9 +112,15 @@ def geoemb_store(tmp_path_factory, tiles2) -> Path:
 
 # ---------------------------------------------------------------- browser --
 @pytest.fixture(scope="session")
-def site(tmp_path_factory) -> Path:
+def site_work(tmp_path_factory) -> Path:
+    """Where the session's site keeps its demo tiles (with their ground truth, tiles/ground_truth/) and records."""
+    return tmp_path_factory.mktemp("site-work")
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory, site_work) -> Path:
     from browser_util import build_test_site
-    return build_test_site(tmp_path_factory.mktemp("site"), tmp_path_factory.mktemp("site-work"))
+    return build_test_site(tmp_path_factory.mktemp("site"), site_work)
 
 
 @pytest.fixture(scope="session")

@@ -56,6 +56,11 @@ CASES = [
     ("label a list", doc([{"year": 2024, "url": "a", "label": ["x"]}]), None),
     ("label null", doc([{"year": 2024, "url": "a", "label": None}]), None),
     ("label over the limit", doc([{"year": 2024, "url": "a", "label": "l" * (TEXT_MAX + 1)}]), None),
+    ("truth given", doc([{"year": 2024, "url": "a", "truth": "truth/2024.zarr"}]), None),
+    ("truth null", doc([{"year": 2024, "url": "a", "truth": None}]), None),
+    ("truth a number", doc([{"year": 2024, "url": "a", "truth": 1}]), None),
+    ("truth an object", doc([{"year": 2024, "url": "a", "truth": {"url": "x"}}]), None),
+    ("truth over the limit", doc([{"year": 2024, "url": "a", "truth": "t" * (TEXT_MAX + 1)}]), None),
     ("multiyear a list", doc(multiyear=["x"]), None),
     ("multiyear null", doc(multiyear=None), None),
     ("tiles_url a number", doc(tiles_url=5), None),
@@ -82,7 +87,7 @@ def python_outcome(raw: bytes, year):
     except CatalogError:
         return {"ok": False}
     pick = cat.pick(year)
-    return {"ok": True, "n": len(cat.stores), "year": pick.year, "url": pick.url}
+    return {"ok": True, "n": len(cat.stores), "year": pick.year, "url": pick.url, "truth": pick.truth}
 
 
 JS_OUTCOMES = """async (cases) => {
@@ -92,7 +97,7 @@ JS_OUTCOMES = """async (cases) => {
         try {
             const cat = m.readCatalog(raw, "catalog");
             const pick = m.pickStore(cat, year);
-            return {ok: true, n: cat.stores.length, year: pick.year, url: pick.url};
+            return {ok: true, n: cat.stores.length, year: pick.year, url: pick.url, truth: pick.truth};
         } catch (e) {
             return {ok: false, kind: e.kind};
         }
@@ -112,6 +117,7 @@ def test_the_preview_and_python_accept_the_same_catalogs_and_pick_the_same_store
     accepted = {name for (name, _, _), js in zip(CASES, got) if js["ok"]}
     assert accepted == {"two years, 2023 asked", "two years, none asked", "a year not listed", "url at the limit",
                         "url of astral characters", "url with a newline", "year 2024.0", "label a number",
+                        "truth given", "truth null",
                         "multiyear null", "embed_origins at the limit", "stores at the limit", "depth at the limit",
                         "size at the limit"}
 
@@ -124,6 +130,7 @@ def test_the_preview_and_python_accept_the_same_catalogs_and_pick_the_same_store
     (doc([{"year": 2024.5, "url": "a.zarr"}]), "catalog: store 0 has no integer year in 1..9999"),
     (doc([{"year": 2024, "url": "a"}, {"year": 2024.0, "url": "b"}]), "catalog: store 1: year 2024 is listed twice"),
     (doc(multiyear=["x"]), "catalog: multiyear is not a string"),
+    (doc([{"year": 2024, "url": "a", "truth": 1}]), "catalog: store 0: truth is not a string"),
     (doc([{"year": 2024, "url": "/x\nerror: " + "y" * 10_000}]),
      "catalog: store 0: url '/x\\nerror: " + "y" * 68 + " is longer than 2048 characters"),
 ])

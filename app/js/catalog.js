@@ -27,7 +27,7 @@ function allFinite(doc) {
 // A JSON number of integral value in yearMin..yearMax, else null.
 const year = (v) => (typeof v === "number" && Number.isInteger(v) && v >= CATALOG.yearMin && v <= CATALOG.yearMax ? v : null);
 
-// The catalog a parsed document states ({stores: [{year, url, label}], multiyear, embedOrigins, tilesUrl});
+// The catalog a parsed document states ({stores: [{year, url, label, truth}], multiyear, embedOrigins, tilesUrl});
 // a TesseraError ("invalid", one line naming `where`) for anything else.
 export function checkCatalog(doc, where) {
   const bad = (what) => new TesseraError("invalid", `${where}: ${what}`);
@@ -44,7 +44,8 @@ export function checkCatalog(doc, where) {
     if (seen.has(y)) throw bad(`store ${i}: year ${y} is listed twice`);
     seen.add(y);
     const label = "label" in s ? s.label : y;
-    return { year: y, url, label: text(typeof label === "number" ? String(label) : label, `store ${i}: label`, bad) };
+    const truth = s.truth === undefined || s.truth === null ? null : text(s.truth, `store ${i}: truth`, bad);
+    return { year: y, url, label: text(typeof label === "number" ? String(label) : label, `store ${i}: label`, bad), truth };
   });
   const optional = (k) => (doc[k] === undefined || doc[k] === null ? null : text(doc[k], k, bad));
   let origins = doc.embed_origins;

@@ -1,7 +1,8 @@
 """Classification of the view from the labels: k-NN (default), logistic regression, random forest, MLP (one
 hidden layer of 64) or gradient boosting (HistGradientBoosting) (scikit-learn, loaded on first use), trained on
 the labelled pixels' vectors, applied to every valid pixel of the view's region; every fit also reports its
-held-out performance (app/tools/evaluate.py). The result is a class-map `Layer` (values: class index, NaN where none)
+held-out performance (app/tools/evaluate.py), and where the catalog gives the year's ground truth, its score
+against it (app/tools/truth.py). The result is a class-map `Layer` (values: class index, NaN where none)
 with a per-pixel confidence (the winning class's probability); pixels below the threshold are transparent.
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 import param
 
 from app import views
-from app.tools import boosting, crossyear, evaluate, lazy, panes, region as reg
+from app.tools import boosting, crossyear, evaluate, lazy, panes, region as reg, truth
 from app.tools.tool import Tool
 from app.tools.urlvalues import integer, number
 
@@ -109,16 +110,23 @@ class Classifier(Tool):
             ctx.status = views.html("Classification stopped: the label classes changed while it ran; run it again.")
             return None
         t2 = time.perf_counter()
-        self.evaluation = await evaluate.classification(lambda n: estimator(self.method, n, self.k, self.seed),
-                                                        X, y, names, self.seed, self.method)
+        evaluation = await evaluate.classification(lambda n: estimator(self.method, n, self.k, self.seed),
+                                                   X, y, names, self.seed, self.method)
         t3 = time.perf_counter()
         self.names, self.colours = names, [labels.colour(n) for n in names]
         conf = region.spread(conf)
-        self.timing = {"read_ms": (t1 - t0) * 1000, "compute_ms": (t2 - t1) * 1000 + (time.perf_counter() - t3) * 1000,
-                       "evaluate_ms": (t3 - t2) * 1000}
         # the confidence rides in the class layer's zones as a second layer of the same windows
         self.conf = region.layer("confidence", conf)
-        self.result = self.coloured(region.layer("class", region.spread(idx.astype(np.float32))))
+        layer = region.layer("class", region.spread(idx.astype(np.float32)))
+        t4 = time.perf_counter()
+        year = self.test_year if self.test_year is not None else ctx.model.year
+        found = ctx.truth(year)  # scored against the ground truth of the year the map is of, when it has one
+        if found is not None:
+            evaluation = dict(evaluation, ground_truth=await truth.against(*found, layer, names, year))
+        self.evaluation = evaluation
+        self.timing = {"read_ms": (t1 - t0) * 1000, "compute_ms": (t2 - t1) * 1000 + (t4 - t3) * 1000,
+                       "evaluate_ms": (t3 - t2) * 1000 + (time.perf_counter() - t4) * 1000}
+        self.result = self.coloured(layer)
         ctx.status = views.html("Classified ({}, {} labels, {} classes): {} in {:.0f} ms.", self.method, len(X),
                                 len(names), reg.describe(region), self.timing["read_ms"] + self.timing["compute_ms"]) + \
             crossyear.describe(ctx, self.train_year, self.test_year) + \

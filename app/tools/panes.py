@@ -31,21 +31,47 @@ def legend_html(rows: list[tuple[str, str, int, float]]) -> str:
 
 def evaluation_html(ev: dict | None) -> str:
     """The held-out report (app/tools/evaluate.py): accuracy, per-class precision/recall/F1, confusion matrix and
-    learning curve; or why there is none."""
+    learning curve, or why there is none; then the score against the ground truth when there is one."""
     if not ev:
         return ""
+    gt = ground_truth_html(ev.get("ground_truth"))
     if "error" in ev:
-        return html("<p class='evaluation'><i>{}</i></p>", ev["error"])
+        return html("<p class='evaluation'><i>{}</i></p>", ev["error"]) + gt
     head = html("<p class='evaluation'>{} held-out ({}-fold, seed {}, {} labels): accuracy <b>{:.3f}</b></p>",
                 ev["method"], ev["folds"], ev["seed"], ev["labels"], ev["accuracy"])
+    return (head + scores_html(ev["classes"], ev["confusion"], "labels", "evaluation") +
+            curve_html(ev["learning_curve"], "accuracy", "accuracy") + gt)
+
+
+def scores_html(classes: list[dict], confusion: list[list[int]], support: str, ids: str) -> str:
+    """Per-class precision, recall, F1 and support (titled `support`), and the confusion matrix (rows: true class);
+    the tables' ids are `ids`-table and `ids`-confusion (the held-out report's: evaluation-table, confusion-table)."""
     rows = "".join(html("<tr><td>{}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td><td>{}</td></tr>",
-                        c["name"], c["precision"], c["recall"], c["f1"], c["support"]) for c in ev["classes"])
-    table = ("<table class='evaluation' id='evaluation-table'><tr><th>class</th><th>precision</th><th>recall</th>"
-             f"<th>F1</th><th>labels</th></tr>{rows}</table>")
+                        c["name"], c["precision"], c["recall"], c["f1"], c["support"]) for c in classes)
+    table = (f"<table class='evaluation' id='{ids}-table'><tr><th>class</th><th>precision</th><th>recall</th>"
+             f"<th>F1</th><th>{support}</th></tr>{rows}</table>")
     cm = "".join("<tr>" + html("<th>{}</th>", c["name"][:12]) + "".join(html("<td>{}</td>", x) for x in row) + "</tr>"
-                 for c, row in zip(ev["classes"], ev["confusion"]))
-    confusion = f"<table class='confusion' id='confusion-table'><caption>true (rows) x predicted</caption>{cm}</table>"
-    return head + table + confusion + curve_html(ev["learning_curve"], "accuracy", "accuracy")
+                 for c, row in zip(classes, confusion))
+    cid = "confusion-table" if ids == "evaluation" else f"{ids}-confusion"
+    return table + f"<table class='confusion' id='{cid}'><caption>true (rows) x predicted</caption>{cm}</table>"
+
+
+def ground_truth_html(gt: dict | None) -> str:
+    """The class map against the ground truth (app/tools/truth.py): accuracy over its pixels, per-class scores,
+    confusion matrix and the unmatched classes; or the one line why there is none."""
+    if not gt:
+        return ""
+    out = html("<p class='ground-truth'><i>Against ground truth ({} truth): {}</i></p>", gt["year"], gt["error"]) \
+        if "error" in gt else \
+        html("<p class='ground-truth'>Against ground truth: accuracy <b>{:.3f}</b> over {:,} pixels ({} truth)</p>",
+             gt["accuracy"], gt["pixels"], gt["year"]) + scores_html(gt["classes"], gt["confusion"], "pixels",
+                                                                     "ground-truth")
+    um = gt.get("unmatched")
+    if um and (um["map"] or um["truth"]):
+        sides = [f"{side}: {', '.join(um[side])[:300]}" for side in ("map", "truth") if um[side]]
+        out += html("<p class='ground-truth-unmatched'>Classes without a match, not scored ({:,} pixels): {}</p>",
+                    um["pixels"], "; ".join(sides))
+    return out
 
 
 def curve_html(curve: list[dict], key: str, score: str) -> str:

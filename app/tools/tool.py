@@ -26,8 +26,8 @@ from app.tools import region as reg
 
 class Context:
     """What a tool may use of the explorer (app/session.py Explorer): the labels, the status line, its task runner,
-    the tool's region (the view's, or a link's windows), the year stores, and the selected pixel; never the
-    Explorer itself."""
+    the tool's region (the view's, or a link's windows), the year stores (and their ground truth), and the selected
+    pixel; never the Explorer itself."""
 
     def __init__(self, app, labels, tools):
         self._app, self.labels, self._tools = app, labels, tools
@@ -126,6 +126,14 @@ class Context:
             # open(year): a geoemb: store lists every year under one URL and shows the one asked for
             self.stores[year] = await StoreModel(self._app.source_factory(entry["url"])).open(year)
         return self.stores[year]
+
+
+    def truth(self, year: int):
+        """(Source, URL) of `year`'s ground-truth store, as the catalog names it ("truth"; builder/truth.py), or
+        None when it names none."""
+        entry = next((c for c in self._app.catalog if c["year"] == year), None)
+        url = entry.get("truth") if entry else None
+        return None if url is None else (self._app.source_factory(url), url)
 
 
 class Tool(param.Parameterized):

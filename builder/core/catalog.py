@@ -1,11 +1,13 @@
 """catalog.json, the year stores a site offers, read as untrusted data (pure core: stdlib + numpy).
 
-    {"stores": [{"year": 2024, "url": "2024.zarr", "label": "2024 (v1)"}, ...], "multiyear": "years.json",
+    {"stores": [{"year": 2024, "url": "2024.zarr", "label": "2024 (v1)", "truth": "truth/2024.zarr"}, ...],
+     "multiyear": "years.json",
      "embed_origins": ["https://host.example"], "tiles_url": "https://tiles.example/{z}/{x}/{y}.png"}
 
 The one parser of a catalog, for the explorer (app/catalog.py) and the Python reader (builder/reader/store.py).
 URLs are relative to the catalog's own URL (each caller resolves them); `label` (a string or a number, optional)
-is what the year selector shows.  The document is read within builder/core/bounds.py's rule with a catalog's
+is what the year selector shows; `truth` (a string, optional) is the URL of the year's ground-truth store
+(builder/truth.py: the demo's), which the explorer scores classifications against.  The document is read within builder/core/bounds.py's rule with a catalog's
 own limits, and every field is checked: anything else is a `CatalogError`, one line naming the catalog.
 
 The map's preview runs before Python and checks catalogs in JavaScript (app/js/catalog.js) by these same rules
@@ -35,6 +37,7 @@ class Entry:
     year: int
     url: str
     label: str
+    truth: str | None = None  # the year's ground-truth store (builder/truth.py)
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,8 @@ def catalog_of(doc, where: str = "catalog") -> Catalog:
         label = s.get("label", year)
         if isinstance(label, (int, float)) and not isinstance(label, bool):
             label = str(label)
-        stores.append(Entry(year, url, _text(label, f"store {i}: label", bad)))
+        truth = None if s.get("truth") is None else _text(s["truth"], f"store {i}: truth", bad)
+        stores.append(Entry(year, url, _text(label, f"store {i}: label", bad), truth))
     optional = {k: None if doc.get(k) is None else _text(doc[k], k, bad) for k in ("multiyear", "tiles_url")}
     origins = doc.get("embed_origins")
     if origins is not None:
