@@ -11,10 +11,12 @@ Phases, each safe to interrupt (even by SIGKILL):
      (where two tiles both have a valid pixel the later one wins, a no-data
      pixel never overwrites data).  Each finished shard is journalled, so a
      re-run after a crash skips it;
-  4. update zone attributes, then the tile fingerprints in the build record;
+  4. update the zone arrays' records of their shards (builder/chunkrecord.py; whenever the plan has shards, so
+     a re-run after a kill that left no shard to write still brings them up to date), the zone attributes, then
+     the tile fingerprints in the build record;
   5. update the embedding overviews (builder.overviews) above the changed shards, and
   6. the global_rgb pyramid where shards changed, side by side (they read different arrays;
-     `Runner.concurrently`), then consolidate.
+     `Runner.concurrently`), then consolidate (the records within the store's budget: builder/recordbudget.py).
 
 The build record (a typed `record.BuildRecord`, JSON outside the store: `<store>.build/` by default) keeps
 what a later incremental run needs: tile fingerprints per zone, the RGB
@@ -309,7 +311,7 @@ def _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, record: BuildRecor
     report.shards_skipped += len(shards) - len(todo)
     products = shard_products(cfg, record, _quarters(cfg))
     arrays = ["embeddings", "scales", *(a for p in products for a in p.arrays)]
-    specs = ShardSpec.read_many(zone_sink, arrays) if todo else {}
+    specs = ShardSpec.read_many(zone_sink, arrays) if shards else {}
     tasks = [ShardTask(zone_sink, grid, s, plan.cover(s), n_bands, journal, specs, products) for s in todo]
     batch = max(SHARD_BATCH, 4 * runner.parallelism)  # bounded graphs and memory; every worker busy to a batch's end
     written: dict[str, list] = defaultdict(list)  # array -> (shard, has a file) of the shards written
@@ -320,7 +322,11 @@ def _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, record: BuildRecor
             report.shards_empty += n_valid == 0
             for array, has in files.items():
                 written[array].append((shard, has))
-    if todo:  # the zone arrays' records of their shards; shards a killed run wrote are known only from the files
+    kill_point("zone-shards-written")
+    # The zone arrays' records of their shards, whenever the plan has shards (not only when some were left to write:
+    # a run killed after its last shard's journal entry leaves nothing to write, and its records stale).  Shards a
+    # killed run wrote are known only from the files.
+    if shards:
         for array in (a for a in SHARDED if a in specs):
             chunkrecord.update(zone_sink / array, written[array], relist=len(todo) < len(shards))
     for t, _, _ in plan.dirty:

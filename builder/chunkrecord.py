@@ -4,7 +4,8 @@ An array whose chunks (a global_rgb level's 256x256 chunks) or shards (a zone's 
 overview arrays) are written sparsely records which exist in its zarr.json attribute `chunks_present`, so that
 readers ask for no other.  `update` is the one rule every writer of such an array follows once its objects are
 written: the record the array had (or, with none, its files: an array written before records, one with too many
-runs to record, or one whose grid moved) with the chunks just written in or out as they have a file.
+runs to record, one left out of the store's budget, or one whose grid moved) with the chunks just written in or
+out as they have a file.  `leave_out` removes a record (builder/recordbudget.py keeps a store's within its budget).
 Idempotent: a re-run after a kill writes the same objects and the same record.
 """
 from __future__ import annotations
@@ -45,4 +46,15 @@ def update(array: Sink, written: Iterable[tuple[tuple[int, int], bool]] = (), re
         attrs.pop(ATTR, None)
     else:
         attrs[ATTR] = value
+    _write(array, doc)
+
+
+def leave_out(array: Sink) -> None:
+    """Remove the array's record: readers then ask for each of its chunks, taking a missing one as fill."""
+    doc = json.loads(array.get("zarr.json"))
+    doc.get("attributes", {}).pop(ATTR, None)
+    _write(array, doc)
+
+
+def _write(array: Sink, doc: dict) -> None:
     array.write("zarr.json", json.dumps(doc, indent=2).encode())

@@ -20,7 +20,9 @@ from zarr.codecs import BloscCodec, Crc32cCodec
 from builder.core import convention as conv
 from builder.core.describe import TESSERA, StoreError, describe
 from builder.errors import BuildError
+from builder.core.chunkruns import STORE_RUNS_MAX
 from builder.core.grid import ZoneGrid
+from builder.recordbudget import fit
 from builder.sink import Sink
 
 SHARDED = ("embeddings", "scales", "rgb")  # written a shard at a time, each recording its shards (chunkrecord)
@@ -81,10 +83,12 @@ def open_year(sink: Sink, year: int) -> zarr.Group:
     return zarr.open_group(sink.zarr_store(), mode="r+", zarr_format=3, use_consolidated=False)
 
 
-def consolidate(sink: Sink) -> None:
+def consolidate(sink: Sink, runs_max: int = STORE_RUNS_MAX) -> None:
     """Inline every child's metadata into the root zarr.json (zarr-python's v3 consolidated
-    metadata), so a browser learns the zones and arrays of a store from one request.  The build's last
-    write: the store's commit point."""
+    metadata), so a browser learns the zones and arrays of a store from one request, with the arrays' records
+    of their chunks within `runs_max` runs (builder/recordbudget.py).  The build's last write: the store's commit
+    point."""
+    fit(sink, runs_max)
     zarr.consolidate_metadata(sink.zarr_store())
 
 

@@ -406,6 +406,37 @@ def test_v1_region_reads_ask_for_no_shard_the_store_never_wrote(served, http):
     assert np.isfinite(want).any() and np.isnan(want).any()
 
 
+def test_v1_point_reads_ask_for_no_shard_the_store_never_wrote(served, http):
+    """Points read through zarr-python's coordinate selections (sample_points, probe, xarray's point indexing) skip
+    the shards the zone's record says do not exist, as region reads do: a point in an unwritten shard is no data
+    with no request for it (a 404 for its shard index on the wire before), a point beside it reads zarr-python's
+    values."""
+    from sparse_util import missing_beside_present
+    base, log = http
+    path = served / "v1" / "2024.zarr"
+    zone, missing, present, (r0, r1, c0, c1) = missing_beside_present(path)
+    tr = zone_attrs(path, zone)["spatial:transform"]
+    to_ll = Transformer.from_crs(zone_attrs(path, zone)["proj:code"], 4326, always_xy=True)
+    g = zarr.open_group(str(path), mode="r")[zone]
+    sc = g["scales"][r0:r1, c0:c1]
+    (vr, vc), = [np.argwhere(np.isfinite(sc))[0]]
+    at_present = (r0 + int(vr), c0 + int(vc))
+    at_missing = (missing[0] * 256 + 100, missing[1] * 256 + 100)
+    pts = [to_ll.transform(tr[2] + c * 10 + 5, tr[5] - r * 10 - 5) for r, c in (at_missing, at_present)]
+    s = open_store(base + "v1/2024.zarr")
+    log.clear()
+    df = s.sample_points(pts, 2024)
+    assert [p for p, _, status, _ in log if status not in (200, 206)] == [], log  # ranged reads: 206
+    shards = {tuple(map(int, p.split("/c/")[1].split("/")[:2])) for p, *_ in log if "/c/" in p}
+    assert present in shards and missing not in shards, shards
+    assert list(df["zone"]) == [zone, zone] and [(int(a), int(b)) for a, b in zip(df["row"], df["col"])] == \
+        [at_missing, at_present]
+    assert np.isnan(df["scale"][0]) and np.isnan(df.iloc[0, 7:].to_numpy(dtype=np.float32)).all()
+    q, scale = g["embeddings"][at_present], g["scales"][at_present]
+    assert df["scale"][1] == scale
+    np.testing.assert_array_equal(df.iloc[1, 7:].to_numpy(dtype=np.float32), q.astype(np.float32) * scale)
+
+
 def test_read_region_over_two_zones_asks_for_a_zone(served, tiles2):
     s = open_store(str(served / "v1" / "2024.zarr"))
     bbox = (-0.06, 50.84, 0.06, 50.86)  # both sides of the Greenwich meridian: zones 30 and 31

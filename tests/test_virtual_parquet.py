@@ -236,3 +236,26 @@ def test_parquet_references_outside_base_are_refused_unless_allowed(two_years, t
     assert "utm30/embeddings/c/" in msg and url in msg and "allow" in msg and "\n" not in msg, msg
     g = open_index(str(out), base=str(moved) + "/", allow=[prefix])  # the caller's explicit consent
     assert list(g["utm30/year"][:]) == [2023, 2024]
+
+
+@pytest.mark.parametrize("how", ["bytes", "rows"])
+def test_an_oversized_parquet_record_file_is_refused_in_one_line(store, tmp_path, how):
+    """A record file is data the index's writer may not have bounded, as its .zmetadata: one larger than the read
+    of a record file (INDEX_RECORD_MAX), or claiming more rows than its record holds, is refused before it is
+    decoded, in one line naming the file, instead of being read whole into memory."""
+    from builder.core.bounds import INDEX_RECORD_MAX
+    out = tmp_path / "big.parquet"
+    write_tile_index(PyramidParser()(str(store)), str(out), zarr_format=3)
+    victim = next(f for f in _parquet_record_files(out) if f.parent.parent.name == "0")
+    if how == "bytes":
+        with open(victim, "r+b") as f:  # a sparse file: no 64 MiB written to disk
+            f.truncate(INDEX_RECORD_MAX + 1)
+    else:
+        size = json.loads((out / ".zmetadata").read_text())["sparse_record_size"]
+        t = pq.read_table(victim)
+        pq.write_table(pa.concat_tables([t] * (size // t.num_rows + 1)), victim)
+    with pytest.raises(ValueError) as e:
+        open_index(str(out), allow=[str(store)])
+    msg = str(e.value)
+    assert str(victim.relative_to(out)) in msg and "\n" not in msg, msg
+    assert ("bytes" in msg) if how == "bytes" else ("rows" in msg), msg

@@ -21,6 +21,7 @@ NODE_JSON_MAX = 1 * 2**20        # any other zarr.json
 INDEX_JSON_MAX = 64 * 2**20      # a multi-year index's references (JSON), as the explorer's (app/js/fetching.js)
 JSON_VALUES_MAX = 1_000_000      # values in one document (counted as its , [ { bytes)
 INDEX_VALUES_MAX = 8_000_000     # values in a multi-year index (about 2 M references of [url, offset, length])
+INDEX_RECORD_MAX = 64 * 2**20    # one record file of a Parquet index (builder/virtual/parquet.py), read and decoded
 JSON_DEPTH_MAX = 64              # nesting levels of one document
 COORD_VALUES_MAX = 4_000_000     # values of one coordinate array (32 MB of float64); rows or columns of a zone
 CHUNK_BYTES_MAX = 64 * 2**20     # one decoded inner chunk

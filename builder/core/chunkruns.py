@@ -9,7 +9,8 @@ are one chunk wide).  Readers (app/basemap.py, app/web/preview.js for the levels
 array read in the browser) ask only for recorded chunks and take the others as fill, so a sparse array costs no
 failed request; builder/chunkrecord.py keeps the record exact as builds write, and `validate --deep` compares it
 with the files.  An array with more than RUNS_MAX runs has no record (its metadata would outgrow the store's
-one-request listing), and readers of an array without one ask for every chunk, taking a missing one as fill.
+one-request listing), nor has one left out of a store's budget of runs (STORE_RUNS_MAX), and readers of an array
+without one ask for every chunk, taking a missing one as fill.
 
 The record is store metadata, so it is data: `from_attr` bounds it and refuses anything odd.
 """
@@ -21,6 +22,12 @@ from dataclasses import dataclass
 
 ATTR = "chunks_present"
 RUNS_MAX = 4096
+# The runs of every record of a store together (builder/recordbudget.py): every array's zarr.json is inlined into
+# the root's consolidated metadata, which readers read in one request within ROOT_JSON_MAX bytes and
+# JSON_VALUES_MAX values (builder/core/bounds.py).  A run costs 4 JSON values and about 110 bytes there (its three
+# numbers indented 14 deep; tests/test_record_budget.py measures it), so 32768 runs take under a quarter of each
+# bound, the rest left for the arrays' other metadata; RUNS_MAX runs for each of a zone's ~37 arrays would not fit.
+STORE_RUNS_MAX = 32768
 
 
 @dataclass(frozen=True)

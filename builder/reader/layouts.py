@@ -140,7 +140,9 @@ class ZoneView:
         emb = self._embeddings(depth)
         b = np.arange(self.n_bands(depth))[None, :]
         if self.t is None:
-            q = emb.vindex[rows[:, None], cols[:, None], b]
+            def read(r, c):
+                return emb.vindex[r[:, None], c[:, None], b]
+            q = self._windows[0].points(rows, cols, read) if self._windows and depth is None else read(rows, cols)
         else:
             q = emb.vindex[np.full_like(rows, self.t)[:, None], b, rows[:, None], cols[:, None]]
         return np.asarray(q), self.scales_at(rows, cols)
@@ -149,6 +151,9 @@ class ZoneView:
         """float32 (N,) scales of pixels, without reading their vectors."""
         rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
         if self.t is None:
+            if self._windows:  # the shards the record says do not exist: fill, no request
+                return np.asarray(self._windows[1].points(rows, cols, lambda r, c: self.scales.vindex[r, c]),
+                                  dtype=np.float32)
             return np.asarray(self.scales.vindex[rows, cols], dtype=np.float32)
         return np.asarray(self.scales.vindex[np.full_like(rows, self.t), rows, cols], dtype=np.float32)
 

@@ -10,7 +10,7 @@ handles ([bytes, blosc(, crc32c)], index [bytes, crc32c] at the end; crc32c veri
 zarr-python reads the window (ranged inner-chunk reads: points, and geoemb:'s 128 KiB inner chunks).
 The window assembly is builder.arrayfiles.ShardedArrayFiles.read_region's, which reads local files only;
 this one reads any fsspec URL.  A shard the array's record says does not exist (builder/core/chunkruns.py) is
-fill, with no request.
+fill, with no request, for windows and for points (`points`: the pixels of zarr-python's coordinate selections).
 """
 from __future__ import annotations
 
@@ -92,6 +92,21 @@ class WindowReader:
             buf = None  # an unwritten shard: all fill
         return decode_shard(buf, tuple(self.shard), tuple(self.chunk), self.array.dtype, self.array.fill_value,
                             blosc.decode, crc, chunk_crc)
+
+    def points(self, rows: np.ndarray, cols: np.ndarray, read) -> np.ndarray:
+        """`read(rows, cols)` (a coordinate selection of the array: one value or vector per pixel) of the pixels in
+        shards that exist; the others are fill, with no request (zarr-python would ask for their shard index)."""
+        if self.present is None or not len(rows):
+            return np.asarray(read(rows, cols))
+        sy, sx = self.shard[:2]
+        shards, where = np.unique(np.stack([rows // sy, cols // sx], axis=1), axis=0, return_inverse=True)
+        keep = np.array([(int(i), int(j)) in self.present for i, j in shards])[where.ravel()]
+        if keep.all():
+            return np.asarray(read(rows, cols))
+        out = np.full((len(rows), *self.array.shape[2:]), self.array.fill_value, dtype=self.array.dtype)
+        if keep.any():
+            out[keep] = read(rows[keep], cols[keep])
+        return out
 
     def read(self, ys: slice, xs: slice) -> np.ndarray:
         if self.codecs is None:

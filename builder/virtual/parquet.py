@@ -38,7 +38,7 @@ import fsspec
 from fsspec.implementations.reference import LazyReferenceMapper
 
 from builder.atomic import write_dir
-from builder.core.bounds import INDEX_JSON_MAX, INDEX_VALUES_MAX, MetadataError, parse_json
+from builder.core.bounds import INDEX_JSON_MAX, INDEX_RECORD_MAX, INDEX_VALUES_MAX, MetadataError, mib, parse_json
 from builder.virtual.keys import Arrays, ArrayKeys, is_meta, parent
 
 TEMPLATE = "{{base}}"
@@ -113,6 +113,30 @@ def _null(v):
     return v
 
 
+def _read_record(data: bytes, url: str, rows_max: int):
+    """The table of the record file `url` (its bytes `data`, read as at most INDEX_RECORD_MAX + 1): refused in one
+    line (MetadataError) when larger than that, when its footer claims more rows than a record holds or more than
+    INDEX_RECORD_MAX bytes decoded (checked before any column is decoded), or when it is not Parquet."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    if len(data) > INDEX_RECORD_MAX:
+        raise MetadataError(f"{url}: more than {INDEX_RECORD_MAX} bytes, larger than the {mib(INDEX_RECORD_MAX)} "
+                            "read of a record file (not read)")
+    try:
+        f = pq.ParquetFile(io.BytesIO(data))
+        meta = f.metadata
+        if meta.num_rows > rows_max:
+            raise MetadataError(f"{url}: {meta.num_rows} rows, more than the {rows_max} of a record (not read)")
+        decoded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        if decoded > INDEX_RECORD_MAX:
+            raise MetadataError(f"{url}: {decoded} bytes decoded, more than the {mib(INDEX_RECORD_MAX)} of a record "
+                                "file (not read)")
+        return f.read()
+    except (pa.ArrowException, OSError) as e:
+        first = (str(e).splitlines() or [type(e).__name__])[0][:200]
+        raise MetadataError(f"{url}: not a Parquet record file ({first})") from None
+
+
 class ParquetReferences(LazyReferenceMapper):
     """Read-only references of a Kerchunk Parquet index (sparse or positional layout, Zarr v2 or v3)."""
 
@@ -144,15 +168,15 @@ class ParquetReferences(LazyReferenceMapper):
 
     # -- records
     def _load_record(self, path: str, record: int) -> dict[int, tuple] | None:
-        import pyarrow.parquet as pq
         url = f"{self.root}/{path}/refs.{record}.parq" if path else f"{self.root}/refs.{record}.parq"
         try:
-            data = self.fs.cat_file(url)
+            with self.fs.open(url, "rb") as f:  # bounded, as .zmetadata: the file is data we did not write
+                data = f.read(INDEX_RECORD_MAX + 1)
         except FileNotFoundError:
             if self.sparse:  # listed in .zmetadata: a missing file is an error, not "no chunks"
                 raise ValueError(f"{url}: record file listed in .zmetadata is missing") from None
             return None
-        t = pq.read_table(io.BytesIO(data))
+        t = _read_record(data, url, self.record_size)
         cols = {c: t.column(c).to_pylist() if c in t.column_names else [None] * t.num_rows
                 for c in ("path", "offset", "size", "raw")}
         numbers = t.column("chunk").to_pylist() if self.sparse else range(record * self.record_size,
