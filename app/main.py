@@ -106,6 +106,8 @@ class ExplorerUI(pn.viewable.Viewer):
             go_selected=pn.widgets.Button(name="Go to it", button_type="primary", visible=False))
         self.widgets["go_selected"].on_click(lambda e: state.go_to_selected())
         state.param.watch(lambda e: setattr(self.widgets["cancel"], "visible", e.new), ["reading"])
+        # a tool's step under way: the page counts its seconds (app/web/busy.js), on its own thread
+        state.param.watch(lambda e: page.post({"type": "busy", "what": e.new}), ["running"])
         if state.tiles_url:  # the web tile layer's controls exist only when a deployment set a template
             self.widgets.update(tiles=pn.widgets.Checkbox.from_param(state.param.show_tiles),
                                 tiles_opacity=pn.widgets.FloatSlider.from_param(state.param.tiles_opacity))
@@ -230,7 +232,8 @@ class ExplorerUI(pn.viewable.Viewer):
             cards.append(layout.card("Tools", t.panel, name="tools-card"))
         cards.append(layout.card("Export", pn.Row(self.csv_btn, self.npy_btn), self.exports, self.notebook,
                                  name="export-card"))
-        status = pn.Column(self.status, w["cancel"], margin=0)  # the cancel button shows while a big read runs
+        # the cancel button shows while a big read runs
+        status = pn.Column(self.status, w["cancel"], name="status-line", margin=0)
         return layout.page(pn.pane.Bokeh(self.map_fig, sizing_mode="stretch_both"), cards, status)
 
     def show_plots(self) -> None:

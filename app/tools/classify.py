@@ -38,11 +38,11 @@ def estimator(method: str, n_train: int, k: int = 5, seed: int = 0):
     raise ValueError(f"unknown classification method {method!r} (one of {', '.join(METHODS)})")
 
 
-async def fit_predict(method, X, y, pixels, k=5, seed=0):
-    """(class index, confidence) for every row of `pixels`."""
+async def fit_predict(method, X, y, pixels, k=5, seed=0, step=None):
+    """(class index, confidence) for every row of `pixels`; `step` (app/tools/steps.py) counts the blocks predicted."""
     await lazy.sklearn()
     model = estimator(method, len(X), k, seed).fit(X, y)
-    proba = await lazy.chunked(model.predict_proba, pixels)
+    proba = await lazy.chunked(model.predict_proba, pixels, step=step)
     idx = np.argmax(proba, axis=1)
     return model.classes_[idx].astype(np.int64), proba[np.arange(len(idx)), idx].astype(np.float32)
 
@@ -97,33 +97,39 @@ class Classifier(Tool):
         if len(names) < 2:
             ctx.status = views.html("Label pixels of at least two classes first.")
             return None
-        t0 = time.perf_counter()
-        region = await crossyear.read(ctx, self.test_year)
-        if region is None:
-            ctx.status = views.html("The view shows no zone of this store.")
-            return None
-        t1 = time.perf_counter()
-        await lazy.sklearn(ctx)  # the first time: "Loading scikit-learn..." in the status line
-        idx, conf = await fit_predict(self.method, X, y, region.pixels(), self.k, self.seed)
-        if labels.revision != revision:
-            ctx.status = views.html("Classification stopped: the label classes changed while it ran; run it again.")
-            return None
-        t2 = time.perf_counter()
-        self.evaluation = await evaluate.classification(lambda n: estimator(self.method, n, self.k, self.seed),
-                                                        X, y, names, self.seed, self.method)
-        t3 = time.perf_counter()
-        self.names, self.colours = names, [labels.colour(n) for n in names]
-        conf = region.spread(conf)
-        self.timing = {"read_ms": (t1 - t0) * 1000, "compute_ms": (t2 - t1) * 1000 + (time.perf_counter() - t3) * 1000,
-                       "evaluate_ms": (t3 - t2) * 1000}
-        # the confidence rides in the class layer's zones as a second layer of the same windows
-        self.conf = region.layer("confidence", conf)
-        self.result = self.coloured(region.layer("class", region.spread(idx.astype(np.float32))))
-        ctx.status = views.html("Classified ({}, {} labels, {} classes): {} in {:.0f} ms.", self.method, len(X),
-                                len(names), reg.describe(region), self.timing["read_ms"] + self.timing["compute_ms"]) + \
-            crossyear.describe(ctx, self.train_year, self.test_year) + \
-            views.html(" Held-out: {}.", f"accuracy {self.evaluation['accuracy']:.3f} ({self.evaluation['folds']}-fold)"
-                       if "accuracy" in self.evaluation else self.evaluation["error"])
+        k, _ = evaluate.folds_for(y, names)
+        async with ctx.step(f"Classification ({self.method})", evaluate.plan(len(X), k)) as step:
+            t0 = time.perf_counter()
+            region = await crossyear.read(ctx, self.test_year)
+            if region is None:
+                ctx.status = views.html("The view shows no zone of this store.")
+                return None
+            t1 = time.perf_counter()
+            await lazy.sklearn(ctx)  # the first time: "Loading scikit-learn..." in the status line
+            idx, conf = await fit_predict(self.method, X, y, region.pixels(), self.k, self.seed, step)
+            t2 = time.perf_counter()
+            evaluation = await evaluate.classification(lambda n: estimator(self.method, n, self.k, self.seed),
+                                                       X, y, names, self.seed, self.method, step)
+            if labels.revision != revision:
+                ctx.status = views.html("Classification stopped: the label classes changed while it ran; run it "
+                                        "again.")
+                return None
+            t3 = time.perf_counter()
+            self.evaluation = evaluation
+            self.names, self.colours = names, [labels.colour(n) for n in names]
+            conf = region.spread(conf)
+            self.timing = {"read_ms": (t1 - t0) * 1000,
+                           "compute_ms": (t2 - t1) * 1000 + (time.perf_counter() - t3) * 1000,
+                           "evaluate_ms": (t3 - t2) * 1000}
+            # the confidence rides in the class layer's zones as a second layer of the same windows
+            self.conf = region.layer("confidence", conf)
+            self.result = self.coloured(region.layer("class", region.spread(idx.astype(np.float32))))
+            ctx.status = views.html("Classified ({}, {} labels, {} classes): {} in {:.0f} ms.", self.method, len(X),
+                                    len(names), reg.describe(region),
+                                    self.timing["read_ms"] + self.timing["compute_ms"]) + \
+                crossyear.describe(ctx, self.train_year, self.test_year) + \
+                views.html(" Held-out: {}.", f"accuracy {evaluation['accuracy']:.3f} ({evaluation['folds']}-fold)"
+                           if "accuracy" in evaluation else evaluation["error"])
         return self.result
 
     def coloured(self, layer: reg.Layer) -> reg.Layer:
