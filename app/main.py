@@ -222,12 +222,14 @@ class ExplorerUI(pn.viewable.Viewer):
             view += [w["tiles"], w["tiles_opacity"]]
         tools = bool(t.panel.objects)
         cards = [layout.card("View", *view, name="view-card"),
-                 layout.card("Pixel", self.info, w["go_selected"], pn.Row(w["pin"], w["clear"]), self.table,
-                             name="pixel-card"),
-                 self.plots,
                  layout.card("Layers", w["similarity"], w["threshold"], pn.Row(w["sim_from"], w["sim_mode"]),
-                             *([t.layer_select] if tools else []), t.exact,
-                             name="layers-card")]
+                             pn.Row(t.layer_select, t.exact) if tools else t.exact, t.cost,
+                             name="layers-card"),
+                 # "Go to it" in a column of its own: a card opened again shows each of its own children (Panel's
+                 # card sets them visible), which showed the button with no pixel away from the view
+                 layout.card("Pixel", pn.Row(w["pin"], w["clear"]), self.info, pn.Column(w["go_selected"], margin=0),
+                             self.table, name="pixel-card"),
+                 self.plots]
         if tools:
             cards.append(layout.card("Tools", t.panel, name="tools-card"))
         cards.append(layout.card("Export", pn.Row(self.csv_btn, self.npy_btn), self.exports, self.notebook,

@@ -65,6 +65,14 @@ def summary(values: np.ndarray, conf: np.ndarray, names: list[str], threshold: f
     return [(n, int(c), float(c) * (pixel_m / 1000.0) ** 2) for n, c in zip(names, counts)]
 
 
+def legend_rows(parts, names: list[str], colours: list[str], threshold: float) -> list[tuple[str, str, int, float]]:
+    """(class, colour, pixels, km²) shown of a class layer over all its zones; `parts`: each zone's (values,
+    confidence) layer parts."""
+    per_zone = [summary(p.values, c.values, names, threshold, p.zone.pixel) for p, c in parts]
+    return [(n, colour, sum(z[i][1] for z in per_zone), sum(z[i][2] for z in per_zone))
+            for i, (n, colour) in enumerate(zip(names, colours))]
+
+
 class Classifier(Tool):
     tool_name, layer_name, continuous = "classify", "class", False
     url_settings = {"method": str, "k": integer, "seed": integer, "threshold": number, "train_year": integer,
@@ -152,10 +160,7 @@ class Classifier(Tool):
         """(class, colour, pixels, km²) of the shown class map, over all its zones."""
         if self.result is None:
             return []
-        per_zone = [summary(p.values, c.values, self.names, self.threshold, p.zone.pixel)
-                    for p, c in zip(self.result.all, self.conf.all)]
-        return [(n, colour, sum(z[i][1] for z in per_zone), sum(z[i][2] for z in per_zone))
-                for i, (n, colour) in enumerate(zip(self.names, self.colours))]
+        return legend_rows(zip(self.result.all, self.conf.all), self.names, self.colours, self.threshold)
 
     async def rerun(self, extra: dict):
         return await self.classify()

@@ -12,8 +12,8 @@ import numpy as np
 import param
 
 from app import views
-from app.tools import lazy, region as reg
-from app.tools.classify import class_rgba
+from app.tools import lazy, panes, region as reg
+from app.tools.classify import class_rgba, legend_rows
 from app.tools.labels import PALETTE
 from app.tools.tool import Tool
 from app.tools.urlvalues import integer
@@ -129,6 +129,13 @@ class Clusters(Tool):
     def legend_key(self) -> list[tuple[str, str]]:
         return list(self.key) if self.result is not None else []
 
+    def legend(self) -> list[tuple[str, str, int, float]]:
+        """(cluster, colour, pixels, km²) of the result, over all its zones: the tab's key."""
+        if self.result is None:
+            return []
+        parts = [(p, reg.replace(p, values=np.ones_like(p.values))) for p in self.result.all]
+        return legend_rows(parts, [n for n, _ in self.key], [c for _, c in self.key], 0.0)
+
     def verbs(self, api) -> dict:
         def cluster(k=5, seed=0):
             async def go():
@@ -142,5 +149,11 @@ class Clusters(Tool):
 
     def panel(self, fig):
         import panel as pn
-        return lambda: pn.Param(self.param, show_name=False,
-                                parameters=["k", "seed", "run", "which", "per_class", "to_label"])
+        from app.layout import PANE_W
+        # the key (each cluster's number, colour and pixels) between the run and "Cluster to label", which asks for
+        # a number
+        return lambda: pn.Column(
+            pn.Param(self.param, show_name=False, parameters=["k", "seed", "run"]),
+            pn.pane.HTML(pn.bind(lambda r: panes.legend_html(self.legend(), "cluster-key"), self.param.result),
+                         width=PANE_W),
+            pn.Param(self.param, show_name=False, parameters=["which", "per_class", "to_label"]))
