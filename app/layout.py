@@ -1,5 +1,5 @@
 """The explorer's page, composed from Panel's layouts: the map fills the window; the controls sit beside it in a side
-bar of cards (view, pixel, plots, layers, tools, export) that the "Controls" toggle folds away.
+bar of cards (view, layers, pixel, its plots, tools, export) that the "Controls" toggle folds away.
 
 The map keeps its view grid (app/session.py MAP_W x MAP_H, the size its images and tools are computed at) and is
 shown scaled to the space it has, at that aspect (MAP_CSS). The side bar scrolls on its own, so the page

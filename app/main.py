@@ -102,6 +102,8 @@ class ExplorerUI(pn.viewable.Viewer):
             go_selected=pn.widgets.Button(name="Go to it", button_type="primary", visible=False))
         self.widgets["go_selected"].on_click(lambda e: state.go_to_selected())
         state.param.watch(lambda e: setattr(self.widgets["cancel"], "visible", e.new), ["reading"])
+        # a tool's step under way: the page counts its seconds (app/web/busy.js), on its own thread
+        state.param.watch(lambda e: page.post({"type": "busy", "what": e.new}), ["running"])
         if state.tiles_url:  # the web tile layer's controls exist only when a deployment set a template
             self.widgets.update(tiles=pn.widgets.Checkbox.from_param(state.param.show_tiles),
                                 tiles_opacity=pn.widgets.FloatSlider.from_param(state.param.tiles_opacity))
@@ -217,17 +219,20 @@ class ExplorerUI(pn.viewable.Viewer):
             view += [w["tiles"], w["tiles_opacity"]]
         tools = bool(t.panel.objects)
         cards = [layout.card("View", *view, name="view-card"),
-                 layout.card("Pixel", self.info, w["go_selected"], pn.Row(w["pin"], w["clear"]), self.table,
-                             name="pixel-card"),
-                 self.plots,
                  layout.card("Layers", *(c for overlay in self.state.tools.overlays for c in overlay.controls()),
-                             *([t.layer_select] if tools else []), t.exact,
-                             name="layers-card")]
+                             pn.Row(t.layer_select, t.exact) if tools else t.exact, t.cost,
+                             name="layers-card"),
+                 # "Go to it" in a column of its own: a card opened again shows each of its own children (Panel's
+                 # card sets them visible), which showed the button with no pixel away from the view
+                 layout.card("Pixel", pn.Row(w["pin"], w["clear"]), self.info, pn.Column(w["go_selected"], margin=0),
+                             self.table, name="pixel-card"),
+                 self.plots]
         if tools:
             cards.append(layout.card("Tools", t.panel, name="tools-card"))
         cards.append(layout.card("Export", pn.Row(self.csv_btn, self.npy_btn), self.exports, self.notebook,
                                  name="export-card"))
-        status = pn.Column(self.status, w["cancel"], margin=0)  # the cancel button shows while a big read runs
+        # the cancel button shows while a big read runs
+        status = pn.Column(self.status, w["cancel"], name="status-line", margin=0)
         return layout.page(pn.pane.Bokeh(self.map_fig, sizing_mode="stretch_both"), cards, status)
 
     def show_plots(self) -> None:

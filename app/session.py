@@ -40,6 +40,8 @@ class Explorer(param.Parameterized):
     years_pixel = param.Parameter(None, doc="the selected pixel across years: (zone, row, col, vectors)")
     status = param.String("", doc="status line (HTML made by views.html: every value escaped)")
     reading = param.Boolean(False, doc="a read of big chunks is under way (app/bigreads.py): Cancel shows")
+    running = param.String("", doc="the tool step under way, as its status line names it ('': none; "
+                                   "app/tools/steps.py): the page counts its seconds")
     cancel_read = param.Action(lambda self: self.big_reads.cancel(), label="Cancel read")
     pin_selected = param.Action(lambda self: self.pin(), label="Pin pixel", constant=True)
     clear_pins = param.Action(lambda self: self.param.update(pins=[]), label="Clear pins")

@@ -11,7 +11,8 @@ import pytest
 import zarr
 from pyproj import Transformer
 
-from browser_util import all_text, map_click_point, model_data, wait_state, wait_text
+from browser_util import all_text, map_click_point, model_data, wait_async, wait_state, wait_text
+from builder import demo
 
 pytestmark = pytest.mark.browser
 
@@ -579,3 +580,156 @@ def test_controls_say_what_they_do_label_mode_slow_steps_the_spectrum_legend_and
         return ![...d.all_models].some((m) => m.type.endsWith('Button') && m.label === 'Go to it' && m.visible); }""",
                            timeout=30_000)
     assert "outside the view" not in all_text(page) and "row " in all_text(page)
+
+
+# Helpers of the layout tests, on window.deep: every element under a root through shadow roots, an element's text
+# (shadow roots included, stylesheets left out), whether one element lies inside another (across shadow roots), an
+# element's box, and a Bokeh model's view.
+DEEP = """() => { window.deep = {
+    all(root) { const out = [];
+        const walk = (r) => { for (const el of r.querySelectorAll('*')) { out.push(el); if (el.shadowRoot) walk(el.shadowRoot); } };
+        walk(root.shadowRoot || root); return out; },
+    text(el) { const parts = [];
+        const walk = (n) => { if (['STYLE', 'LINK', 'SCRIPT'].includes(n.nodeName)) return;
+            if (n.nodeType === Node.TEXT_NODE) parts.push(n.textContent);
+            if (n.shadowRoot) walk(n.shadowRoot);
+            for (const c of n.childNodes) walk(c); };
+        walk(el); return parts.join(' ').replace(/\\s+/g, ' '); },
+    inside(outer, inner) { for (let n = inner; n; n = n.parentNode || n.host) if (n === outer) return true; return false; },
+    box(el) { const r = el.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; },
+    view(m) { return Bokeh.index.find_one(typeof m === 'string' ? Bokeh.documents[0].get_model_by_name(m) : m); },
+    tools() { return [...Bokeh.documents[0].all_models].find((m) => m.type.endsWith('Tabs')
+                                                              && m.tabs.some((p) => p.title === 'Classify')); },
+    button(root, label) { return window.deep.all(root).find((el) => el.tagName === 'BUTTON' && el.textContent.trim() === label); },
+    async still(fn) { let last = JSON.stringify(fn()), n = 0;
+        while (n < 3) { await new Promise((ok) => requestAnimationFrame(ok));
+            const s = JSON.stringify(fn()); n = s === last ? n + 1 : 0; last = s; }
+        return JSON.parse(last); },
+}; }"""
+# The side bar's cards, in their order: name, title, box and text.
+CARDS = """() => Bokeh.documents[0].get_model_by_name('side-bar').children[1].children
+    .filter((m) => m.type.endsWith('.Card')).map((m) => { const v = deep.view(m);
+        return {name: m.name, title: deep.text(deep.view(m.children[0]).el).trim(), box: deep.box(v.el),
+                text: deep.text(v.el), collapsed: m.collapsed}; })"""
+# Controls each card holds, by their labels (each in that card's text and in no other's).
+CARD_CONTROLS = {
+    "View": ["Go to (lon,lat or country)", "Coastlines", "Country borders", "Embedding layer opacity"],
+    "Layers": ["Similarity search", "Similarity threshold", "Tool layer", "Exact (full vectors)"],
+    "Pixel": ["Pin pixel", "Clear pins"],
+    "Tools": ["Click to label", "Add class", "Regression", "Clusters"],
+    "Export": ["Download pins (CSV)", "Download pins (.npy)"],
+}
+
+
+def test_the_side_bar_cards_are_view_layers_pixel_tools_export_each_with_its_controls_and_each_folds(page, server):
+    """Issue 38: "the controls live in a collapsible side bar, grouped in cards: view, layers, pixel, tools, export".
+    The pixel's plots are a card of their own, after the pixel's. A click on a card's title folds it (its controls
+    leave the page) and a second click opens it again."""
+    page.goto(server + "index.html")
+    assert wait_state(page) == "ready"
+    page.wait_for_function("window.tesseraTimings.plots !== undefined", timeout=60_000)
+    page.evaluate(DEEP)
+    cards = page.evaluate(f"async () => deep.still({CARDS})")
+    titles = [c["title"] for c in cards]
+    assert titles == ["View", "Layers", "Pixel", "Spectrum and years", "Tools", "Export"], titles
+    tops = [c["box"][1] for c in cards]
+    assert tops == sorted(tops), tops  # one above the next, in that order
+    by_title = {c["title"]: c for c in cards}
+    for title, labels in CARD_CONTROLS.items():
+        for label in labels:
+            holders = [c["title"] for c in cards if label in c["text"]]
+            assert holders == [title], (label, holders)
+    for title in CARD_CONTROLS:
+        name = by_title[title]["name"]
+        assert not by_title[title]["collapsed"], title
+        # the title's box, scrolled into view (a card folded at the foot of the side bar moves as the bar's scroll
+        # shrinks: asked again before each click)
+        header = lambda: page.evaluate("""(name) => { const v = deep.view(name); v.el.scrollIntoView({block: 'nearest'});
+            return deep.still(() => deep.box(v.el.shadowRoot.querySelector('.card-header'))); }""", name)
+        height = lambda: page.evaluate("(name) => deep.still(() => deep.box(deep.view(name).el))", name)[3]
+        opened = height()
+        control = CARD_CONTROLS[title][0]
+        box = header()
+        page.mouse.click(box[0] + 30, box[1] + box[3] / 2)
+        page.wait_for_function("(name) => Bokeh.documents[0].get_model_by_name(name).collapsed", arg=name,
+                               timeout=10_000)
+        folded = height()
+        shown = page.evaluate("""([n, label]) => deep.all(deep.view(n).el).some((el) => el.children.length === 0
+            && el.textContent.includes(label) && el.getBoundingClientRect().height > 0)""", [name, control])
+        assert folded < min(opened, 60) and not shown, (title, opened, folded, shown)
+        box = header()
+        page.mouse.click(box[0] + 30, box[1] + box[3] / 2)
+        page.wait_for_function("(name) => !Bokeh.documents[0].get_model_by_name(name).collapsed", arg=name,
+                               timeout=10_000)
+        # opened again as it was: Panel's card showed every child of its own again, "Go to it" with no pixel away
+        assert abs(height() - opened) <= 1, title
+    assert not page.evaluate("() => Bokeh.documents[0].get_model_by_name('pixel-card').children.some(function seen(m) {"
+                             " return (m.label === 'Go to it' && m.visible) || (m.children || []).some(seen); })")
+
+
+# Each tool with a result beside its controls: its tab, its run button, its page-API run and where its result is
+# (an element id in the tab's HTML, or a named Bokeh figure).
+RESULTS = [
+    ("Classify", "Classify the view", ("classify", "k-NN", {"seed": 0}), ["#class-legend", "#evaluation-table"]),
+    ("Regression", "Regress the view", ("regress", "ridge", {"seed": 0}), ["#predicted-vs-actual"]),
+    ("Clusters", "Cluster the view", ("cluster", 4, 0), ["#cluster-key"]),
+    ("Change", "Change between the years", ("change", 2023, 2024), ["change-hist"]),
+    ("Scatter", "Project the view", ("scatter", "PCA", {"max_points": 2000, "seed": 1}), ["scatter"]),
+]
+WHERE = """async ([tab, button, results]) => {
+    const tabs = deep.tools();
+    const panel = deep.view(tabs.tabs[tabs.active].child).el;
+    const card = deep.view('tools-card').el;
+    const find = (r) => r.startsWith('#') ? deep.all(card).find((el) => el.id === r.slice(1)) : deep.view(r)?.el;
+    const run = deep.button(panel, button);
+    const els = results.map(find);
+    if (!run || els.some((el) => !el)) return null;
+    const out = [];
+    for (const el of els) {  // each scrolled into the window, as a user would
+        el.scrollIntoView({block: 'nearest'});
+        out.push(await deep.still(() => ({box: deep.box(el), panel: deep.box(panel), run: deep.box(run),
+                                         card: deep.box(card), inPanel: deep.inside(panel, el),
+                                         runInPanel: deep.inside(panel, run)})));
+    }
+    return {title: tabs.tabs[tabs.active].title, results: out, window: [innerWidth, innerHeight]};
+}"""
+
+
+def test_each_tools_result_lies_in_its_tab_under_its_run_button_and_shows_after_a_run(page, server, site):
+    """Issue 38: "each tool's result (legend, histogram, scatter, evaluation) sits next to its controls": the class
+    legend and evaluation, the regression's predicted-against-actual plot, the clusters' key, change's histogram and
+    the scatter each lie in the tab that holds its run button (in the page's DOM and on screen), below the button,
+    and can be seen once the tool has run."""
+    from tools_util import pixel_lonlat, training_pixels
+    store = site / "data" / "2024.zarr"
+    scales = zarr.open_group(store / "utm30", mode="r")["scales"][:]
+    rows, cols = np.nonzero(np.isfinite(scales) & (scales > 0))
+    page.goto(server + "index.html#lon={}&lat={}&span=4000".format(
+        *pixel_lonlat(store, "utm30", int(rows.mean()), int(cols.mean()))))
+    assert wait_state(page) == "ready"
+    page.evaluate(DEEP)
+    # labels of the demo's classes, each named by a number: classes for the classifier, values for the regression
+    train = training_pixels(store, "utm30", demo.World(), 2024, per_class=4)
+    features = [{"type": "Feature", "properties": {"class": str(10 * k + 5)},
+                 "geometry": {"type": "Point", "coordinates": list(pixel_lonlat(store, "utm30", r, c))}}
+                for r, c, k in train]
+    assert page.evaluate("async (g) => await window.tesseraApi.importLabels(g, 'labels.geojson')",
+                         {"type": "FeatureCollection", "features": features}) == len(train)
+    for tab, button, (verb, *args), results in RESULTS:
+        page.locator(".bk-tab", has_text=tab).click()
+        page.wait_for_function("([tab, button]) => { const t = deep.tools();"
+                               " return t.tabs[t.active].title === tab && deep.button(deep.view(t.tabs[t.active].child)"
+                               ".el, button); }", arg=[tab, button], timeout=60_000)
+        res = page.evaluate("async ([n, a]) => await window.tesseraApi[n](...a)", [verb, args])
+        assert res is not None, (tab, all_text(page)[-400:])
+        got = wait_async(page, WHERE, [tab, button, results])  # once the tab shows its result
+        seen = json.dumps(got)
+        assert got["title"] == tab, seen
+        w, h = got["window"]
+        for r in got["results"]:
+            box, run, panel = r["box"], r["run"], r["panel"]
+            assert r["inPanel"] and r["runInPanel"], seen  # in the DOM: the run button's tab holds the result
+            assert inside(r["card"], panel) and inside(panel, run), seen
+            assert box[2] > 0 and box[3] > 0 and inside(panel, box), seen  # on screen: within that tab
+            assert box[1] >= run[1] + run[3] - 1, seen  # under its controls
+            assert box[0] >= 0 and box[0] + min(box[2], 50) <= w and 0 <= box[1] < h, seen  # scrolled to: in view

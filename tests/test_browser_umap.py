@@ -34,7 +34,7 @@ UMAP_WHILE_PYTHON_ANSWERS = """async (settings) => {
     let done = false;
     const run = window.tesseraApi.scatter('UMAP', settings).then((r) => { done = true; return r; });
     const code = "import gc\\nnext(o for o in gc.get_objects() if type(o).__name__ == 'Explorer').status";
-    while (!(await window.tesseraWorker.python(code)).startsWith('UMAP of up to')) {
+    while (!(await window.tesseraWorker.python(code)).startsWith('Scatter (UMAP): ')) {
         if (done) break;
         await new Promise((ok) => setTimeout(ok, 20));
     }

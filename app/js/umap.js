@@ -4,15 +4,20 @@
 // every other command share).
 export const UMAP_WORKER = "vendor/umap-worker.js"; // beside the site's root (builder/site.py _js)
 
-export function runUmap(vectors, n, d, nNeighbors, minDist, seed) {
+// `onEpoch(epoch, total)`, when given, is called as each epoch of the layout ends (the first time with epoch 0).
+export function runUmap(vectors, n, d, nNeighbors, minDist, seed, onEpoch = null) {
   return new Promise((resolve, reject) => {
     const worker = new Worker(new URL(UMAP_WORKER, location.href));
     const done = (fn, value) => {
       worker.terminate();
       fn(value);
     };
-    worker.onmessage = ({ data }) =>
-      data.ok ? done(resolve, data.xy) : done(reject, new Error(`UMAP: ${data.message}`));
+    worker.onmessage = ({ data }) => {
+      if ("epoch" in data) {
+        if (onEpoch) onEpoch(data.epoch, data.total);
+      } else if (data.ok) done(resolve, data.xy);
+      else done(reject, new Error(`UMAP: ${data.message}`));
+    };
     worker.onerror = (event) => {
       event.preventDefault();
       done(reject, new Error(`UMAP worker: ${event.message || "it could not start"}`));

@@ -150,25 +150,26 @@ class Change(Tool):
         ctx = self.ctx
         y0 = int(y0 if y0 is not None else self.y0)
         y1 = int(y1 if y1 is not None else self.y1)
-        try:
-            got = await self.read(y0, y1)
-        except SourceError as e:
-            ctx.status = views.html("<b>Change unavailable:</b> {}", e)
-            return None
-        if got is None:
-            ctx.status = views.html("The view shows no zone with data in both {} and {}.", y0, y1)
-            return None
-        a, b = got
-        if y0 in self.param.y0.objects and y1 in self.param.y1.objects:
-            self.param.update(y0=y0, y1=y1)  # the selectors (and a link, app/tools/share.py) say the layer's years
-        values = [change_values(pa, pb).astype(np.float32) for pa, pb in zip(a.parts, b.parts)]
-        self.result = a.layer("change", values, lambda v: change_rgba(v, self.threshold))
-        every = self.result.values_all()
-        self.hist = histogram(every)
-        n = int(np.isfinite(every).sum())
-        ctx.status = views.html("Change {} -> {} (1 - cosine): {}; {:,} pixels with data in both years, {:,} "
-                                "above {:.2f}.", y0, y1, reg.describe(a), n,
-                                int((np.nan_to_num(every, nan=-1) >= self.threshold).sum()), self.threshold)
+        async with ctx.step(f"Change {y0} -> {y1}", "reading both years over the view"):
+            try:
+                got = await self.read(y0, y1)
+            except SourceError as e:
+                ctx.status = views.html("<b>Change unavailable:</b> {}", e)
+                return None
+            if got is None:
+                ctx.status = views.html("The view shows no zone with data in both {} and {}.", y0, y1)
+                return None
+            a, b = got
+            if y0 in self.param.y0.objects and y1 in self.param.y1.objects:
+                self.param.update(y0=y0, y1=y1)  # the selectors (and a link, app/tools/share.py) say the layer's years
+            values = [change_values(pa, pb).astype(np.float32) for pa, pb in zip(a.parts, b.parts)]
+            self.result = a.layer("change", values, lambda v: change_rgba(v, self.threshold))
+            every = self.result.values_all()
+            self.hist = histogram(every)
+            n = int(np.isfinite(every).sum())
+            ctx.status = views.html("Change {} -> {} (1 - cosine): {}; {:,} pixels with data in both years, {:,} "
+                                    "above {:.2f}.", y0, y1, reg.describe(a), n,
+                                    int((np.nan_to_num(every, nan=-1) >= self.threshold).sum()), self.threshold)
         return self.result
 
     def _recolour(self) -> None:

@@ -39,11 +39,11 @@ def estimator(method: str, n_train: int, k: int = 5, seed: int = 0):
     raise ValueError(f"unknown classification method {method!r} (one of {', '.join(METHODS)})")
 
 
-async def fit_predict(method, X, y, pixels, k=5, seed=0):
-    """(class index, confidence) for every row of `pixels`."""
+async def fit_predict(method, X, y, pixels, k=5, seed=0, step=None):
+    """(class index, confidence) for every row of `pixels`; `step` (app/tools/steps.py) counts the blocks predicted."""
     await lazy.sklearn()
     model = estimator(method, len(X), k, seed).fit(X, y)
-    proba = await lazy.chunked(model.predict_proba, pixels)
+    proba = await lazy.chunked(model.predict_proba, pixels, step=step)
     idx = np.argmax(proba, axis=1)
     return model.classes_[idx].astype(np.int64), proba[np.arange(len(idx)), idx].astype(np.float32)
 
@@ -64,6 +64,14 @@ def summary(values: np.ndarray, conf: np.ndarray, names: list[str], threshold: f
     ok = np.isfinite(values) & (np.nan_to_num(conf, nan=-1) >= threshold)
     counts = np.bincount(values[ok].astype(np.intp), minlength=len(names))  # intp: int32 on wasm32
     return [(n, int(c), float(c) * (pixel_m / 1000.0) ** 2) for n, c in zip(names, counts)]
+
+
+def legend_rows(parts, names: list[str], colours: list[str], threshold: float) -> list[tuple[str, str, int, float]]:
+    """(class, colour, pixels, km²) shown of a class layer over all its zones; `parts`: each zone's (values,
+    confidence) layer parts."""
+    per_zone = [summary(p.values, c.values, names, threshold, p.zone.pixel) for p, c in parts]
+    return [(n, colour, sum(z[i][1] for z in per_zone), sum(z[i][2] for z in per_zone))
+            for i, (n, colour) in enumerate(zip(names, colours))]
 
 
 class Classifier(Tool):
@@ -98,40 +106,44 @@ class Classifier(Tool):
         if len(names) < 2:
             ctx.status = views.html("Label pixels of at least two classes first.")
             return None
-        t0 = time.perf_counter()
-        region = await crossyear.read(ctx, self.test_year)
-        if region is None:
-            ctx.status = views.html("The view shows no zone of this store.")
-            return None
-        t1 = time.perf_counter()
-        await lazy.sklearn(ctx)  # the first time: "Loading scikit-learn..." in the status line
-        idx, conf = await fit_predict(self.method, X, y, region.pixels(), self.k, self.seed)
-        if labels.revision != revision:
-            ctx.status = views.html("Classification stopped: the label classes changed while it ran; run it again.")
-            return None
-        t2 = time.perf_counter()
-        evaluation = await evaluate.classification(lambda n: estimator(self.method, n, self.k, self.seed),
-                                                   X, y, names, self.seed, self.method)
-        t3 = time.perf_counter()
-        self.names, self.colours = names, [labels.colour(n) for n in names]
-        conf = region.spread(conf)
-        # the confidence rides in the class layer's zones as a second layer of the same windows
-        self.conf = region.layer("confidence", conf)
-        layer = region.layer("class", region.spread(idx.astype(np.float32)))
-        t4 = time.perf_counter()
-        year = self.test_year if self.test_year is not None else ctx.model.year
-        found = ctx.truth(year)  # scored against the ground truth of the year the map is of, when it has one
-        if found is not None:
-            evaluation = dict(evaluation, ground_truth=await truth.against(*found, layer, names, year))
-        self.evaluation = evaluation
-        self.timing = {"read_ms": (t1 - t0) * 1000, "compute_ms": (t2 - t1) * 1000 + (t4 - t3) * 1000,
-                       "evaluate_ms": (t3 - t2) * 1000 + (time.perf_counter() - t4) * 1000}
-        self.result = self.coloured(layer)
-        ctx.status = views.html("Classified ({}, {} labels, {} classes): {} in {:.0f} ms.", self.method, len(X),
-                                len(names), reg.describe(region), self.timing["read_ms"] + self.timing["compute_ms"]) + \
-            crossyear.describe(ctx, self.train_year, self.test_year) + \
-            views.html(" Held-out: {}.", f"accuracy {self.evaluation['accuracy']:.3f} ({self.evaluation['folds']}-fold)"
-                       if "accuracy" in self.evaluation else self.evaluation["error"])
+        k, _ = evaluate.folds_for(y, names)
+        async with ctx.step(f"Classification ({self.method})", evaluate.plan(len(X), k)) as step:
+            t0 = time.perf_counter()
+            region = await crossyear.read(ctx, self.test_year)
+            if region is None:
+                ctx.status = views.html("The view shows no zone of this store.")
+                return None
+            t1 = time.perf_counter()
+            await lazy.sklearn(ctx)  # the first time: "Loading scikit-learn..." in the status line
+            idx, conf = await fit_predict(self.method, X, y, region.pixels(), self.k, self.seed, step)
+            t2 = time.perf_counter()
+            evaluation = await evaluate.classification(lambda n: estimator(self.method, n, self.k, self.seed),
+                                                       X, y, names, self.seed, self.method, step)
+            if labels.revision != revision:
+                ctx.status = views.html("Classification stopped: the label classes changed while it ran; run it "
+                                        "again.")
+                return None
+            t3 = time.perf_counter()
+            self.names, self.colours = names, [labels.colour(n) for n in names]
+            conf = region.spread(conf)
+            # the confidence rides in the class layer's zones as a second layer of the same windows
+            self.conf = region.layer("confidence", conf)
+            layer = region.layer("class", region.spread(idx.astype(np.float32)))
+            t4 = time.perf_counter()
+            year = self.test_year if self.test_year is not None else ctx.model.year
+            found = ctx.truth(year)  # scored against the ground truth of the year the map is of, when it has one
+            if found is not None:
+                evaluation = dict(evaluation, ground_truth=await truth.against(*found, layer, names, year))
+            self.evaluation = evaluation
+            self.timing = {"read_ms": (t1 - t0) * 1000, "compute_ms": (t2 - t1) * 1000 + (t4 - t3) * 1000,
+                           "evaluate_ms": (t3 - t2) * 1000 + (time.perf_counter() - t4) * 1000}
+            self.result = self.coloured(layer)
+            ctx.status = views.html("Classified ({}, {} labels, {} classes): {} in {:.0f} ms.", self.method, len(X),
+                                    len(names), reg.describe(region),
+                                    self.timing["read_ms"] + self.timing["compute_ms"]) + \
+                crossyear.describe(ctx, self.train_year, self.test_year) + \
+                views.html(" Held-out: {}.", f"accuracy {evaluation['accuracy']:.3f} ({evaluation['folds']}-fold)"
+                           if "accuracy" in evaluation else evaluation["error"])
         return self.result
 
     def coloured(self, layer: reg.Layer) -> reg.Layer:
@@ -154,10 +166,7 @@ class Classifier(Tool):
         """(class, colour, pixels, km²) of the shown class map, over all its zones."""
         if self.result is None:
             return []
-        per_zone = [summary(p.values, c.values, self.names, self.threshold, p.zone.pixel)
-                    for p, c in zip(self.result.all, self.conf.all)]
-        return [(n, colour, sum(z[i][1] for z in per_zone), sum(z[i][2] for z in per_zone))
-                for i, (n, colour) in enumerate(zip(self.names, self.colours))]
+        return legend_rows(zip(self.result.all, self.conf.all), self.names, self.colours, self.threshold)
 
     async def rerun(self, extra: dict):
         return await self.classify()

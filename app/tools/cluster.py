@@ -12,8 +12,8 @@ import numpy as np
 import param
 
 from app import views
-from app.tools import lazy, region as reg
-from app.tools.classify import class_rgba
+from app.tools import lazy, panes, region as reg
+from app.tools.classify import class_rgba, legend_rows
 from app.tools.labels import PALETTE
 from app.tools.tool import Tool
 from app.tools.urlvalues import integer
@@ -29,8 +29,9 @@ def fit_sample(n: int, seed: int, max_fit: int = MAX_FIT) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, max_fit, replace=False))
 
 
-async def kmeans(pixels: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, np.ndarray, float]:
-    """(labels (N,), centres (k, B), inertia over all pixels)."""
+async def kmeans(pixels: np.ndarray, k: int, seed: int, step=None) -> tuple[np.ndarray, np.ndarray, float]:
+    """(labels (N,), centres (k, B), inertia over all pixels); `step` (app/tools/steps.py) counts the blocks of
+    pixels assigned."""
     await lazy.sklearn()
     from sklearn.cluster import KMeans
     km = KMeans(n_clusters=k, random_state=seed, n_init=N_INIT).fit(pixels[fit_sample(len(pixels), seed)])
@@ -42,7 +43,7 @@ async def kmeans(pixels: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, np.
         labels = km.predict(block)
         inertia += float(((block - centres[labels]).astype(np.float64) ** 2).sum())
         return labels
-    labels = await lazy.chunked(assign, pixels)
+    labels = await lazy.chunked(assign, pixels, step=step)
     return labels, centres, inertia
 
 
@@ -72,22 +73,25 @@ class Clusters(Tool):
     async def cluster(self, k=None, seed=None) -> reg.Layer | None:
         ctx = self.ctx
         self.param.update(**{n: v for n, v in (("k", k), ("seed", seed)) if v is not None})
-        region = await ctx.region()
-        if region is None or region.n_valid < self.k:
-            ctx.status = views.html("Too few pixels with data in the view for {} clusters.", self.k)
-            return None
-        t0 = time.perf_counter()
-        pixels = region.pixels()
-        await lazy.sklearn(ctx)  # the first time: "Loading scikit-learn..." in the status line
-        labels, _, self.inertia = await kmeans(pixels, self.k, self.seed)
-        self.region = region
-        self.key = [(f"cluster {i}", c) for i, c in enumerate(colours(self.k))]
-        self.result = region.layer("cluster", region.spread(labels.astype(np.float32)),
-                                   lambda v: class_rgba(v, np.ones_like(v), colours(self.k), 0.0))
-        n = len(pixels)
-        ctx.status = views.html("k-means (k={}, seed {}){}: {}; inertia {:.6g} ({:.0f} ms).", self.k, self.seed,
-                                f", centres fitted on {MAX_FIT:,} sampled pixels" if n > MAX_FIT else "",
-                                reg.describe(region), self.inertia, (time.perf_counter() - t0) * 1000)
+        async with ctx.step(f"k-means (k={self.k})", "reading the view") as step:
+            region = await ctx.region()
+            if region is None or region.n_valid < self.k:
+                ctx.status = views.html("Too few pixels with data in the view for {} clusters.", self.k)
+                return None
+            t0 = time.perf_counter()
+            pixels = region.pixels()
+            n = len(pixels)
+            step.say(f"fitting {self.k} centres on {min(n, MAX_FIT):,} pixels ({N_INIT} starts), then assigning "
+                     f"{n:,} pixels")
+            await lazy.sklearn(ctx)  # the first time: "Loading scikit-learn..." in the status line
+            labels, _, self.inertia = await kmeans(pixels, self.k, self.seed, step)
+            self.region = region
+            self.key = [(f"cluster {i}", c) for i, c in enumerate(colours(self.k))]
+            self.result = region.layer("cluster", region.spread(labels.astype(np.float32)),
+                                       lambda v: class_rgba(v, np.ones_like(v), colours(self.k), 0.0))
+            ctx.status = views.html("k-means (k={}, seed {}){}: {}; inertia {:.6g} ({:.0f} ms).", self.k, self.seed,
+                                    f", centres fitted on {MAX_FIT:,} sampled pixels" if n > MAX_FIT else "",
+                                    reg.describe(region), self.inertia, (time.perf_counter() - t0) * 1000)
         return self.result
 
     async def to_class(self, which: int, name: str | None = None, count: int | None = None) -> str | None:
@@ -125,6 +129,13 @@ class Clusters(Tool):
     def legend_key(self) -> list[tuple[str, str]]:
         return list(self.key) if self.result is not None else []
 
+    def legend(self) -> list[tuple[str, str, int, float]]:
+        """(cluster, colour, pixels, km²) of the result, over all its zones: the tab's key."""
+        if self.result is None:
+            return []
+        parts = [(p, reg.replace(p, values=np.ones_like(p.values))) for p in self.result.all]
+        return legend_rows(parts, [n for n, _ in self.key], [c for _, c in self.key], 0.0)
+
     def verbs(self, api) -> dict:
         def cluster(k=5, seed=0):
             async def go():
@@ -138,5 +149,11 @@ class Clusters(Tool):
 
     def panel(self, fig):
         import panel as pn
-        return lambda: pn.Param(self.param, show_name=False,
-                                parameters=["k", "seed", "run", "which", "per_class", "to_label"])
+        from app.layout import PANE_W
+        # the key (each cluster's number, colour and pixels) between the run and "Cluster to label", which asks for
+        # a number
+        return lambda: pn.Column(
+            pn.Param(self.param, show_name=False, parameters=["k", "seed", "run"]),
+            pn.pane.HTML(pn.bind(lambda r: panes.legend_html(self.legend(), "cluster-key"), self.param.result),
+                         width=PANE_W),
+            pn.Param(self.param, show_name=False, parameters=["which", "per_class", "to_label"]))

@@ -6,7 +6,7 @@ predictions and the learning curve, for classes and values alike: it repeats the
 labels cut to a seeded fraction (CURVE of them; numpy's default_rng(seed), drawn fraction by fraction and fold by
 fold), and gives the score of the pooled held-out predictions against the mean number of training labels; its
 last point (all of each fold's labels) is the headline score.  Each fit yields to the event loop (the page stays
-responsive).
+responsive) and is counted to the step's `counter` when given (app/tools/steps.py): "held-out fit 7 of 25".
 
 `classification`: a stratified k-fold (StratifiedKFold, shuffled with the classifier's seed; none when a class has
 a single label; the estimator built by `make(n_train)`): accuracy, per-class precision, recall, F1 and support,
@@ -33,13 +33,26 @@ def folds_for(y: np.ndarray, names: list[str]) -> tuple[int, str | None]:
     return min(FOLDS, low), None
 
 
+def plan(n: int, k: int) -> str:
+    """What a fit on n labels with a k-fold held-out evaluation (0: none) does, as its step says it."""
+    return f"fitting on {n:,} labels, " + (f"{k}-fold held-out evaluation" if k else "no held-out evaluation")
+
+
+def fits(k: int) -> int:
+    """The number of fits of a k-fold learning curve."""
+    return len(CURVE) * k
+
+
 async def learning_curve(predict: Callable, splits: list, n: int, seed: int, score: Callable,
-                         key: str) -> tuple[np.ndarray, list[dict]]:
+                         key: str, step=None) -> tuple[np.ndarray, list[dict]]:
     """(the held-out predictions of all n labels with all of each fold's training labels, the curve: [{"labels":
     mean training labels, key: score(predictions)}] at each fraction of CURVE).  predict(train, test): the
-    predictions of labels `test` by a model fitted on labels `train` (index arrays)."""
+    predictions of labels `test` by a model fitted on labels `train` (index arrays); `step`: the tool's step, told
+    each fit."""
     rng = np.random.default_rng(seed)
     curve, pred = [], None
+    count = step.counter(fits(len(splits)), "held-out fit") if step is not None else None
+    done = 0
     for frac in CURVE:
         pred, used = None, []
         for train, test in splits:
@@ -50,12 +63,18 @@ async def learning_curve(predict: Callable, splits: list, n: int, seed: int, sco
             if pred is None:
                 pred = np.empty(n, got.dtype)
             pred[test] = got
+            done += 1
+            if count is not None:
+                count.at(done)
             await asyncio.sleep(0)
         curve.append({"labels": int(round(np.mean(used))), key: float(score(pred))})
+    if count is not None:
+        count.end()
     return pred, curve
 
 
-async def classification(make, X: np.ndarray, y: np.ndarray, names: list[str], seed: int, method: str = "") -> dict:
+async def classification(make, X: np.ndarray, y: np.ndarray, names: list[str], seed: int, method: str = "",
+                         step=None) -> dict:
     """The held-out report (plain JSON values) of estimator `make(n_train)` on labels X (N, B), y (N,) in 0..n-1."""
     from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
     from sklearn.model_selection import StratifiedKFold
@@ -69,7 +88,8 @@ async def classification(make, X: np.ndarray, y: np.ndarray, names: list[str], s
             return np.full(len(test), -1, y.dtype)
         return make(len(train)).fit(X[train], y[train]).predict(X[test])
     splits = list(StratifiedKFold(k, shuffle=True, random_state=seed).split(X, y))
-    pred, curve = await learning_curve(predict, splits, len(y), seed, lambda p: (p == y).mean(), "accuracy")
+    pred, curve = await learning_curve(predict, splits, len(y), seed, lambda p: (p == y).mean(), "accuracy",
+                                       step)
     p, r, f, s = precision_recall_fscore_support(y, pred, labels=range(len(names)), zero_division=0)
     return dict(base, folds=k, accuracy=float((pred == y).mean()),
                 classes=[{"name": n, "precision": float(a), "recall": float(b), "f1": float(c), "support": int(d)}

@@ -62,17 +62,19 @@ class Examples(Tool):
         neg = self.negative if self.negative in (ALL_OTHERS, NONE) else names.index(self.negative)
         q, *self.counts = query(X, y, names.index(self.positive), neg)
         self.counts = tuple(self.counts)
-        t0 = time.perf_counter()
-        region = await ctx.view_region()
-        if region is None:
-            ctx.status = views.html("The view shows no zone of this store.")
-            return None
-        q = q.astype(np.float32)
-        self.result = region.layer("examples", [p.cosines(q).astype(np.float32) for p in region.parts],
-                                   lambda v: render.similarity_rgba(v, self.threshold))
-        ctx.status = views.html("Examples: {} positives ({}), {} negatives ({}); q = 2 x mean(positives) - "
-                                "mean(negatives): {} ({:.0f} ms).", self.counts[0], self.positive, self.counts[1],
-                                self.negative, reg.describe(region), (time.perf_counter() - t0) * 1000)
+        async with ctx.step("Search by examples", f"{self.counts[0]} positives, {self.counts[1]} negatives, cosine "
+                                                  "to the query over the view"):
+            t0 = time.perf_counter()
+            region = await ctx.view_region()
+            if region is None:
+                ctx.status = views.html("The view shows no zone of this store.")
+                return None
+            q = q.astype(np.float32)
+            self.result = region.layer("examples", [p.cosines(q).astype(np.float32) for p in region.parts],
+                                       lambda v: render.similarity_rgba(v, self.threshold))
+            ctx.status = views.html("Examples: {} positives ({}), {} negatives ({}); q = 2 x mean(positives) - "
+                                    "mean(negatives): {} ({:.0f} ms).", self.counts[0], self.positive, self.counts[1],
+                                    self.negative, reg.describe(region), (time.perf_counter() - t0) * 1000)
         return self.result
 
     def recolour(self) -> None:

@@ -39,13 +39,19 @@ async def sklearn(app=None) -> None:
     import sklearn.base  # noqa: F401 (the import itself: seconds in Pyodide)
 
 
-async def chunked(fn, x, rows: int = 32768):
-    """fn over x in blocks of `rows`, yielding to the event loop between blocks (the page stays responsive)."""
+async def chunked(fn, x, rows: int = 32768, step=None, what: str = "pixel block"):
+    """fn over x in blocks of `rows`, yielding to the event loop between blocks (the page stays responsive); each
+    block counted to `step`'s counter (app/tools/steps.py) when given: "{what} 3 of 8"."""
     import numpy as np
     parts = []
+    count = step.counter(-(-len(x) // rows), what) if step is not None else None
     for i in range(0, len(x), rows):
         parts.append(fn(x[i:i + rows]))
+        if count is not None:
+            count.at(len(parts))
         await asyncio.sleep(0)
+    if count is not None:
+        count.end()
     if not parts:
         return fn(x[:0])
     return np.concatenate(parts)

@@ -20,13 +20,15 @@ def labels_html(labels) -> str:
     return f"<table class='labels' id='labels-table'><tr><th></th><th>class</th><th>labels</th></tr>{rows}</table>"
 
 
-def legend_html(rows: list[tuple[str, str, int, float]]) -> str:
-    """Class map legend: colour, class, pixels and area at the confidence threshold."""
+def legend_html(rows: list[tuple[str, str, int, float]], ident: str = "class-legend") -> str:
+    """A class layer's legend (a class map's, the clusters' key), as table `ident`: colour, class, pixels and area
+    shown."""
     if not rows:
         return ""
     body = "".join(html("<tr><td><span class='swatch' style='background:{}'>&nbsp;&nbsp;</span></td><td>{}</td>"
                         "<td>{:,}</td><td>{:.4f}</td></tr>", c, n, k, a) for n, c, k, a in rows)
-    return f"<table class='legend' id='class-legend'><tr><th></th><th>class</th><th>pixels</th><th>km²</th></tr>{body}</table>"
+    return (f"<table class='legend' id='{ident}'><tr><th></th><th>class</th><th>pixels</th><th>km²</th></tr>"
+            f"{body}</table>")
 
 
 def evaluation_html(ev: dict | None) -> str:

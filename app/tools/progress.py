@@ -6,7 +6,9 @@ page, at once, while Python goes on reading (app/page.py).
 
 Reports are made by count, not by clock, so the same file gives the same reports on any machine: every STEP items,
 or every twentieth of the total when that is more, so at most 22 per file whatever its size, each a status line of
-a hundred bytes or so. A file of fewer than STEP items gets only the first and the last.
+a hundred bytes or so. A file of fewer than STEP items gets only the first and the last. A tool's step counts its
+parts the same way (app/tools/steps.py: held-out fits, blocks of pixels, UMAP's epochs), every `least` of them
+(1 there) or every twentieth of the total when that is more.
 """
 from __future__ import annotations
 
@@ -25,9 +27,9 @@ def file_name(filename) -> str:
 class Progress:
     """The count of `what` ("rows", "features", ...) read of `total`, told to `report` (None: to no one)."""
 
-    def __init__(self, total: int, what: str, report: Report | None):
+    def __init__(self, total: int, what: str, report: Report | None, least: int = STEP):
         self.total, self.what, self.report = max(int(total), 0), what, report
-        self.step = max(STEP, -(-self.total // 20))
+        self.step = max(least, -(-self.total // 20))
         self.next, self.told = self.step, None
         if report is not None:
             self._tell(0)

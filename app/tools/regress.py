@@ -53,19 +53,26 @@ def values_of(names: list[str]) -> tuple[np.ndarray | None, str | None]:
     return np.array(out, np.float64), None
 
 
-async def held_out(method: str, X: np.ndarray, y: np.ndarray, seed: int) -> dict:
+def folds(n: int) -> int:
+    """The held-out evaluation's folds for n labels (0: too few for one)."""
+    k = min(evaluate.FOLDS, n)
+    return k if k >= 2 else 0
+
+
+async def held_out(method: str, X: np.ndarray, y: np.ndarray, seed: int, step=None) -> dict:
     """R², RMSE and (actual, predicted) of each label predicted by a model fitted on the other folds, and the
-    learning curve (held-out R² against the number of training labels: app/tools/evaluate.py's rule)."""
+    learning curve (held-out R² against the number of training labels: app/tools/evaluate.py's rule); `step` (the
+    tool's, app/tools/steps.py) is told each fit."""
     from sklearn.metrics import mean_squared_error, r2_score
     from sklearn.model_selection import KFold
-    k = min(evaluate.FOLDS, len(y))
+    k = folds(len(y))
     base = {"method": method, "seed": int(seed), "labels": int(len(y))}
-    if k < 2:
+    if not k:
         return dict(base, error="no held-out score: at least 2 labels are needed")
     splits = list(KFold(k, shuffle=True, random_state=seed).split(X))
     pred, curve = await evaluate.learning_curve(
         lambda train, test: estimator(method, len(train), seed).fit(X[train], y[train]).predict(X[test]),
-        splits, len(y), seed, lambda p: r2_score(y, p), "r2")
+        splits, len(y), seed, lambda p: r2_score(y, p), "r2", step)
     return dict(base, folds=k, r2=float(r2_score(y, pred)), rmse=float(mean_squared_error(y, pred) ** 0.5),
                 actual=y.tolist(), predicted=pred.tolist(), learning_curve=curve)
 
@@ -96,23 +103,24 @@ class Regressor(Tool):
             ctx.status = views.html("Label at least two pixels with numeric classes first.")
             return None
         y = values[cls]
-        t0 = time.perf_counter()
-        region = await ctx.region()
-        if region is None:
-            ctx.status = views.html("The view shows no zone of this store.")
-            return None
-        await lazy.sklearn(ctx)
-        model = estimator(self.method, len(y), self.seed).fit(X, y)
-        pred = (await lazy.chunked(model.predict, region.pixels())).astype(np.float32)
-        lo, hi = (float(pred.min()), float(pred.max())) if len(pred) else (0.0, 1.0)
-        self.range = (lo, hi if hi > lo else lo + 1.0)
-        self.evaluation = await held_out(self.method, X, y, self.seed)
-        self.result = region.layer("regression", region.spread(pred),
-                                   lambda v: render.ramp_rgba(v, -np.inf, *self.range))
-        ev = self.evaluation
-        ctx.status = views.html("Regression ({}, {} labels): {}; held-out {} ({:.0f} ms).", self.method, len(X),
-                                reg.describe(region), f"R² {ev['r2']:.3f}, RMSE {ev['rmse']:.4g}" if "r2" in ev
-                                else ev["error"], (time.perf_counter() - t0) * 1000)
+        async with ctx.step(f"Regression ({self.method})", evaluate.plan(len(y), folds(len(y)))) as step:
+            t0 = time.perf_counter()
+            region = await ctx.region()
+            if region is None:
+                ctx.status = views.html("The view shows no zone of this store.")
+                return None
+            await lazy.sklearn(ctx)
+            model = estimator(self.method, len(y), self.seed).fit(X, y)
+            pred = (await lazy.chunked(model.predict, region.pixels(), step=step)).astype(np.float32)
+            lo, hi = (float(pred.min()), float(pred.max())) if len(pred) else (0.0, 1.0)
+            self.range = (lo, hi if hi > lo else lo + 1.0)
+            self.evaluation = await held_out(self.method, X, y, self.seed, step)
+            self.result = region.layer("regression", region.spread(pred),
+                                       lambda v: render.ramp_rgba(v, -np.inf, *self.range))
+            ev = self.evaluation
+            ctx.status = views.html("Regression ({}, {} labels): {}; held-out {} ({:.0f} ms).", self.method, len(X),
+                                    reg.describe(region), f"R² {ev['r2']:.3f}, RMSE {ev['rmse']:.4g}" if "r2" in ev
+                                    else ev["error"], (time.perf_counter() - t0) * 1000)
         return self.result
 
     def report(self) -> dict | None:

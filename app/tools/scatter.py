@@ -60,7 +60,7 @@ class PCAFit:
         self.mean, self.components, self.explained = mean, components, explained
 
     @classmethod
-    async def fit(cls, X: np.ndarray, tool) -> tuple[PCAFit, np.ndarray]:
+    async def fit(cls, X: np.ndarray, tool, step=None) -> tuple[PCAFit, np.ndarray]:
         """(the fit, the rows' 2-D coordinates)."""
         f = cls(*await pca(X))
         return f, f.project(X)
@@ -68,7 +68,7 @@ class PCAFit:
     def project(self, vectors: np.ndarray) -> np.ndarray:
         return ((np.asarray(vectors, np.float64) - self.mean) @ self.components.T).astype(np.float32)
 
-    running = None  # quick: no status line while it runs
+    running = "projecting up to {:,} points on their first two principal components"  # its step's line
     settings: dict = {}
 
     def describe(self) -> str:
@@ -88,17 +88,18 @@ class UMAPFit:
         self.n_neighbors, self.min_dist, self.seed = n_neighbors, min_dist, seed
 
     @classmethod
-    async def fit(cls, X: np.ndarray, tool) -> tuple[UMAPFit, np.ndarray]:
+    async def fit(cls, X: np.ndarray, tool, step=None) -> tuple[UMAPFit, np.ndarray]:
+        """(the fit, the rows' 2-D coordinates); `step` (app/tools/steps.py) counts umap-js's epochs."""
         if len(X) <= tool.n_neighbors:
             raise umapjs.UMAPFailed(f"{len(X)} points are too few for {tool.n_neighbors} neighbours")
-        xy = await umapjs.embed(X, tool.n_neighbors, tool.min_dist, tool.seed)
+        xy = await umapjs.embed(X, tool.n_neighbors, tool.min_dist, tool.seed, step)
         return cls(X, xy, tool.n_neighbors, tool.min_dist, tool.seed), xy
 
     def project(self, vectors: np.ndarray) -> np.ndarray:
         """The point of each vector's nearest sampled vector (squared Euclidean distance, in float64)."""
         return self.xy[[int(((self.X - v) ** 2).sum(axis=1).argmin()) for v in np.asarray(vectors, np.float64)]]
 
-    running = "UMAP of up to {:,} points (umap-js, in a Web Worker)…"
+    running = "laying out up to {:,} points (umap-js, in a Web Worker)"  # its step's line
 
     @property
     def settings(self) -> dict:
@@ -184,8 +185,9 @@ class Projection:
         return out
 
 
-async def project_region(region: reg.Regions, tool) -> Projection:
-    """The projection of `tool`'s method (and settings) of a seeded sample of at most tool.max_points valid pixels."""
+async def project_region(region: reg.Regions, tool, step=None) -> Projection:
+    """The projection of `tool`'s method (and settings) of a seeded sample of at most tool.max_points valid pixels
+    (`step`: the tool's step, app/tools/steps.py)."""
     where = [np.nonzero(r.valid) for r in region.parts]
     part = np.concatenate([np.full(len(w[0]), i) for i, w in enumerate(where)])
     rows = np.concatenate([w[0] for w in where])
@@ -194,7 +196,7 @@ async def project_region(region: reg.Regions, tool) -> Projection:
     p = Projection(region, tool.method, part[pick], rows[pick], cols[pick], np.zeros((len(pick), 2), np.float32),
                    None, len(rows), region.primary.zone.n_bands)
     X = p.vectors(np.arange(len(pick)))
-    p.fit, p.xy = await FITS[tool.method].fit(X, tool)
+    p.fit, p.xy = await FITS[tool.method].fit(X, tool, step)
     return p
 
 
@@ -262,23 +264,22 @@ class Scatter(Tool):
             line = (str(e).splitlines() or ["bad setting"])[0][:200]
             ctx.status = views.html("<b>Scatter refused:</b> {}", line)
             raise ValueError(line) from None
-        region = await ctx.region()
-        if region is None or region.n_valid < 3:
-            ctx.status = views.html("Too few pixels with data in the view for a scatter.")
-            return None
-        t0 = time.perf_counter()
-        if FITS[self.method].running:
-            ctx.status = views.html(FITS[self.method].running, self.max_points)
-        try:
-            p = await project_region(region, self)
-        except umapjs.UMAPFailed as e:
-            ctx.status = views.html("<b>UMAP failed:</b> {}", (str(e).splitlines() or [""])[0][:200])
-            return None
-        self.param.update(result=p, selected=[], highlight=None, hover=None)
-        ctx.status = views.html("Scatter ({}): {:,} points drawn{}; {} ({:.0f} ms).", p.fit.describe(), len(p.rows),
-                                f", a seeded sample (seed {self.seed}) of {p.n_valid:,} valid pixels, on which the "
-                                f"{self.method} is fitted" if len(p.rows) < p.n_valid else "", reg.describe(region),
-                                (time.perf_counter() - t0) * 1000)
+        async with ctx.step(f"Scatter ({self.method})", FITS[self.method].running.format(self.max_points)) as step:
+            region = await ctx.region()
+            if region is None or region.n_valid < 3:
+                ctx.status = views.html("Too few pixels with data in the view for a scatter.")
+                return None
+            t0 = time.perf_counter()
+            try:
+                p = await project_region(region, self, step)
+            except umapjs.UMAPFailed as e:
+                ctx.status = views.html("<b>UMAP failed:</b> {}", (str(e).splitlines() or [""])[0][:200])
+                return None
+            self.param.update(result=p, selected=[], highlight=None, hover=None)
+            ctx.status = views.html("Scatter ({}): {:,} points drawn{}; {} ({:.0f} ms).", p.fit.describe(),
+                                    len(p.rows), f", a seeded sample (seed {self.seed}) of {p.n_valid:,} valid pixels, "
+                                    f"on which the {self.method} is fitted" if len(p.rows) < p.n_valid else "",
+                                    reg.describe(region), (time.perf_counter() - t0) * 1000)
         return p
 
     def select(self, indices) -> reg.Layer | None:

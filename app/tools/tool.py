@@ -22,6 +22,7 @@ from typing import Any, Callable, ClassVar
 import param
 
 from app.tools import region as reg
+from app.tools.steps import Step, Steps
 
 
 class Context:
@@ -32,6 +33,12 @@ class Context:
     def __init__(self, app, labels, tools):
         self._app, self.labels, self._tools = app, labels, tools
         self.stores: dict = {}  # the year stores opened so far (store), by year
+        self._steps = Steps(app)
+
+    def step(self, title: str, what: str) -> Step:
+        """The step a tool's compute runs in (`async with`): its progress in the status line and on the page, from
+        its start to its end (app/tools/steps.py)."""
+        return self._steps(title, what)
 
     @property
     def status(self) -> str:

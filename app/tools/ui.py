@@ -9,7 +9,7 @@ import panel as pn
 from bokeh.models import ColumnDataSource
 
 from app import geo, page, views
-from app.layout import PANE_W, TABS_CSS
+from app.layout import HALF_W, PANE_W, TABS_CSS
 from app.state import TOOL_TABS
 from app.tools import labelfiles, labels as lab, panes
 from app.tools.polygon_ui import PolygonUI
@@ -85,10 +85,12 @@ class ToolsUI:
         tabs = list(every) if tabs is None else tabs
         self.panel = pn.Tabs(*(every[name] for name in tabs), name="tools", width=PANE_W + 10, dynamic=True,
                              stylesheets=[TABS_CSS])
-        self.exact = pn.Column(pn.widgets.Toggle.from_param(state.param.exact, button_type="primary"),
-                               pn.pane.HTML(views.html("{}", state.cost), name="read-cost", width=PANE_W))
-        state.param.watch(lambda e: setattr(self.exact[1], "object", views.html("{}", e.new)), "cost")
-        self.layer_select = pn.widgets.Select.from_param(t.param.shown)
+        # "Exact (full vectors)" and the line saying what the tools and similarity read (side by side with the tool
+        # layer's select in the Layers card: app/main.py)
+        self.exact = pn.widgets.Toggle.from_param(state.param.exact, button_type="primary", width=HALF_W, align="end")
+        self.cost = pn.pane.HTML(views.html("{}", state.cost), name="read-cost", width=PANE_W)
+        state.param.watch(lambda e: setattr(self.cost, "object", views.html("{}", e.new)), "cost")
+        self.layer_select = pn.widgets.Select.from_param(t.param.shown, width=HALF_W)
         L.param.watch(self._draw_labels, ["classes", "points", "active"])
         t.param.watch(self._draw_layer, ["shown"])
         for tool in t.all:

@@ -7,6 +7,7 @@
 // messages): BokehJS renders the documents Python builds and syncs them both ways as JSON patches;
 // the URL hash, localStorage, downloads, window.tesseraApi and a host page's messages are served here.
 import "./canvas.js"; // before BokehJS: the 2d contexts it reads back (app/web/canvas.js)
+import { showBusy } from "./busy.js";
 
 const timings = (window.tesseraTimings = { start: performance.now() });
 const el = (id) => document.getElementById(id);
@@ -327,6 +328,7 @@ async function main() {
   let apiNext = 0, sources = null;
   const handlers = {
     progress: (m) => progress(m.step, m.pct, m.detail),
+    busy: (m) => showBusy(m.what), // a tool's step under way (app/tools/steps.py), or none
     mark(m) {
       timings[m.name] = m.at - performance.timeOrigin;
       if (m.name === "packages") packagesIn();

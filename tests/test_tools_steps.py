@@ -1,0 +1,74 @@
+"""Every tool's compute as one step (app/tools/steps.py), on CPython with the explorer's real state: the status
+line's values over a run, as a watcher of the state sees them, and the step's name while it runs (`running`, which
+the page counts the seconds of)."""
+from __future__ import annotations
+
+import re
+
+from conftest import run_async
+from tools_util import centre_of_data, opened, pixel_lonlat, training_pixels
+
+
+async def numbered(store, world):
+    """The explorer on 2.5 km of utm30, with labels of the demo's classes named by numbers."""
+    state = await opened(store)
+    state.centre_view(*centre_of_data(store, "utm30"), 2500)
+    await state.settle()
+    train = training_pixels(store, "utm30", world, 2024)
+    for r, c, k in train:
+        await state.tools.labels.add(*pixel_lonlat(store, "utm30", r, c), cls=str(10 * k + 5))
+    return state, train
+
+
+def watched(state):
+    """The status lines and `running` values the state takes from now on."""
+    lines, running = [], []
+    state.param.watch(lambda e: lines.append(e.new), "status")
+    state.param.watch(lambda e: running.append(e.new), "running")
+    return lines, running
+
+
+def counted(lines, what):
+    return [(int(m[1]), int(m[2])) for t in lines if (m := re.search(rf"{what} (\d+) of (\d+)…", t))]
+
+
+def test_a_regression_says_what_it_fits_counts_each_held_out_fit_and_ends_on_its_result(store, world):
+    async def run():
+        state, train = await numbered(store, world)
+        lines, running = watched(state)
+        layer = await state.tools.regress.regress("ridge", seed=0)
+        assert layer is not None
+        assert lines[0] == f"Regression (ridge): fitting on {len(train)} labels, 5-fold held-out evaluation…", lines
+        fits = counted(lines, "held-out fit")
+        assert [d for d, _ in fits] == sorted(d for d, _ in fits) and fits[0] == (0, 25) and fits[-1] == (25, 25), fits
+        assert counted(lines, "pixel block")[-1][0] == counted(lines, "pixel block")[-1][1] >= 1, lines
+        assert lines[-1].startswith("Regression (ridge, ") and "held-out R²" in lines[-1], lines
+        assert running == ["Regression (ridge)", ""]
+    run_async(run())
+
+
+def test_k_means_counts_its_blocks_and_an_error_it_did_not_expect_ends_the_step_on_one_line(store, world):
+    async def run():
+        state, _ = await numbered(store, world)
+        lines, running = watched(state)
+        assert await state.tools.cluster.cluster(4, 0) is not None
+        assert lines[0] == "k-means (k=4): reading the view…" and lines[1].startswith("k-means (k=4): fitting 4 "), lines
+        blocks = counted(lines, "pixel block")
+        assert blocks and blocks[-1][0] == blocks[-1][1], lines
+        assert lines[-1].startswith("k-means (k=4, seed 0)") and running == ["k-means (k=4)", ""], (lines, running)
+
+        ctx = state.tools.cluster.ctx
+
+        async def broken():
+            raise RuntimeError("the region could not be read\nsecond line")
+        ctx.region = broken  # this instance's region read fails as nothing expects
+        del lines[:], running[:]
+        try:
+            await state.tools.cluster.cluster(4, 0)
+        except RuntimeError:
+            pass
+        else:
+            raise AssertionError("the error was swallowed")
+        assert state.status == "<b>k-means (k=4) failed:</b> the region could not be read", state.status
+        assert running == ["k-means (k=4)", ""] and state.running == ""
+    run_async(run())
