@@ -11,7 +11,7 @@ import jsonschema
 from builder.core.describe import TESSERA, StoreError, describe
 from builder.errors import BuildError
 from builder.sink import LocalSink, open_sink
-from builder.truth import TRUTH_DIR
+from builder.truth import TRUTH_DIR, made_for
 
 
 def write_catalog(data_dir: Path | str) -> str:
@@ -32,14 +32,15 @@ def write_catalog(data_dir: Path | str) -> str:
     for rel in found:
         where = str(sink / rel)
         try:
-            info = describe(json.loads(sink.get(f"{rel}/zarr.json")), where, jsonschema=jsonschema)
+            root_doc = json.loads(sink.get(f"{rel}/zarr.json"))
+            info = describe(root_doc, where, jsonschema=jsonschema)
         except (StoreError, ValueError) as e:
             raise BuildError(str(e).removeprefix(f"{where}: "), where) from None
         if info.kind != TESSERA:
             raise BuildError(f"a {info.kind} root, not a year store; catalog.json lists year stores", where)
         entry = {"year": info.year, "url": rel}
         truth = f"{TRUTH_DIR}/{info.year}.zarr"  # the year's ground truth (builder/truth.py), when there is one
-        if sink.exists(f"{truth}/zarr.json"):
+        if sink.exists(f"{truth}/zarr.json") and _truth_of(sink, truth, root_doc):
             entry["truth"] = truth
         stores.append(entry)
     stores.sort(key=lambda s: s["year"])
@@ -48,6 +49,14 @@ def write_catalog(data_dir: Path | str) -> str:
         doc["multiyear"] = "years.json"
     sink.write("catalog.json", json.dumps(doc, indent=1).encode())
     return f"{sink}/catalog.json"
+
+
+def _truth_of(sink, truth: str, root_doc: dict) -> bool:
+    """Whether the truth store at `truth` was laid on the year store whose root is `root_doc` (builder/truth.py)."""
+    try:
+        return made_for(json.loads(sink.get(f"{truth}/zarr.json")), root_doc)
+    except ValueError:  # not JSON: not ours to list
+        return False
 
 
 def write_years_index(data_dir: Path, stores: list[Path]) -> Path:

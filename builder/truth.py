@@ -1,8 +1,14 @@
 """Ground-truth stores: a year store's land-cover classes as a small Zarr v3 store the explorer scores against.
 
-    truth/{year}.zarr/                 root: "ground_truth": {"year", "classes": [{"class", "name", "color"}], "no_data"}
+    truth/{year}.zarr/                 root: "ground_truth": {"year", "classes": [{"class", "name", "color"}], "no_data",
+                                       "model_version"}
       utm{NN}/                         one group per zone of the year store, with its proj:/spatial: attributes
-        classes  uint8 (H, W) fill 255 the year store's zone grid, shards and inner chunks (Blosc + crc32c)
+        classes  uint8 (H, W) fill 255 the year store's zone grid and shards, each shard one chunk (Blosc + crc32c;
+                                       a class is a byte, so the year store's small inner chunks would give a shard
+                                       an index as large as its data, and a read thousands of chunks to decode)
+
+"model_version" is the model version of the year store the truth was laid on (`store_version`): the catalog lists
+a truth store only beside a year store of that version, so truth never scores a store it was not made for.
 
 The classes come from class rasters (uint8 GeoTIFFs, 255 where there is no class, each on a 10 m grid of its
 UTM zone, as the demo writes them beside its tiles: builder/demo.py), laid on the year store's zone grids as
@@ -64,9 +70,25 @@ def zone_classes(grid: ZoneGrid, rasters) -> np.ndarray:
         r, c = grid.pixel_offset(oe, on)
         r0, c0 = max(r, 0), max(c, 0)
         r1, c1 = min(r + a.shape[0], grid.height), min(c + a.shape[1], grid.width)
-        if r1 > r0 and c1 > c0:
-            out[r0:r1, c0:c1] = a[r0 - r:r1 - r, c0 - c:c1 - c]
+        if r1 > r0 and c1 > c0:  # a no-data pixel never overwrites a class (as a tile's never overwrites data)
+            part = a[r0 - r:r1 - r, c0 - c:c1 - c]
+            out[r0:r1, c0:c1] = np.where(part != NO_DATA, part, out[r0:r1, c0:c1])
     return out
+
+
+def store_version(root_doc: dict) -> str:
+    """The model version(s) of a year store's zones, from its root zarr.json (consolidated), as one text."""
+    inline = ((root_doc.get("consolidated_metadata") or {}).get("metadata") or {}) if isinstance(root_doc, dict) else {}
+    found = {str(m["attributes"]["tessera:model_version"]) for m in inline.values()
+             if isinstance(m, dict) and isinstance(m.get("attributes"), dict)
+             and "tessera:model_version" in m["attributes"]}
+    return ",".join(sorted(found))
+
+
+def made_for(truth_root_doc: dict, root_doc: dict) -> bool:
+    """Whether the truth store whose root zarr.json is `truth_root_doc` was laid on a store like `root_doc`."""
+    gt = ((truth_root_doc.get("attributes") or {}).get(KEY) or {}) if isinstance(truth_root_doc, dict) else {}
+    return isinstance(gt, dict) and gt.get("model_version") == store_version(root_doc)
 
 
 def write_truth_store(year_store: Path, year: int, rasters: list[Path], classes: list[dict], out: Path) -> Path:
@@ -75,17 +97,19 @@ def write_truth_store(year_store: Path, year: int, rasters: list[Path], classes:
     from builder.arrayfiles import ShardedArrayFiles, ShardSpec
     from builder.store import Layout, _sharded
     zones = _zones(year_store)
+    version = store_version(json.loads((Path(year_store) / "zarr.json").read_text()))
     if not zones:
         raise BuildError("no zone group to lay ground truth on", str(year_store))
     found = list(_rasters(rasters))
 
     def fill(tmp: Path) -> None:
         root = zarr.open_group(zarr.storage.LocalStore(str(tmp)), mode="w", zarr_format=3,
-                               attributes={KEY: {"year": int(year), "classes": classes, "no_data": NO_DATA}})
+                               attributes={KEY: {"year": int(year), "classes": classes, "no_data": NO_DATA,
+                                                  "model_version": version}})
         for name, attrs in sorted(zones.items()):
             spec = ShardSpec.read(Path(year_store) / name / "scales")
             grid = ZoneGrid.from_attrs(attrs, spec.shard_shape[0])
-            layout = Layout(spec.shard_shape[0], spec.chunk_shape[0], spec.blosc["cname"], spec.blosc["clevel"])
+            layout = Layout(spec.shard_shape[0], spec.shard_shape[0], spec.blosc["cname"], spec.blosc["clevel"])
             g = root.create_group(name, attributes={k: v for k, v in attrs.items()
                                                     if k.startswith(("proj:", "spatial:"))})
             _sharded(g, ARRAY, (grid.height, grid.width), "uint8", NO_DATA, layout, ["northing", "easting"])

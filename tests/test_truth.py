@@ -39,7 +39,8 @@ def test_the_truth_store_holds_the_demos_class_rasters_on_the_year_stores_grid(d
     data, tiles = demo_data
     store, gt = zarr.open_group(data / "2024.zarr", mode="r"), zarr.open_group(data / "truth" / "2024.zarr", mode="r")
     classes = json.loads((tiles / demo.TRUTH_DIR / "classes.json").read_text())
-    assert gt.attrs["ground_truth"] == {"year": 2024, "classes": classes, "no_data": 255}
+    assert gt.attrs["ground_truth"] == {"year": 2024, "classes": classes, "no_data": 255,
+                                        "model_version": demo.MODEL_VERSION}
     rasters = sorted((tiles / demo.TRUTH_DIR / "2024").glob("*_classes.tiff"))
     assert len(rasters) == len(demo.PLACES)
     zones = sorted(n for n, g in store.groups() if "scales" in g)
@@ -53,7 +54,9 @@ def test_the_truth_store_holds_the_demos_class_rasters_on_the_year_stores_grid(d
             assert g.attrs[k] == s.attrs[k], k
         a, scales = g["classes"], s["scales"]
         assert (a.dtype, a.fill_value, a.shape) == (np.uint8, 255, scales.shape)
-        assert (a.shards, a.chunks) == (scales.shards, scales.chunks)
+        # the year store's shards, each one chunk: a uint8 class is a byte, so the year store's 4 x 4 inner chunks
+        # would give each shard an index as large as its data and a read thousands of chunks to decode
+        assert (a.shards, a.chunks) == (scales.shards, scales.shards)
         t = s.attrs["spatial:transform"]
         r, c = round((t[5] - info.origin_y) / 10), round((info.origin_x - t[2]) / 10)
         got = a[r:r + want.shape[0], c:c + want.shape[1]]
@@ -66,6 +69,31 @@ def test_the_catalog_lists_each_years_truth(demo_data):
     data, _ = demo_data
     cat = json.loads((data / "catalog.json").read_text())
     assert cat["stores"] == [{"year": 2024, "url": "2024.zarr", "truth": "truth/2024.zarr"}]
+
+
+def test_a_truth_store_of_another_store_of_that_year_is_not_listed(demo_data, tmp_path):
+    """Truth written for one year store says no more once another store of that year takes its place (a real store
+    built into the demo's directory, say): the catalog lists it only beside the store it was made from."""
+    from builder.catalog import write_catalog
+    data = tmp_path / "data"
+    shutil.copytree(demo_data[0], data)
+    for _, zone in zarr.open_group(data / "2024.zarr", mode="r+").groups():
+        zone.attrs["tessera:model_version"] = "another-model"
+    zarr.consolidate_metadata(str(data / "2024.zarr"))
+    write_catalog(data)
+    assert json.loads((data / "catalog.json").read_text())["stores"] == [{"year": 2024, "url": "2024.zarr"}]
+
+
+def test_a_rasters_no_data_never_overwrites_a_class_an_earlier_raster_laid():
+    """Where class rasters overlap, a later one's 255 leaves the earlier one's class, as a no-data pixel of a
+    later tile never overwrites data in the build."""
+    from builder.core.grid import ZoneGrid
+    from builder.truth import zone_classes
+    grid = ZoneGrid(30, False, 600_000.0, 5_000_000.0, 4, 6, 256)
+    first = np.array([[1, 1, 1, 1]] * 4, np.uint8)
+    later = np.array([[255, 2, 2, 2]] * 4, np.uint8)  # 2 columns to the right of the first
+    got = zone_classes(grid, [(30, False, 600_000.0, 5_000_000.0, first), (30, False, 600_020.0, 5_000_000.0, later)])
+    assert got.tolist() == [[1, 1, 1, 2, 2, 2]] * 4
 
 
 def test_a_refused_truth_store_leaves_the_old_one_whole(demo_data, tmp_path):
