@@ -217,7 +217,9 @@ class Explorer(param.Parameterized):
         model = await model.open(year)
         if model.layout.time_axis:
             others = [c for c in self.catalog if c["url"] != entry["url"] and c["year"] not in model.years]
-            mine = [{"year": y, "url": entry["url"], "label": str(y)} for y in model.years]
+            truths = {c["year"]: c["truth"] for c in self.catalog if c["url"] == entry["url"] and "truth" in c}
+            mine = [{"year": y, "url": entry["url"], "label": str(y), **({"truth": truths[y]} if y in truths else {})}
+                    for y in model.years]
             self.catalog = sorted(others + mine, key=lambda c: c["year"])
             self.param["year"].objects = year_options(self.catalog)
             self.years_model = model

@@ -95,6 +95,21 @@ def numpy_vectors(path, zone: str, t: int) -> np.ndarray:
     return v
 
 
+def test_a_catalogs_truth_for_a_geoemb_stores_year_is_kept(geoemb_store):
+    """The store's own years replace its catalog entries; each year's "truth" stays with that year."""
+    url = str(geoemb_store)
+
+    async def run():
+        state = Explorer([{"year": 2024, "url": url, "truth": "truth/2024.zarr"}], UrlState(store=url),
+                         source_factory=ZarrSource)
+        await state.open_year(2024)
+        return state
+    state = run_async(run())
+    assert state.catalog == [{"year": 2023, "url": url, "label": "2023"},
+                             {"year": 2024, "url": url, "label": "2024", "truth": "truth/2024.zarr"}]
+    assert state.tools.classify.ctx.truth(2024)[1] == "truth/2024.zarr"
+
+
 def test_explorer_years_selection_years_plot_similarity_and_map(geoemb_store, tiles2):
     url = str(geoemb_store)
     g = zarr.open_group(url + "/utm30", mode="r")

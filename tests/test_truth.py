@@ -154,6 +154,32 @@ def test_random_maps_score_as_scikit_learn_says():
     np.testing.assert_allclose([c["f1"] for c in got["classes"]], f)
 
 
+def test_map_classes_of_one_name_are_scored_as_one_class_and_said_so():
+    """"Forest" and "forest " are one truth class: every pixel of either is scored as that class, under the first
+    name, and the document lists them as merged."""
+    pred = np.array([0, 1, 1, 2, 0, 2], np.float32)  # Forest, forest , forest , town, Forest, town
+    true = np.array([1, 1, 2, 2, 1, 1], np.uint8)  # forest, forest, town, town, forest, forest
+    got = truth.score(pred, true, ["Forest", "forest ", "town"], {1: "forest", 2: "town"})
+    # by hand: as one class, pixels 0, 1, 3, 4 right, 2 (forest for town) and 5 (town for forest) wrong;
+    # truth forest (0, 1, 4, 5): forest 3 times, town once; truth town (2, 3): forest once, town once
+    assert got["pixels"] == 6 and got["accuracy"] == pytest.approx(4 / 6)
+    assert got["confusion"] == [[3, 1], [1, 1]]
+    assert [(c["name"], c["support"]) for c in got["classes"]] == [("Forest", 4), ("town", 2)]
+    assert [c["precision"] for c in got["classes"]] == pytest.approx([3 / 4, 1 / 2])
+    assert [c["recall"] for c in got["classes"]] == pytest.approx([3 / 4, 1 / 2])
+    assert got["merged"] == [["Forest", "forest "]]
+    assert got["unmatched"] == {"map": [], "truth": [], "pixels": 0}
+    assert "Scored as one class: Forest = forest" in panes.ground_truth_html(dict(got, year=2024))
+
+
+def test_truth_classes_of_one_name_are_refused_in_one_line():
+    meta = {"attributes": {"ground_truth": {"classes": [{"class": 1, "name": "Wood"}, {"class": 2, "name": "town"},
+                                                        {"class": 3, "name": " WOOD"}]}}}
+    with pytest.raises(truth.TruthError) as e:
+        truth.truth_classes(meta, "t.zarr")
+    assert str(e.value) == "t.zarr: ground_truth class 2 has the name of class 0 (trimmed, case-insensitive)"
+
+
 def test_no_shared_class_is_one_line_not_a_score():
     got = truth.score(np.array([0.0, 1.0]), np.array([1, 2], np.uint8), ["sea", "sky"], NAMES)
     assert got["pixels"] == 0 and "accuracy" not in got and got["error"].count("\n") == 0

@@ -73,6 +73,9 @@ def ground_truth_html(gt: dict | None) -> str:
         sides = [f"{side}: {', '.join(um[side])[:300]}" for side in ("map", "truth") if um[side]]
         out += html("<p class='ground-truth-unmatched'>Classes without a match, not scored ({:,} pixels): {}</p>",
                     um["pixels"], "; ".join(sides))
+    if gt.get("merged"):
+        out += html("<p class='ground-truth-merged'>Scored as one class: {}</p>",
+                    "; ".join(" = ".join(n.strip() for n in m) for m in gt["merged"])[:300])
     return out
 
 

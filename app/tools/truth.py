@@ -5,10 +5,13 @@ The truth is a ground-truth store (builder/truth.py: a `classes` uint8 array per
 grid, 255 where there is none, its class names in the root's "ground_truth" attribute) that a catalog entry names
 ("truth"); only the demo's stores have one.  It is read through the same Source as the stores (the zarrita bridge
 in the browser), window by window of the map, whole shards at a time.  A map at an overview level (pixels of
-10 x 2^k m) is scored against the most frequent truth class of each of its pixels' 2^k x 2^k truth pixels.
+10 x 2^k m) is scored against the most frequent truth class of each of its pixels' 2^k x 2^k truth pixels, for a
+window of at most READ_MAX truth pixels; a larger window is one line ("zoom in").
 
-The map's classes are matched to the truth's by name (trimmed, case-insensitive).  A map class without a match, or
-a truth class without one, is listed as unmatched, and the pixels either falls on are counted apart, never scored.
+The map's classes are matched to the truth's by name (trimmed, case-insensitive).  Map classes of one name are
+scored as one class, under the first of them, and listed as merged; a truth store naming two classes alike is
+refused.  A map class without a match, or a truth class without one, is listed as unmatched, and the pixels either
+falls on are counted apart, never scored.
 Anything wrong with the truth store (absent, refused, of another grid) is one line, in the block's "error".
 """
 from __future__ import annotations
@@ -20,7 +23,10 @@ from app.reader import REGION, SourceError
 NO_DATA = 255
 CLASSES_MAX = 255  # classes a truth store may name (0..254)
 NAME_MAX = 200  # characters of a class name read
-READ_MAX = 32 * 2**20  # truth pixels (bytes) read for one zone window of the map: a coarser map is scored by sample
+# truth pixels (bytes) read for one zone window of the map: a larger window is refused ("zoom in"), as a map at level 3
+# or coarser's is unless the view holds little of its zone (a 768 px window is 6144^2 truth pixels there).  A strided
+# sample would fetch and decode no less: each truth shard is one chunk, and any stride under 256 px touches them all.
+READ_MAX = 32 * 2**20
 
 
 class TruthError(ValueError):
@@ -38,12 +44,16 @@ def truth_classes(meta: dict, where: str) -> dict[int, str]:
     if not isinstance(classes, list) or not 0 < len(classes) <= CLASSES_MAX:
         raise TruthError(f"{where}: no ground_truth classes (a list of 1 to {CLASSES_MAX}) in its root")
     out: dict[int, str] = {}
+    seen: dict[str, int] = {}  # key: the first class's position
     for i, c in enumerate(classes):
         v, name = (c.get("class"), c.get("name")) if isinstance(c, dict) else (None, None)
         if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < NO_DATA or v in out:
             raise TruthError(f"{where}: ground_truth class {i} has no distinct value in 0..{NO_DATA - 1}")
         if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX:
             raise TruthError(f"{where}: ground_truth class {i} has no name of 1 to {NAME_MAX} characters")
+        if seen.setdefault(key(name), i) != i:
+            raise TruthError(f"{where}: ground_truth class {i} has the name of class {seen[key(name)]}"
+                             " (trimmed, case-insensitive)")
         out[v] = name
     return out
 
@@ -106,13 +116,17 @@ async def read_window(source, meta: dict, part, where: str) -> np.ndarray:
 
 def score(pred: np.ndarray, truth: np.ndarray, names: list[str], classes: dict[int, str]) -> dict:
     """The map's class indices `pred` (into `names`; NaN or negative: none) against `truth` (class values of
-    `classes`; NO_DATA: none), pixel by pixel (any shapes, the same size)."""
+    `classes`, of distinct keys as truth_classes() gives them; NO_DATA: none), pixel by pixel (any shapes, the same
+    size).  Map classes of one key are scored as the first of them."""
     from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
     by_name = {key(n): v for v, n in classes.items()}
-    to_truth = np.array([by_name.get(key(n), -1) for n in names] + [-1], np.int64)  # [-1]: no class
+    first: dict[str, int] = {}
+    same = np.array([first.setdefault(key(n), i) for i, n in enumerate(names)] + [-1], np.int64)  # [-1]: no class
+    to_truth = np.array([by_name.get(key(n), -1) if same[i] == i else -1 for i, n in enumerate(names)] + [-1],
+                        np.int64)
     matched = [i for i, v in enumerate(to_truth[:-1]) if v >= 0]
     p = np.asarray(pred, np.float64).ravel()
-    p = np.where(np.isfinite(p) & (p >= 0) & (p < len(names)), np.nan_to_num(p, nan=-1), -1).astype(np.int64)
+    p = same[np.where(np.isfinite(p) & (p >= 0) & (p < len(names)), np.nan_to_num(p, nan=-1), -1).astype(np.int64)]
     t = np.asarray(truth).ravel().astype(np.int64)
     both = (p >= 0) & (t != NO_DATA)
     truth_to_map = np.full(256, -1, np.int64)
@@ -121,18 +135,18 @@ def score(pred: np.ndarray, truth: np.ndarray, names: list[str], classes: dict[i
     yt, yp = truth_to_map[t[both]], p[both]
     scored = (yt >= 0) & (to_truth[yp] >= 0)
     yt, yp = yt[scored], yp[scored]
-    mine = {key(n) for n in names}
-    unmatched = {"map": [n for i, n in enumerate(names) if to_truth[i] < 0],
-                 "truth": [n for v, n in sorted(classes.items()) if key(n) not in mine],
+    unmatched = {"map": [n for i, n in enumerate(names) if same[i] == i and to_truth[i] < 0],
+                 "truth": [n for v, n in sorted(classes.items()) if key(n) not in first],
                  "pixels": int(both.sum() - scored.sum())}
+    merged = [[n for j, n in enumerate(names) if same[j] == i] for i in first.values() if (same == i).sum() > 1]
+    out = {"unmatched": unmatched, **({"merged": merged} if merged else {})}
     if not len(yt):
-        return {"pixels": 0, "unmatched": unmatched,
-                "error": "no pixel where both the map and the ground truth have a matched class"}
+        return {"pixels": 0, **out, "error": "no pixel where both the map and the ground truth have a matched class"}
     pr, rc, f1, sup = precision_recall_fscore_support(yt, yp, labels=matched, zero_division=0)
     return {"pixels": int(len(yt)), "accuracy": float((yt == yp).mean()),
             "classes": [{"name": names[i], "precision": float(a), "recall": float(b), "f1": float(c),
                          "support": int(d)} for i, a, b, c, d in zip(matched, pr, rc, f1, sup)],
-            "confusion": confusion_matrix(yt, yp, labels=matched).tolist(), "unmatched": unmatched}
+            "confusion": confusion_matrix(yt, yp, labels=matched).tolist(), **out}
 
 
 async def against(source, where: str, layer, names: list[str], year: int) -> dict:
