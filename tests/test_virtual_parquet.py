@@ -291,6 +291,22 @@ def test_a_parquet_record_file_that_expands_on_decoding_is_refused_in_one_line(s
         assert "decoded" in msg, msg
 
 
+@pytest.mark.parametrize("size", [0, -1, 2.5, "100000", 10**12])
+def test_a_parquet_index_whose_record_size_is_not_a_bounded_count_is_refused_in_one_line(store, tmp_path, size):
+    """`.zmetadata`'s record size decides which record holds a chunk and how many rows a record file may have:
+    one that is not a whole number from 1 to INDEX_RECORD_ROWS_MAX is refused in one line naming the file,
+    never truncated (2.5 -> 2) or believed (rows bounded by 10**12 are not bounded)."""
+    out = tmp_path / "size.parquet"
+    write_tile_index(PyramidParser()(str(store)), str(out), zarr_format=3)
+    met = json.loads((out / ".zmetadata").read_text())
+    met["sparse_record_size"] = size
+    (out / ".zmetadata").write_text(json.dumps(met))
+    with pytest.raises(ValueError) as e:
+        open_index(str(out), allow=[str(store)])
+    msg = str(e.value)
+    assert ".zmetadata" in msg and "record_size" in msg and "\n" not in msg, msg
+
+
 @pytest.mark.parametrize("column", [pa.array([[None]], pa.list_(pa.string())), pa.array([7], pa.int64())],
                          ids=["list", "int"])
 def test_a_parquet_record_file_whose_path_is_not_text_is_refused_in_one_line(store, tmp_path, column):

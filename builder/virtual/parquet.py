@@ -38,7 +38,8 @@ import fsspec
 from fsspec.implementations.reference import LazyReferenceMapper
 
 from builder.atomic import write_dir
-from builder.core.bounds import INDEX_JSON_MAX, INDEX_RECORD_MAX, INDEX_VALUES_MAX, MetadataError, mib, parse_json
+from builder.core.bounds import (INDEX_JSON_MAX, INDEX_RECORD_MAX, INDEX_RECORD_ROWS_MAX, INDEX_VALUES_MAX,
+                                 MetadataError, mib, parse_json)
 from builder.virtual.keys import Arrays, ArrayKeys, is_meta, parent
 
 TEMPLATE = "{{base}}"
@@ -174,6 +175,15 @@ def _read_record(data: bytes, url: str, rows_max: int):
         raise MetadataError(f"{url}: not a Parquet record file ({first})") from None
 
 
+def _record_size(met: dict, key: str, where: str) -> int:
+    """`.zmetadata`'s record size (`key`): rows a record holds, which bounds a record file's rows."""
+    v = met[key]
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= INDEX_RECORD_ROWS_MAX:
+        raise MetadataError(f"{where}: {key} {json.dumps(v)[:40]} is not a whole number from 1 to "
+                            f"{INDEX_RECORD_ROWS_MAX}")
+    return v
+
+
 class ParquetReferences(LazyReferenceMapper):
     """Read-only references of a Kerchunk Parquet index (sparse or positional layout, Zarr v2 or v3)."""
 
@@ -187,7 +197,8 @@ class ParquetReferences(LazyReferenceMapper):
                                  values_max=INDEX_VALUES_MAX)
             self.zmetadata = dict(met["metadata"])
             self.sparse = met.get("layout") == "sparse"
-            self.record_size = int(met["sparse_record_size"] if self.sparse else met["record_size"])
+            self.record_size = _record_size(met, "sparse_record_size" if self.sparse else "record_size",
+                                            f"{root}/.zmetadata")
             self.written = {p: set(map(int, r)) for p, r in met.get("records", {}).items()} if self.sparse else None
         except MetadataError:  # already one line naming the document
             raise
