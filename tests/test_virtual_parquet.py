@@ -259,3 +259,65 @@ def test_an_oversized_parquet_record_file_is_refused_in_one_line(store, tmp_path
     msg = str(e.value)
     assert str(victim.relative_to(out)) in msg and "\n" not in msg, msg
     assert ("bytes" in msg) if how == "bytes" else ("rows" in msg), msg
+
+
+@pytest.mark.parametrize("encoding", ["dictionary", "delta"])
+def test_a_parquet_record_file_that_expands_on_decoding_is_refused_in_one_line(store, tmp_path, encoding):
+    """A record file small on disk and in its footer's sizes whose `raw` column expands on decoding (one value
+    a dictionary page holds once, or that DELTA_BYTE_ARRAY repeats as a shared prefix, on every row) is refused
+    in one line naming the file, before its values are materialised."""
+    from builder.core.bounds import INDEX_RECORD_MAX
+    out = tmp_path / "bomb.parquet"
+    write_tile_index(PyramidParser()(str(store)), str(out), zarr_format=3)
+    victim = next(f for f in _parquet_record_files(out) if f.parent.parent.name == "0")
+    rows = json.loads((out / ".zmetadata").read_text())["sparse_record_size"]  # as many rows as a record holds
+    first = int(victim.name.split(".")[1]) * rows
+    value = b"x" * (INDEX_RECORD_MAX // rows + 64)  # rows x value: more than INDEX_RECORD_MAX decoded
+    table = pa.table({"chunk": pa.array(range(first, first + rows), pa.int64()),
+                      "path": pa.array([None] * rows, pa.string()),
+                      "offset": pa.array([0] * rows, pa.int64()), "size": pa.array([0] * rows, pa.int64()),
+                      "raw": pa.array([value] * rows, pa.binary())})
+    if encoding == "dictionary":
+        pq.write_table(table, victim, compression="zstd")
+    else:
+        pq.write_table(table, victim, compression="zstd", use_dictionary=False,
+                       column_encoding={"raw": "DELTA_BYTE_ARRAY"})
+    assert victim.stat().st_size < INDEX_RECORD_MAX // 64  # small on disk: only decoding expands it
+    with pytest.raises(ValueError) as e:
+        open_index(str(out), allow=[str(store)])
+    msg = str(e.value)
+    assert str(victim.relative_to(out)) in msg and "\n" not in msg, msg
+    if encoding == "dictionary":
+        assert "decoded" in msg, msg
+
+
+@pytest.mark.parametrize("size", [0, -1, 2.5, "100000", 10**12])
+def test_a_parquet_index_whose_record_size_is_not_a_bounded_count_is_refused_in_one_line(store, tmp_path, size):
+    """`.zmetadata`'s record size decides which record holds a chunk and how many rows a record file may have:
+    one that is not a whole number from 1 to INDEX_RECORD_ROWS_MAX is refused in one line naming the file,
+    never truncated (2.5 -> 2) or believed (rows bounded by 10**12 are not bounded)."""
+    out = tmp_path / "size.parquet"
+    write_tile_index(PyramidParser()(str(store)), str(out), zarr_format=3)
+    met = json.loads((out / ".zmetadata").read_text())
+    met["sparse_record_size"] = size
+    (out / ".zmetadata").write_text(json.dumps(met))
+    with pytest.raises(ValueError) as e:
+        open_index(str(out), allow=[str(store)])
+    msg = str(e.value)
+    assert ".zmetadata" in msg and "record_size" in msg and "\n" not in msg, msg
+
+
+@pytest.mark.parametrize("column", [pa.array([[None]], pa.list_(pa.string())), pa.array([7], pa.int64())],
+                         ids=["list", "int"])
+def test_a_parquet_record_file_whose_path_is_not_text_is_refused_in_one_line(store, tmp_path, column):
+    """A path column of another type than text (whose size a nested list's values could multiply) is refused in
+    one line naming the file, never handed on as a URL."""
+    out = tmp_path / "typed.parquet"
+    write_tile_index(PyramidParser()(str(store)), str(out), zarr_format=3)
+    victim = next(f for f in _parquet_record_files(out) if f.parent.parent.name == "0")
+    t = pq.read_table(victim).slice(0, 1)
+    pq.write_table(t.set_column(t.column_names.index("path"), "path", column), victim)
+    with pytest.raises(ValueError) as e:
+        open_index(str(out), allow=[str(store)])
+    msg = str(e.value)
+    assert str(victim.relative_to(out)) in msg and "path" in msg and "\n" not in msg, msg

@@ -22,6 +22,7 @@ INDEX_JSON_MAX = 64 * 2**20      # a multi-year index's references (JSON), as th
 JSON_VALUES_MAX = 1_000_000      # values in one document (counted as its , [ { bytes)
 INDEX_VALUES_MAX = 8_000_000     # values in a multi-year index (about 2 M references of [url, offset, length])
 INDEX_RECORD_MAX = 64 * 2**20    # one record file of a Parquet index (builder/virtual/parquet.py), read and decoded
+INDEX_RECORD_ROWS_MAX = 1_000_000  # rows of one record of a Parquet index (its record_size; fsspec's is 10 000)
 JSON_DEPTH_MAX = 64              # nesting levels of one document
 COORD_VALUES_MAX = 4_000_000     # values of one coordinate array (32 MB of float64); rows or columns of a zone
 CHUNK_BYTES_MAX = 64 * 2**20     # one decoded inner chunk

@@ -38,13 +38,15 @@ import fsspec
 from fsspec.implementations.reference import LazyReferenceMapper
 
 from builder.atomic import write_dir
-from builder.core.bounds import INDEX_JSON_MAX, INDEX_RECORD_MAX, INDEX_VALUES_MAX, MetadataError, mib, parse_json
+from builder.core.bounds import (INDEX_JSON_MAX, INDEX_RECORD_MAX, INDEX_RECORD_ROWS_MAX, INDEX_VALUES_MAX,
+                                 MetadataError, mib, parse_json)
 from builder.virtual.keys import Arrays, ArrayKeys, is_meta, parent
 
 TEMPLATE = "{{base}}"
 RECORD_SIZE = 100_000
 ENGINES = ("pyarrow", "fastparquet")
 COLUMNS = ("chunk", "path", "offset", "size", "raw")
+TEXT = ("path", "raw")  # the variable-length columns: the only ones whose decoded size the row count does not bound
 
 
 # ----------------------------------------------------------------- write --
@@ -113,10 +115,47 @@ def _null(v):
     return v
 
 
+def _refuse_decoded(url: str, decoded: int, what: str) -> None:
+    if decoded > INDEX_RECORD_MAX:
+        raise MetadataError(f"{url}: {decoded} bytes {what}, more than the {mib(INDEX_RECORD_MAX)} of a record "
+                            "file (not read)")
+
+
+def _is_text(typ) -> bool:
+    import pyarrow as pa
+    return pa.types.is_binary(typ) or pa.types.is_string(typ) or pa.types.is_large_binary(typ) or \
+        pa.types.is_large_string(typ)
+
+
+def _expand_text(t, url: str):
+    """`t` (its path and raw columns read as dictionaries) with those columns expanded, once their values are
+    counted, each row's value as often as rows take it, and found within INDEX_RECORD_MAX bytes; a column
+    of null type (every row null, as pandas writes it) has none."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    text = [c for c in TEXT if c in t.column_names and not pa.types.is_null(t.schema.field(c).type)]
+    for c in text:
+        if not pa.types.is_dictionary(t.schema.field(c).type):
+            raise MetadataError(f"{url}: its {c} column holds {str(t.schema.field(c).type)[:80]}, not text")
+    _refuse_decoded(url, sum(pc.sum(pc.take(pc.binary_length(chunk.dictionary), chunk.indices)).as_py() or 0
+                             for c in text for chunk in t.column(c).chunks), "of path and raw values decoded")
+    for c in text:
+        t = t.set_column(t.column_names.index(c), c, t.column(c).cast(t.schema.field(c).type.value_type))
+    return t
+
+
 def _read_record(data: bytes, url: str, rows_max: int):
     """The table of the record file `url` (its bytes `data`, read as at most INDEX_RECORD_MAX + 1): refused in one
     line (MetadataError) when larger than that, when its footer claims more rows than a record holds or more than
-    INDEX_RECORD_MAX bytes decoded (checked before any column is decoded), or when it is not Parquet."""
+    INDEX_RECORD_MAX bytes decoded (checked before any column is decoded), when its path and raw values come to
+    more than that once decoded (counted on their dictionaries, before they are expanded), or when it is not
+    Parquet.
+
+    The footer's sizes are those of the encoded pages: a dictionary page holds a value once however many rows
+    take it, and DELTA_BYTE_ARRAY shares prefixes, so 1 MiB on disk can decode to 100 GB.  The text columns are
+    therefore read as dictionaries (unique values plus one index a row), measured, and only then expanded;
+    pyarrow reads delta-encoded text only in full, so it refuses those as dictionaries (one line, "not a
+    Parquet record file")."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     if len(data) > INDEX_RECORD_MAX:
@@ -127,14 +166,22 @@ def _read_record(data: bytes, url: str, rows_max: int):
         meta = f.metadata
         if meta.num_rows > rows_max:
             raise MetadataError(f"{url}: {meta.num_rows} rows, more than the {rows_max} of a record (not read)")
-        decoded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-        if decoded > INDEX_RECORD_MAX:
-            raise MetadataError(f"{url}: {decoded} bytes decoded, more than the {mib(INDEX_RECORD_MAX)} of a record "
-                                "file (not read)")
-        return f.read()
+        _refuse_decoded(url, sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)),
+                        "decoded, as its footer claims")
+        text = [c for c in TEXT if c in f.schema_arrow.names and _is_text(f.schema_arrow.field(c).type)]
+        return _expand_text(pq.ParquetFile(io.BytesIO(data), metadata=meta, read_dictionary=text).read(), url)
     except (pa.ArrowException, OSError) as e:
         first = (str(e).splitlines() or [type(e).__name__])[0][:200]
         raise MetadataError(f"{url}: not a Parquet record file ({first})") from None
+
+
+def _record_size(met: dict, key: str, where: str) -> int:
+    """`.zmetadata`'s record size (`key`): rows a record holds, which bounds a record file's rows."""
+    v = met[key]
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= INDEX_RECORD_ROWS_MAX:
+        raise MetadataError(f"{where}: {key} {json.dumps(v)[:40]} is not a whole number from 1 to "
+                            f"{INDEX_RECORD_ROWS_MAX}")
+    return v
 
 
 class ParquetReferences(LazyReferenceMapper):
@@ -150,7 +197,8 @@ class ParquetReferences(LazyReferenceMapper):
                                  values_max=INDEX_VALUES_MAX)
             self.zmetadata = dict(met["metadata"])
             self.sparse = met.get("layout") == "sparse"
-            self.record_size = int(met["sparse_record_size"] if self.sparse else met["record_size"])
+            self.record_size = _record_size(met, "sparse_record_size" if self.sparse else "record_size",
+                                            f"{root}/.zmetadata")
             self.written = {p: set(map(int, r)) for p, r in met.get("records", {}).items()} if self.sparse else None
         except MetadataError:  # already one line naming the document
             raise
