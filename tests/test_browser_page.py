@@ -556,10 +556,11 @@ def test_controls_say_what_they_do_label_mode_slow_steps_the_spectrum_legend_and
     res = call("classify", "k-NN", {"seed": 3})
     assert res is not None and "Classified" in res["status"], res
     seen = page.evaluate("window.textsSeen")
-    loading = [i for i, t in enumerate(seen) if "Loading scikit-learn (first use, about 10 s)..." in t]
+    first_use = "Classification (k-NN): loading scikit-learn (first use, about 10 s)…"  # the step's line
+    loading = [i for i, t in enumerate(seen) if first_use in t]
     done = [i for i, t in enumerate(seen) if "Classified (k-NN" in t]
     assert loading and done and loading[0] < done[0], seen
-    assert "Loading scikit-learn" not in all_text(page)  # replaced by the result
+    assert "loading scikit-learn" not in all_text(page)  # replaced by the result
 
     # ---- the spectrum's legend lies outside its plot area, where no line reaches it
     call("select", lon, lat)

@@ -179,3 +179,15 @@ def test_a_failure_ends_the_progress_with_its_one_line(labelled):
     lines = page.evaluate(SEEN)["status"]
     assert lines[-1] == "Classification stopped: the label classes changed while it ran; run it again.", lines
     assert [t for t in lines if t.startswith("Classification (random forest): fitting on")], lines
+
+
+def test_similarity_shows_the_busy_sign_while_it_runs(labelled):
+    """Similarity's compute is a step like every tool's: its first line, the page's busy sign while it runs, and its
+    result line at the end."""
+    page = labelled
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.select(lon, lat)", list(page.spot))
+    res, seen = recorded(page, "similarity", "selection", "mean", 0.5)
+    lines = seen["status"]
+    assert res is not None and res["status"].startswith("Similarity to "), (res, lines)
+    assert "Similarity: reading the view…" in lines and lines[-1].startswith("Similarity to "), lines
+    assert any(s is not None for s in seen["busy"]) and seen["busy"][-1] is None, seen["busy"]

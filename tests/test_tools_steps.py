@@ -3,8 +3,11 @@ line's values over a run, as a watcher of the state sees them, and the step's na
 the page counts the seconds of)."""
 from __future__ import annotations
 
+import asyncio
 import re
+import sys
 
+from app.tools import lazy
 from conftest import run_async
 from tools_util import centre_of_data, opened, pixel_lonlat, training_pixels
 
@@ -71,4 +74,54 @@ def test_k_means_counts_its_blocks_and_an_error_it_did_not_expect_ends_the_step_
             raise AssertionError("the error was swallowed")
         assert state.status == "<b>k-means (k=4) failed:</b> the region could not be read", state.status
         assert running == ["k-means (k=4)", ""] and state.running == ""
+    run_async(run())
+
+
+def test_a_failed_scikit_learn_load_ends_the_step_on_its_failure_line(store, world, monkeypatch):
+    """The first use's load of scikit-learn (Pyodide's loadPackage) fails: the step's failure line replaces the
+    "loading" line, and no step stays under way."""
+    async def run():
+        state, _ = await numbered(store, world)
+        lines, running = watched(state)
+
+        async def refused():
+            raise OSError("loadPackage: scikit-learn could not be fetched\nsecond line")
+        monkeypatch.delitem(sys.modules, "sklearn.base", raising=False)  # its first use, as in Pyodide
+        monkeypatch.setattr(lazy, "prefetch", refused)
+        try:
+            await state.tools.cluster.cluster(4, 0)
+        except OSError:
+            pass
+        else:
+            raise AssertionError("the error was swallowed")
+        assert any("loading scikit-learn" in t for t in lines), lines
+        assert state.status == "<b>k-means (k=4) failed:</b> loadPackage: scikit-learn could not be fetched", lines
+        assert running == ["k-means (k=4)", ""] and state.running == ""
+    run_async(run())
+
+
+def test_a_step_cancelled_while_it_opens_is_not_left_under_way(store):
+    """A task cancelled at the step's first yield (its line sent to the page) leaves no step running."""
+    async def run():
+        state = await opened(store)
+        ctx = state.tools.cluster.ctx
+        lines, running = watched(state)
+        opened_body = []
+
+        async def tool():
+            async with ctx.step("Trial", "starting"):
+                opened_body.append(True)
+
+        task = asyncio.ensure_future(tool())
+        await asyncio.sleep(0)  # the task runs up to the step's own yield
+        assert state.running == "Trial" and lines == ["Trial: starting…"], (state.running, lines)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        else:
+            raise AssertionError("the cancellation was swallowed")
+        assert not opened_body and state.running == "" and running == ["Trial", ""], running
+        assert state.status == "Trial cancelled.", state.status
     run_async(run())

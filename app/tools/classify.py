@@ -114,7 +114,7 @@ class Classifier(Tool):
                 ctx.status = views.html("The view shows no zone of this store.")
                 return None
             t1 = time.perf_counter()
-            await lazy.sklearn(ctx)  # the first time: "Loading scikit-learn..." in the status line
+            await lazy.sklearn(step)  # the first time: "…: loading scikit-learn…" in the status line
             idx, conf = await fit_predict(self.method, X, y, region.pixels(), self.k, self.seed, step)
             t2 = time.perf_counter()
             evaluation = await evaluate.classification(lambda n: estimator(self.method, n, self.k, self.seed),

@@ -83,7 +83,7 @@ class Clusters(Tool):
             n = len(pixels)
             step.say(f"fitting {self.k} centres on {min(n, MAX_FIT):,} pixels ({N_INIT} starts), then assigning "
                      f"{n:,} pixels")
-            await lazy.sklearn(ctx)  # the first time: "Loading scikit-learn..." in the status line
+            await lazy.sklearn(step)  # the first time: "…: loading scikit-learn…" in the status line
             labels, _, self.inertia = await kmeans(pixels, self.k, self.seed, step)
             self.region = region
             self.key = [(f"cluster {i}", c) for i, c in enumerate(colours(self.k))]

@@ -1,7 +1,7 @@
 """scikit-learn on first use: in Pyodide it is loaded then (from the site's own, sha256-verified
 lock wheels: scikit-learn, scipy, joblib, threadpoolctl, openblas), never at start-up.  The user's first
 label starts the load (`prefetch`): classifying needs labels, so the 26 MB arrive while the user labels,
-not after the first "Classify" click.  Its first import (`sklearn`) says so in the status line before it starts:
+not after the first "Classify" click.  Its first import (`sklearn`) says so in the tool's step before it starts:
 the load and the import take about 10 s in Pyodide."""
 from __future__ import annotations
 
@@ -22,16 +22,17 @@ def prefetch():
     return _loading
 
 
-LOADING = "Loading scikit-learn (first use, about 10 s)..."
+LOADING = "loading scikit-learn (first use, about 10 s)"
 
 
-async def sklearn(app=None) -> None:
-    """Make `import sklearn` work, and import it. The first time, `app`'s status line says so first, and the page is
-    sent that line before the load and the import block (the tool's result replaces it)."""
+async def sklearn(step=None) -> None:
+    """Make `import sklearn` work, and import it. The first time, `step` (app/tools/steps.py) says so in its status
+    line, sent to the page before the load and the import block; should the load fail, the step's failure line
+    replaces it."""
     if "sklearn.base" in sys.modules:
         return
-    if app is not None:
-        app.status = LOADING
+    if step is not None:
+        step.say(LOADING)
         await asyncio.sleep(0)  # the status change goes out before the import holds the interpreter
     loading = prefetch()
     if loading is not None:

@@ -109,7 +109,7 @@ class Regressor(Tool):
             if region is None:
                 ctx.status = views.html("The view shows no zone of this store.")
                 return None
-            await lazy.sklearn(ctx)
+            await lazy.sklearn(step)  # the first time: "…: loading scikit-learn…" in the status line
             model = estimator(self.method, len(y), self.seed).fit(X, y)
             pred = (await lazy.chunked(model.predict, region.pixels(), step=step)).astype(np.float32)
             lo, hi = (float(pred.min()), float(pred.max())) if len(pred) else (0.0, 1.0)

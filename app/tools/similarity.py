@@ -80,17 +80,18 @@ class Similarity(Overlay):
             ctx.status = views.html("Select a pixel with data first." if self.sim_from == "selection"
                                     else "Pin pixels with data first.")
             return None
-        t0 = time.perf_counter()
-        region = await ctx.view_region()
-        if region is None:
-            ctx.status = views.html("The view shows no zone of this store.")
-            return None
-        vectors = [p.vector for p in tg]
-        self.result = region.layer("similarity", [combine(part, vectors, self.sim_mode) for part in region.parts],
-                                   self._colour)
         what = tg[0].label() if len(tg) == 1 else f"{self.sim_mode} of {len(tg)} pixels"
-        ctx.status = views.html("Similarity to {}: {} ({:.0f} ms).", what, reg.describe(region),
-                                (time.perf_counter() - t0) * 1000)
+        async with ctx.step("Similarity", "reading the view"):
+            t0 = time.perf_counter()
+            region = await ctx.view_region()
+            if region is None:
+                ctx.status = views.html("The view shows no zone of this store.")
+                return None
+            vectors = [p.vector for p in tg]
+            self.result = region.layer("similarity",
+                                       [combine(part, vectors, self.sim_mode) for part in region.parts], self._colour)
+            ctx.status = views.html("Similarity to {}: {} ({:.0f} ms).", what, reg.describe(region),
+                                    (time.perf_counter() - t0) * 1000)
         return self.result
 
     def colour_bar(self) -> tuple[str, float, float] | None:

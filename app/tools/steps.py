@@ -50,7 +50,11 @@ class Step:
         self.steps.open.append(self)
         self.steps._shown()
         self.say(self.what)
-        await asyncio.sleep(0)  # the line goes out before a fit holds the interpreter
+        try:
+            await asyncio.sleep(0)  # the line goes out before a fit holds the interpreter
+        except BaseException as e:  # cancelled here, the body never runs and `async with` never calls __aexit__
+            await self.__aexit__(type(e), e, e.__traceback__)
+            raise
         return self
 
     async def __aexit__(self, kind, error, tb) -> bool:

@@ -2,8 +2,11 @@
 // seconds since it began, counted by this thread's own timer. Python computes in its worker (app/web/worker.js), so
 // the count keeps moving while a fit holds Python; the status line says what the step has done so far. Hidden when no
 // step runs. The name is shown as text.
+//
+// Each step counts from its own start: one that starts while another runs begins at 0, and when it ends the step
+// still running goes on with its own count. The starts are kept while the sign shows, forgotten once it hides.
 let timer = null;
-let since = 0;
+const starts = new Map(); // step name -> performance.now() at its start
 
 function box() {
   let el = document.getElementById("busy");
@@ -28,9 +31,11 @@ export function showBusy(what) {
   if (!what) {
     el.hidden = true;
     delete el.dataset.seconds;
+    starts.clear();
     return;
   }
-  if (el.hidden) since = performance.now(); // a step after another without a pause: one count
+  if (!starts.has(what)) starts.set(what, performance.now());
+  const since = starts.get(what);
   el.hidden = false;
   const tick = () => {
     const s = Math.floor((performance.now() - since) / 1000);
