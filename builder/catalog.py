@@ -32,15 +32,14 @@ def write_catalog(data_dir: Path | str) -> str:
     for rel in found:
         where = str(sink / rel)
         try:
-            root_doc = json.loads(sink.get(f"{rel}/zarr.json"))
-            info = describe(root_doc, where, jsonschema=jsonschema)
+            info = describe(json.loads(sink.get(f"{rel}/zarr.json")), where, jsonschema=jsonschema)
         except (StoreError, ValueError) as e:
             raise BuildError(str(e).removeprefix(f"{where}: "), where) from None
         if info.kind != TESSERA:
             raise BuildError(f"a {info.kind} root, not a year store; catalog.json lists year stores", where)
         entry = {"year": info.year, "url": rel}
         truth = f"{TRUTH_DIR}/{info.year}.zarr"  # the year's ground truth (builder/truth.py), when there is one
-        if sink.exists(f"{truth}/zarr.json") and _truth_of(sink, truth, root_doc):
+        if sink.exists(f"{truth}/zarr.json") and _truth_of(sink, truth, info):
             entry["truth"] = truth
         stores.append(entry)
     stores.sort(key=lambda s: s["year"])
@@ -51,10 +50,10 @@ def write_catalog(data_dir: Path | str) -> str:
     return f"{sink}/catalog.json"
 
 
-def _truth_of(sink, truth: str, root_doc: dict) -> bool:
-    """Whether the truth store at `truth` was laid on the year store whose root is `root_doc` (builder/truth.py)."""
+def _truth_of(sink, truth: str, info) -> bool:
+    """Whether the truth store at `truth` was laid on the year store `info` describes (builder/truth.py)."""
     try:
-        return made_for(json.loads(sink.get(f"{truth}/zarr.json")), root_doc)
+        return made_for(json.loads(sink.get(f"{truth}/zarr.json")), info)
     except ValueError:  # not JSON: not ours to list
         return False
 

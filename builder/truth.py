@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from builder.atomic import write_dir
+from builder.core.describe import describe
 from builder.core.geometry import parse_proj_code
 from builder.core.grid import ZoneGrid
 from builder.errors import BuildError
@@ -76,28 +77,28 @@ def zone_classes(grid: ZoneGrid, rasters) -> np.ndarray:
     return out
 
 
-def store_version(root_doc: dict) -> str:
-    """The model version(s) of a year store's zones, from its root zarr.json (consolidated), as one text."""
-    inline = ((root_doc.get("consolidated_metadata") or {}).get("metadata") or {}) if isinstance(root_doc, dict) else {}
-    found = {str(m["attributes"]["tessera:model_version"]) for m in inline.values()
-             if isinstance(m, dict) and isinstance(m.get("attributes"), dict)
-             and "tessera:model_version" in m["attributes"]}
-    return ",".join(sorted(found))
+def store_version(info) -> str:
+    """The model version(s) of a year store's zones (info: its builder.core.describe StoreInfo), as one text."""
+    return ",".join(sorted({str(z.attrs["tessera:model_version"]) for z in info.zones.values()
+                            if "tessera:model_version" in z.attrs}))
 
 
-def made_for(truth_root_doc: dict, root_doc: dict) -> bool:
-    """Whether the truth store whose root zarr.json is `truth_root_doc` was laid on a store like `root_doc`."""
+def made_for(truth_root_doc: dict, info) -> bool:
+    """Whether the truth store whose root zarr.json is `truth_root_doc` was laid on a store like `info`'s (its
+    StoreInfo)."""
     gt = ((truth_root_doc.get("attributes") or {}).get(KEY) or {}) if isinstance(truth_root_doc, dict) else {}
-    return isinstance(gt, dict) and gt.get("model_version") == store_version(root_doc)
+    return isinstance(gt, dict) and gt.get("model_version") == store_version(info)
 
 
 def write_truth_store(year_store: Path, year: int, rasters: list[Path], classes: list[dict], out: Path) -> Path:
     """The ground-truth store of `year_store` at `out` from its class `rasters` (whole or not at all)."""
+    import jsonschema
     import zarr  # imported here: builder/catalog.py imports this module's names, and every command that catalog
     from builder.arrayfiles import ShardedArrayFiles, ShardSpec
     from builder.store import Layout, _sharded
     zones = _zones(year_store)
-    version = store_version(json.loads((Path(year_store) / "zarr.json").read_text()))
+    version = store_version(describe(json.loads((Path(year_store) / "zarr.json").read_text()), str(year_store),
+                                     jsonschema=jsonschema))
     if not zones:
         raise BuildError("no zone group to lay ground truth on", str(year_store))
     found = list(_rasters(rasters))
