@@ -58,6 +58,20 @@ def run_cli(*args: str, check: bool = True, env: dict | None = None) -> subproce
     return p
 
 
+def run_node(tmp_path: Path, module: Path, script: str, data, node_modules: Path | None = None):
+    """The JSON `script` (an ES module run by node beside a copy of the app's JS `module`, its input file's name as
+    its argument) prints for the input `data`; `node_modules`: packages the module imports."""
+    import json
+    shutil.copy(module, tmp_path / module.name)
+    if node_modules is not None:
+        (tmp_path / "node_modules").symlink_to(node_modules)
+    (tmp_path / "run.mjs").write_text(script)
+    (tmp_path / "input.json").write_text(json.dumps(data))
+    p = subprocess.run(["node", "run.mjs", "input.json"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout)
+
+
 def tree_digest(path: Path) -> dict[str, str]:
     """sha256 of every file below `path` (to prove a store was not touched)."""
     return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()

@@ -2,11 +2,8 @@
 seconds count from its own start, whether it begins after a pause or while another step runs."""
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 
-from conftest import REPO
+from conftest import REPO, run_node
 
 # A stand-in for the few DOM calls busy.js makes, a clock set by the test and timers never fired (each tick is
 # shown at once by showBusy). Reads [[ms, step name], ...] from argv[2]; prints the sign after each: its text, or
@@ -43,12 +40,7 @@ console.log(JSON.stringify(out));
 
 
 def shown(tmp_path, calls: list) -> list:
-    shutil.copy(REPO / "app" / "web" / "busy.js", tmp_path / "busy.js")
-    (tmp_path / "run.mjs").write_text(NODE_JS)
-    (tmp_path / "calls.json").write_text(json.dumps(calls))
-    p = subprocess.run(["node", "run.mjs", "calls.json"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert p.returncode == 0, p.stderr[-2000:]
-    return json.loads(p.stdout)
+    return run_node(tmp_path, REPO / "app" / "web" / "busy.js", NODE_JS, calls)
 
 
 def test_each_step_counts_its_own_seconds(tmp_path):

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
-import subprocess
 
 import google_crc32c
 import numpy as np
 
 from builder.core.shardio import ShardIndex, chunk_grid
-from conftest import REPO
+from conftest import REPO, run_node
 
 # Reads cases from the JSON file argv[2]: {crc: [hex...], decode: [[hex, what]...]} (what: the metadata the codec is
 # made for, "chunk" or "index"); prints {crc: [int...], decode: [[ok, hex of the bytes | [error class, what, message]]...]}.
@@ -38,16 +36,10 @@ console.log(JSON.stringify(out));
 """
 
 
-def run_node(tmp_path, cases: dict) -> dict:
+def run_cases(tmp_path, cases: dict) -> dict:
     from builder.site import _npm
-    node_modules = _npm(REPO / ".cache")  # the site build's npm packages (crc-32 among them)
-    shutil.copy(REPO / "app" / "js" / "checksums.js", tmp_path / "checksums.js")
-    (tmp_path / "node_modules").symlink_to(node_modules)
-    (tmp_path / "run.mjs").write_text(NODE_JS)
-    (tmp_path / "cases.json").write_text(json.dumps(cases))
-    p = subprocess.run(["node", "run.mjs", "cases.json"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert p.returncode == 0, p.stderr[-2000:]
-    return json.loads(p.stdout)
+    # the site build's npm packages (crc-32 among them)
+    return run_node(tmp_path, REPO / "app" / "js" / "checksums.js", NODE_JS, cases, _npm(REPO / ".cache"))
 
 
 def with_crc(data: bytes) -> bytes:
@@ -76,7 +68,7 @@ def test_the_crc32c_codec_refuses_a_corrupt_buffer_and_passes_a_good_one(tmp_pat
     for raw in [with_crc(b) for b in bufs[1:]] + chunks:  # good: passes; one bit flipped in the data or the crc: refused
         decode += [[raw.hex(), "chunk"], [flipped(raw, 0), "chunk"], [flipped(raw, len(raw) - 1), "chunk"]]
     decode += [[index_bytes.hex(), "index"], [flipped(index_bytes, 40), "index"], ["abc", "chunk"]]
-    got = run_node(tmp_path, {"crc": [b.hex() for b in bufs + chunks], "decode": decode})
+    got = run_cases(tmp_path, {"crc": [b.hex() for b in bufs + chunks], "decode": decode})
 
     assert got["crc"] == [google_crc32c.value(b) for b in bufs + chunks]
     assert bytes.fromhex(got["encoded"]) == with_crc(chunks[-1])

@@ -3,14 +3,11 @@ in node, accepts and refuses the same `chunks_present` values as builder/core/ch
 reason; a refused record reads as none (every chunk asked for, a missing one fill), in Python as in the browser."""
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
 
 import pytest
 
 from builder.core.chunkruns import ChunkRuns, record_of
-from conftest import REPO
+from conftest import REPO, run_node
 
 # Reads [[runs, rows, cols], ...] from argv[2]; prints, for each, {present: [[i, j], ...] | null, warned: [line, ...],
 # viaMeta: whether recordOf of an array's zarr.json with that record gives a test}.
@@ -55,19 +52,14 @@ CASES = [
 ]
 
 
-def run_node(tmp_path, cases: list) -> list:
-    shutil.copy(REPO / "app" / "js" / "chunkruns.js", tmp_path / "chunkruns.js")
-    (tmp_path / "run.mjs").write_text(NODE_JS)
-    (tmp_path / "cases.json").write_text(json.dumps(cases))
-    p = subprocess.run(["node", "run.mjs", "cases.json"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert p.returncode == 0, p.stderr[-2000:]
-    return json.loads(p.stdout)
+def run_cases(tmp_path, cases: list) -> list:
+    return run_node(tmp_path, REPO / "app" / "js" / "chunkruns.js", NODE_JS, cases)
 
 
 @pytest.mark.parametrize("lang", ["python", "js"])
 def test_both_languages_accept_and_refuse_the_same_records(tmp_path, lang):
     if lang == "js":
-        got = run_node(tmp_path, [[runs, ROWS, COLS] for runs, _ in CASES])
+        got = run_cases(tmp_path, [[runs, ROWS, COLS] for runs, _ in CASES])
     for k, (runs, want) in enumerate(CASES):
         if lang == "python":
             try:
@@ -93,5 +85,5 @@ def test_both_languages_accept_and_refuse_the_same_records(tmp_path, lang):
 
 
 def test_a_missing_record_is_none_without_a_warning(tmp_path):
-    (r,) = run_node(tmp_path, [[None, ROWS, COLS]])
+    (r,) = run_cases(tmp_path, [[None, ROWS, COLS]])
     assert r == {"present": None, "warned": [], "viaMeta": False}
