@@ -17,7 +17,7 @@ from tools_util import pixel_lonlat, training_pixels, zone_vectors
 pytestmark = pytest.mark.browser
 
 # From now on, in window arrays: each text the status line shows (statusSeen), each state of the page's busy sign
-# (busySeen: its seconds while shown, null when hidden) and each long task of the page's thread (longTasks, ms).
+# (busySeen: its seconds while shown, null when hidden).
 RECORD = """() => {
     const doc = Bokeh.documents[0];
     const root = Bokeh.index.find_one(doc.get_model_by_name('status-line').children[0]).el.shadowRoot;
@@ -27,7 +27,6 @@ RECORD = """() => {
     for (const o of window.recorders || []) o.disconnect();
     window.statusSeen = [text()];
     window.busySeen = [busy()];
-    window.longTasks = [];
     const status = new MutationObserver(() => {
         const t = text();
         if (t !== window.statusSeen.at(-1)) window.statusSeen.push(t);
@@ -38,11 +37,9 @@ RECORD = """() => {
         if (s !== window.busySeen.at(-1)) window.busySeen.push(s);
     });
     sign.observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
-    const tasks = new PerformanceObserver((list) => { for (const e of list.getEntries()) window.longTasks.push(e.duration); });
-    tasks.observe({type: 'longtask'});
-    window.recorders = [status, sign, tasks];
+    window.recorders = [status, sign];
 }"""
-SEEN = "() => ({status: window.statusSeen, busy: window.busySeen, longTasks: window.longTasks})"
+SEEN = "() => ({status: window.statusSeen, busy: window.busySeen})"
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +105,7 @@ def rises_to_its_total(seen: list[tuple[int, int, int]]) -> None:
 def test_a_random_forest_says_what_it_fits_counts_its_held_out_fits_and_ends_on_its_result(labelled):
     """Random forest (about 4.5 s): the first line says what runs and on what, the held-out fits (k folds x 5
     learning-curve points) are counted up to their total, the last line is the result; meanwhile the page's sign counted
-    seconds on its own thread, and no long task of that thread reached 200 ms."""
+    seconds on its own thread (its longest task is a benchmark figure, benchmarks/browser.py, not a timed bound here)."""
     page = labelled
     res, seen = recorded(page, "classify", "random forest", {"seed": 1})
     lines = seen["status"]
@@ -123,7 +120,6 @@ def test_a_random_forest_says_what_it_fits_counts_its_held_out_fits_and_ends_on_
     assert not any("…" in t for t in lines[fits[-1][0] + 1:]), lines  # no progress after the result
     shown = [int(s) for s in seen["busy"] if s is not None]
     assert len(set(shown)) >= 2 and shown == sorted(shown) and seen["busy"][-1] is None, seen["busy"]
-    assert max(seen["longTasks"], default=0) < 200, seen["longTasks"]
 
 
 def test_a_regression_counts_its_learning_curve_fits_and_ends_on_its_result(labelled):
