@@ -125,3 +125,46 @@ def test_a_step_cancelled_while_it_opens_is_not_left_under_way(store):
         assert not opened_body and state.running == "" and running == ["Trial", ""], running
         assert state.status == "Trial cancelled.", state.status
     run_async(run())
+
+
+def test_a_steps_failure_reaches_the_status_line_whatever_was_written_during_it(store):
+    """Another status write during the step (a label import's lines, a link's message) does not hide its failure;
+    a step that ends well, or is cancelled after another line replaced its own, leaves the last line alone."""
+    async def run():
+        state = await opened(store)
+        ctx = state.tools.cluster.ctx
+        lines, running = watched(state)
+
+        async def failing():
+            async with ctx.step("Trial", "starting"):
+                state.status = "Labels: 12 imported from labels.geojson"  # another writer, mid-step
+                raise RuntimeError("the region could not be read\nsecond line")
+        try:
+            await failing()
+        except RuntimeError:
+            pass
+        else:
+            raise AssertionError("the error was swallowed")
+        assert state.status == "<b>Trial failed:</b> the region could not be read", lines
+        assert running == ["Trial", ""] and state.running == ""
+
+        del lines[:], running[:]
+
+        async def superseded():  # a cancelled step is most often one a new run replaced: the new run's line stays
+            async with ctx.step("Trial", "starting"):
+                state.status = "Trial: again…"
+                raise asyncio.CancelledError()
+        try:
+            await superseded()
+        except asyncio.CancelledError:
+            pass
+        else:
+            raise AssertionError("the cancellation was swallowed")
+        assert state.status == "Trial: again…" and running == ["Trial", ""], lines
+
+        async def fine():
+            async with ctx.step("Trial", "starting"):
+                state.status = "Trial: 3 classes."
+        await fine()
+        assert state.status == "Trial: 3 classes."
+    run_async(run())
