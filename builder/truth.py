@@ -28,11 +28,10 @@ from builder.atomic import write_dir
 from builder.core.describe import describe
 from builder.core.geometry import parse_proj_code
 from builder.core.grid import ZoneGrid
+from builder.core.truthclasses import KEY, NO_DATA, TruthError, check_classes
 from builder.errors import BuildError
 
-NO_DATA = 255
 ARRAY = "classes"
-KEY = "ground_truth"  # the root attribute naming the store's year and classes
 TRUTH_DIR = "truth"  # a data directory's ground-truth stores: truth/{year}.zarr beside {year}.zarr
 
 
@@ -91,7 +90,12 @@ def made_for(truth_root_doc: dict, info) -> bool:
 
 
 def write_truth_store(year_store: Path, year: int, rasters: list[Path], classes: list[dict], out: Path) -> Path:
-    """The ground-truth store of `year_store` at `out` from its class `rasters` (whole or not at all)."""
+    """The ground-truth store of `year_store` at `out` from its class `rasters` (whole or not at all); `classes`
+    checked by the rule the explorer reads them by (builder/core/truthclasses.py)."""
+    try:
+        check_classes(classes, str(out))
+    except TruthError as e:
+        raise BuildError(str(e)) from None
     import jsonschema
     import zarr  # imported here: builder/catalog.py imports this module's names, and every command that catalog
     from builder.arrayfiles import ShardedArrayFiles, ShardSpec

@@ -125,3 +125,103 @@ def test_a_step_cancelled_while_it_opens_is_not_left_under_way(store):
         assert not opened_body and state.running == "" and running == ["Trial", ""], running
         assert state.status == "Trial cancelled.", state.status
     run_async(run())
+
+
+def test_a_failed_load_is_not_kept_the_next_use_loads_again():
+    """A load that fails (Pyodide's loadPackage refused once) is forgotten: the next use starts a new one, whose
+    success is then kept and shared; a failure while no one awaits it (the first label's prefetch) is forgotten too."""
+    async def run():
+        calls = []
+
+        async def loader():
+            calls.append(len(calls))
+            if len(calls) in (1, 3):
+                raise OSError(f"load {len(calls)} refused")
+            return "loaded"
+
+        load = lazy.Load(loader)
+        first = load()
+        try:
+            await first
+        except OSError as e:
+            assert str(e) == "load 1 refused"
+        else:
+            raise AssertionError("the failure was swallowed")
+        second = load()
+        assert second is not first and await second == "loaded" and calls == [0, 1]
+        assert load() is second and calls == [0, 1]  # a success is kept: no second load
+
+        unused = lazy.Load(loader)  # its first load fails with no one awaiting it
+        started = unused()
+        await asyncio.wait([started])
+        assert isinstance(started.exception(), OSError) and calls == [0, 1, 2]
+        assert await unused() == "loaded" and calls == [0, 1, 2, 3]
+    run_async(run())
+
+
+def test_a_load_that_leaves_scikit_learn_unimportable_is_forgotten(monkeypatch):
+    """Pyodide's loadPackage resolves when a fetch failed (it logs the failure on the console): the import that
+    follows fails, in one line, and the next use loads again."""
+    calls = []
+
+    async def loader():  # resolves without bringing scikit-learn
+        calls.append(1)
+
+    monkeypatch.setattr(lazy, "_sklearn", lazy.Load(loader))
+    monkeypatch.setattr(lazy, "prefetch", lambda: lazy._sklearn())  # as in Pyodide
+    monkeypatch.delitem(sys.modules, "sklearn.base", raising=False)
+    monkeypatch.setitem(sys.modules, "sklearn", None)  # `import sklearn.base` fails, as where it was not loaded
+
+    async def run():
+        for n in (1, 2):
+            try:
+                await lazy.sklearn()
+            except ImportError as e:
+                assert str(e).startswith("scikit-learn could not be loaded (") and "\n" not in str(e), str(e)
+            else:
+                raise AssertionError("the failed import was swallowed")
+            assert len(calls) == n
+    run_async(run())
+
+
+def test_a_steps_failure_reaches_the_status_line_whatever_was_written_during_it(store):
+    """Another status write during the step (a label import's lines, a link's message) does not hide its failure;
+    a step that ends well, or is cancelled after another line replaced its own, leaves the last line alone."""
+    async def run():
+        state = await opened(store)
+        ctx = state.tools.cluster.ctx
+        lines, running = watched(state)
+
+        async def failing():
+            async with ctx.step("Trial", "starting"):
+                state.status = "Labels: 12 imported from labels.geojson"  # another writer, mid-step
+                raise RuntimeError("the region could not be read\nsecond line")
+        try:
+            await failing()
+        except RuntimeError:
+            pass
+        else:
+            raise AssertionError("the error was swallowed")
+        assert state.status == "<b>Trial failed:</b> the region could not be read", lines
+        assert running == ["Trial", ""] and state.running == ""
+
+        del lines[:], running[:]
+
+        async def superseded():  # a cancelled step is most often one a new run replaced: the new run's line stays
+            async with ctx.step("Trial", "starting"):
+                state.status = "Trial: again…"
+                raise asyncio.CancelledError()
+        try:
+            await superseded()
+        except asyncio.CancelledError:
+            pass
+        else:
+            raise AssertionError("the cancellation was swallowed")
+        assert state.status == "Trial: again…" and running == ["Trial", ""], lines
+
+        async def fine():
+            async with ctx.step("Trial", "starting"):
+                state.status = "Trial: 3 classes."
+        await fine()
+        assert state.status == "Trial: 3 classes."
+    run_async(run())

@@ -112,6 +112,21 @@ def test_a_refused_truth_store_leaves_the_old_one_whole(demo_data, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad_classes.tiff", "truth.zarr"]  # no partial left
 
 
+def test_truth_classes_of_one_name_are_refused_on_write_in_one_line_and_the_old_store_stands(demo_data, tmp_path):
+    data, tiles = demo_data
+    out = tmp_path / "truth.zarr"
+    shutil.copytree(data / "truth" / "2024.zarr", out)
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    rasters = sorted((tiles / demo.TRUTH_DIR / "2024").glob("*_classes.tiff"))
+    classes = [{"class": 1, "name": "Wood", "color": "#000000"}, {"class": 2, "name": "town", "color": "#111111"},
+               {"class": 3, "name": " WOOD", "color": "#222222"}]
+    with pytest.raises(BuildError) as e:
+        write_truth_store(data / "2024.zarr", 2024, rasters, classes, out)
+    assert str(e.value) == f"{out}: ground_truth class 2 has the name of class 0 (trimmed, case-insensitive)"
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["truth.zarr"]  # no partial left
+
+
 # ------------------------------------------------------------------------------------------------ the scores --
 NAMES = {0: "water meadow", 1: "Wood", 2: "town", 3: "road"}
 

@@ -8,18 +8,49 @@ from __future__ import annotations
 import asyncio
 import sys
 
-_loading = None
+from app.tools.steps import first_line
+
+
+class Load:
+    """One load of a package, started on first call and shared by every later one; a load that fails (or is
+    cancelled) is forgotten, so the next call starts another (a network failure is not kept until the page
+    reloads).  `start`: the coroutine function (or one returning an awaitable) of the load itself."""
+
+    def __init__(self, start):
+        self.start = start
+        self.future = None
+
+    def __call__(self) -> asyncio.Future:
+        if self.future is None:
+            self.future = asyncio.ensure_future(self.start())
+            self.future.add_done_callback(self._forget_failure)
+        return self.future
+
+    def forget(self) -> None:
+        """Start a new load at the next call (this one did not bring what it should have)."""
+        self.future = None
+
+    def _forget_failure(self, future: asyncio.Future) -> None:
+        # run before any awaiter of the load resumes (callbacks in the order added); retrieving the exception here
+        # also keeps an unawaited prefetch's failure out of asyncio's "never retrieved" log
+        if future is self.future and (future.cancelled() or future.exception() is not None):
+            self.forget()
+
+
+def _load_sklearn():
+    import pyodide_js
+    return pyodide_js.loadPackage("scikit-learn")
+
+
+_sklearn = Load(_load_sklearn)
 
 
 def prefetch():
-    """Start loading scikit-learn, once; the future of the load (None on CPython, where it is installed)."""
-    global _loading
+    """Start loading scikit-learn unless it is loaded or loading; the future of the load (None on CPython, where it
+    is installed)."""
     if sys.platform != "emscripten":
         return None
-    if _loading is None:
-        import pyodide_js
-        _loading = asyncio.ensure_future(pyodide_js.loadPackage("scikit-learn"))
-    return _loading
+    return _sklearn()
 
 
 LOADING = "loading scikit-learn (first use, about 10 s)"
@@ -37,7 +68,12 @@ async def sklearn(step=None) -> None:
     loading = prefetch()
     if loading is not None:
         await loading
-    import sklearn.base  # noqa: F401 (the import itself: seconds in Pyodide)
+    try:
+        import sklearn.base  # noqa: F401 (the import itself: seconds in Pyodide)
+    except ImportError as e:
+        # Pyodide's loadPackage logs a failed fetch on the console and resolves: the load is forgotten here too
+        _sklearn.forget()
+        raise ImportError(f"scikit-learn could not be loaded ({first_line(e)}); the browser console says why") from e
 
 
 async def chunked(fn, x, rows: int = 32768, step=None, what: str = "pixel block"):

@@ -9,7 +9,8 @@ them as they pass, by count and not by clock (app/tools/progress.py): "…: held
 While steps run, the explorer's `running` names the latest one; the page shows it with a seconds counter that its own
 thread keeps moving while Python computes in its worker (app/main.py sends it, app/web/busy.js shows it). When the
 step ends the tool's own line (its result, or why it could not run) replaces the progress. An exception the tool did
-not turn into a line ends the progress with one line naming the step and the first line of the error.
+not turn into a line ends the step with one line naming the step and the first line of the error, whatever else wrote
+the status line meanwhile; a cancelled step says so only while its own line is still shown.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ class Step:
 
     def __init__(self, steps: Steps, title: str, what: str):
         self.steps, self.title, self.what = steps, title, what
-        self.line = None  # the last progress line said: replaced by the end's line only while still shown
+        self.line = None  # the last progress line said: a cancellation's line replaces it only while still shown
 
     async def __aenter__(self) -> Step:
         self.steps.open.append(self)
@@ -61,11 +62,12 @@ class Step:
         self.steps.open.remove(self)
         self.steps._shown()
         owner = self.steps.owner
-        if error is not None and owner.status == self.line:
-            if isinstance(error, asyncio.CancelledError):
+        if isinstance(error, asyncio.CancelledError):
+            # most often a new run of the tool replaced this one: its line, said since, stays
+            if owner.status == self.line:
                 owner.status = views.html("{} cancelled.", self.title)
-            else:
-                owner.status = views.html("<b>{} failed:</b> {}", self.title, first_line(error))
+        elif error is not None:  # whatever else wrote the status line since (a label import, a link), it says this
+            owner.status = views.html("<b>{} failed:</b> {}", self.title, first_line(error))
         return False
 
     def say(self, text: str) -> None:

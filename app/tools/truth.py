@@ -19,43 +19,19 @@ from __future__ import annotations
 import numpy as np
 
 from app.reader import REGION, SourceError
+from builder.core.truthclasses import KEY, NO_DATA, TruthError, check_classes, key
 
-NO_DATA = 255
-CLASSES_MAX = 255  # classes a truth store may name (0..254)
-NAME_MAX = 200  # characters of a class name read
 # truth pixels (bytes) read for one zone window of the map: a larger window is refused ("zoom in"), as a map at level 3
 # or coarser's is unless the view holds little of its zone (a 768 px window is 6144^2 truth pixels there).  A strided
 # sample would fetch and decode no less: each truth shard is one chunk, and any stride under 256 px touches them all.
 READ_MAX = 32 * 2**20
 
 
-class TruthError(ValueError):
-    """A ground-truth store that cannot be scored against: one line."""
-
-
-def key(name: str) -> str:
-    return name.strip().casefold()
-
-
 def truth_classes(meta: dict, where: str) -> dict[int, str]:
-    """{class value: name} of a truth store's root metadata (its "ground_truth" attribute), checked."""
-    gt = (meta.get("attributes") or {}).get("ground_truth") if isinstance(meta, dict) else None
-    classes = gt.get("classes") if isinstance(gt, dict) else None
-    if not isinstance(classes, list) or not 0 < len(classes) <= CLASSES_MAX:
-        raise TruthError(f"{where}: no ground_truth classes (a list of 1 to {CLASSES_MAX}) in its root")
-    out: dict[int, str] = {}
-    seen: dict[str, int] = {}  # key: the first class's position
-    for i, c in enumerate(classes):
-        v, name = (c.get("class"), c.get("name")) if isinstance(c, dict) else (None, None)
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < NO_DATA or v in out:
-            raise TruthError(f"{where}: ground_truth class {i} has no distinct value in 0..{NO_DATA - 1}")
-        if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX:
-            raise TruthError(f"{where}: ground_truth class {i} has no name of 1 to {NAME_MAX} characters")
-        if seen.setdefault(key(name), i) != i:
-            raise TruthError(f"{where}: ground_truth class {i} has the name of class {seen[key(name)]}"
-                             " (trimmed, case-insensitive)")
-        out[v] = name
-    return out
+    """{class value: name} of a truth store's root metadata (its "ground_truth" attribute), checked
+    (builder/core/truthclasses.py, the rule the builder writes by)."""
+    gt = (meta.get("attributes") or {}).get(KEY) if isinstance(meta, dict) else None
+    return check_classes(gt.get("classes") if isinstance(gt, dict) else None, where)
 
 
 def mode_blocks(t: np.ndarray, f: int) -> np.ndarray:

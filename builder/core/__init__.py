@@ -20,13 +20,14 @@ Stdlib and numpy only, so that the builder on CPython, the explorer in Pyodide a
 - `shardio`: the `sharding_indexed` codec's shard index (`ShardIndex`) and whole-shard decoding.
 - `geotags`: the GeoTIFF tags of a north-up raster.
 - `chunkruns`: which chunks of a sparse global_rgb level exist (`ChunkRuns`).
+- `truthclasses`: the classes a ground-truth store names, checked (`check_classes`).
 """
 from __future__ import annotations
 
 import importlib
 
 MODULES = ("convention", "geometry", "grid", "zone", "utm", "layout", "describe", "quant", "extensions", "schemacheck",
-           "bounds", "catalog", "source", "shardio", "geotags", "chunkruns")
+           "bounds", "catalog", "source", "shardio", "geotags", "chunkruns", "truthclasses")
 # Public names and the module that defines each.
 NAMES = {
     "ZoneGrid": "grid", "Zone": "zone",
