@@ -451,7 +451,7 @@ async def start(target: str) -> Explorer | None:
             index.add_done_callback(lambda t: t.cancelled() or t.exception())
         year = url.year if url.year in [c["year"] for c in catalog] else catalog[-1]["year"]
         await state.open_year(year)
-        if state.model.layout.time_axis:  # a geoemb: store: its time axis lists the years (open_year)
+        if state.model.kind.own_years(state.model):  # a store listing its own years (geoemb:): open_year took them
             year = state.model.year
         elif url.store and catalog[0]["year"] == 0:  # a store given by URL: learn its year from the store
             catalog[0]["year"] = year = state.model.year

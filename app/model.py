@@ -5,18 +5,18 @@ Runs unchanged in Pyodide (with JSSource) and on CPython (with ZarrSource).
 from __future__ import annotations
 
 import asyncio
-import copy
 
 import numpy as np
 
 from app import render
+from app.kinds import KINDS, YearStore
 from app.meta import Pixel
 from app.reader import PIXEL, REGION, Source, SourceError, as_slices
 from builder.core import convention as conv
 from builder.core import extensions as ext
 from builder.core import layout as lay
 from builder.core.geometry import NearestZone
-from builder.core.describe import GEOEMB, STACK, Level, StoreError, StoreInfo, describe, levels
+from builder.core.describe import TESSERA, Level, StoreError, StoreInfo, describe, levels
 from builder.core.zone import Zone
 from builder.core.quant import cosine_map, cosine_pairs, cosine_table
 
@@ -34,7 +34,8 @@ EXACT_PIXELS = MAX_REGION * MAX_REGION  # the most pixels per zone an exact (ful
 
 class StoreModel:
     """A store as the explorer reads it: a tessera: v1 year store, a multi-year index (tessera-stack:) or a
-    geoemb: store (years on a time axis: `at_year` gives the same store at another year, no second open).
+    geoemb: store (years on a time axis), told apart by `kind` (app/kinds.py: `kind.showing(model, year)` gives
+    the same geoemb: store at another year, no second open).
 
     The data-layer API the views and tools use, whatever the layout: `zones`, `locate`, `pixel`, `pixel_at`,
     `pixel_years`, `region` (embeddings (h, w, B) int8, scales (h, w) float32 with NaN wherever there is no
@@ -43,6 +44,7 @@ class StoreModel:
     def __init__(self, source: Source):
         self.source = source
         self.layout: lay.Layout = lay.V1
+        self.kind: YearStore = KINDS[TESSERA]  # what differs between store kinds (app/kinds.py), set at open
         self.root: dict = {}
         self.zones: dict[str, Zone] = {}
         self.all_zones: dict[str, Zone] = {}  # geoemb: zones of every year (`zones`: those with the year shown)
@@ -56,31 +58,21 @@ class StoreModel:
         self._codes: dict = {}
 
     async def open(self, year: int | None = None) -> "StoreModel":
-        """Read the root (and, for geoemb:, each zone's time axis); `year`: the geoemb: year to show first."""
+        """Read the root (and, for geoemb:, each zone's time axis: app/kinds.py read); `year`: the geoemb: year to
+        show first."""
         doc = await self.source.meta()
         if not isinstance(doc, dict):
             raise SourceError("invalid", "not a tessera store: its root zarr.json is not a JSON object")
         try:
             info = self._describe(doc)
-            if info.kind == GEOEMB:
-                from app.geoemb import read_geoemb  # here: app.geoemb builds on this module
-                await read_geoemb(self, info)
-                return self.at_year(year if year in self.years else self.years[-1])
-            return self._read_root(info)
+            self.kind = KINDS[info.kind]
+            return await self.kind.read(self, info, year)
         except SourceError:
             raise
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
             # Metadata that passes the root checks but not the zone/level parsing: one line, no traceback.
             what = f"missing {e}" if isinstance(e, KeyError) else str(e)
             raise SourceError("invalid", f"not a tessera store: {what}") from None
-
-    def at_year(self, year: int) -> "StoreModel":
-        """The same geoemb: store (same source, metadata and caches) showing another year of its time axis."""
-        m = copy.copy(self)
-        m.year = int(year)
-        m.zones = {n: z for n, z in self.all_zones.items() if m.year in z.times}
-        m._previews = {}
-        return m
 
     @staticmethod
     def _describe(doc: dict) -> StoreInfo:
@@ -93,19 +85,15 @@ class StoreModel:
                                              f"reads {conv.DATASET_VERSION!r} stores only") from None
             raise SourceError("invalid", f"not a tessera store: {e}") from None
 
-    def _read_root(self, info: StoreInfo) -> "StoreModel":
+    def read_root(self, info: StoreInfo, **zone_fields) -> "StoreModel":
+        """Fill the model from a root's consolidated metadata (a year store, a multi-year index: app/kinds.py);
+        `zone_fields` override those of every zone (ZoneInfo.zone)."""
         self.root = info.attrs
-        if info.kind == STACK:
-            self.years = list(info.years)
-        else:
-            self.year = info.year
         if not info.consolidated:
             raise SourceError("invalid", "not a tessera store: no consolidated metadata in its root zarr.json "
                                          "(rebuild or re-consolidate it with zarr.consolidate_metadata)")
-        # A multi-year index's zones show no overview levels (each year store has its own).
-        no_levels = {"levels": (), "code_dims": 0} if info.kind == STACK else {}
         self.layout = info.layout
-        self.zones = {n: z.zone(info.layout, times=info.years, **no_levels) for n, z in info.zones.items()}
+        self.zones = {n: z.zone(info.layout, times=info.years, **zone_fields) for n, z in info.zones.items()}
         self.all_zones = self.zones
         self.levels = list(info.levels)
         if not self.zones:
@@ -209,7 +197,7 @@ class StoreModel:
         out: list = [None] * len(k)
         where = np.nonzero(k >= 0)[0]
         done = len(k) - len(where)
-        whole = self.years is None and self.layout.whole_shard_regions  # a year store (geoemb: chunks are pixels)
+        whole = self.kind.shard_windows(self)
         batch: list = []  # (zone, row, col, the points there) read one by one
         shards: dict = {}
         for i in where:
@@ -259,16 +247,13 @@ class StoreModel:
 
     async def pixel_years(self, lon: float, lat: float) -> tuple[Zone, int, int, list[np.ndarray | None]] | None:
         """One pixel's dequantised vector in every year of `years` (None where no data), read from a multi-year
-        index or a geoemb: store's time axis."""
-        hit = self.locate(lon, lat, self.all_zones)
-        if hit is None or self.years is None:
-            return None
-        zone, row, col = hit
-        e, s = await self._column(zone, row, col)
-        at = {y: i for i, y in enumerate(zone.times)}
-        ok = self.layout.valid(s)
-        vecs = [conv.dequantise(e[at[y]], s[at[y]]) if y in at and ok[at[y]] else None for y in self.years]
-        return zone, row, col, vecs
+        index or a geoemb: store's time axis; None outside every zone or for a year store (app/kinds.py)."""
+        return await self.kind.pixel_years(self, lon, lat)
+
+    async def window(self, zone: Zone, year: int, r0: int, r1: int, c0: int, c1: int):
+        """(int8 embeddings (h, w, B), float32 scales (h, w)) of a window of `zone` in `year`, a year this store
+        holds (ValueError for another), however its kind reads it (app/kinds.py)."""
+        return await self.kind.window(self, zone, year, r0, r1, c0, c1)
 
     # ------------------------------------------------------------ previews --
     async def level_chunk(self, level: Level, ci: int, cj: int) -> np.ndarray:

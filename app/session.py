@@ -192,34 +192,36 @@ class Explorer(param.Parameterized):
             done = await self.model.warm_pixels(render.view_windows(self.model.zones.values(), v))
             # The years' indexes: of a multi-year index (a geoemb: store's time axis was warmed with its year shown),
             # unless the view moved on meanwhile (its own warm_view warms what it shows).
-            years = self.years_model
-            if (years is not None and years.source is not self.model.source and not (done or {}).get("superseded")
+            index = self.years_model
+            if (index is not None and index.source is not self.model.source and not (done or {}).get("superseded")
                     and self.render_view() == v):
-                await years.warm_pixels(render.view_windows(years.all_zones.values(), v))
+                await index.warm_pixels(render.view_windows(index.all_zones.values(), v))
             return done
         except SourceError:  # an optimisation only: a click reads (and reports) what it needs
             return None
 
     # ------------------------------------------------------------ stores --
     async def open_year(self, year: int) -> None:
-        """Show `year`: another time index of the open geoemb: store, or the catalog's store for that year.
+        """Show `year`: the open store, when the catalog names it for that year and it shows that year itself
+        (a geoemb: store's time axis: app/kinds.py showing), else the catalog's store for that year.
 
-        A geoemb: store lists its own years: they replace its one catalog entry (the year selector), and it
-        is also the store the "selected pixel across years" plot reads."""
+        A store that shows years itself lists them (own_years): they replace its one catalog entry (the year
+        selector), and it is also the store the "selected pixel across years" plot reads."""
         m = self.model
-        if m is not None and m.layout.time_axis and year in m.years and \
-                any(c["url"] == m.source.url and c["year"] == year for c in self.catalog):
-            self.model = m.at_year(year)
+        shown = m.kind.showing(m, year) if m is not None else None
+        if shown is not None and any(c["url"] == m.source.url and c["year"] == year for c in self.catalog):
+            self.model = shown
             self.ahead = None  # a pixel of the year shown before
             return
         entry = next(c for c in self.catalog if c["year"] == year)
         model = StoreModel(self.source_factory(entry["url"]))
         model = await model.open(year)
-        if model.layout.time_axis:
-            others = [c for c in self.catalog if c["url"] != entry["url"] and c["year"] not in model.years]
+        own = model.kind.own_years(model)
+        if own:
+            others = [c for c in self.catalog if c["url"] != entry["url"] and c["year"] not in own]
             truths = {c["year"]: c["truth"] for c in self.catalog if c["url"] == entry["url"] and "truth" in c}
             mine = [{"year": y, "url": entry["url"], "label": str(y), **({"truth": truths[y]} if y in truths else {})}
-                    for y in model.years]
+                    for y in own]
             self.catalog = sorted(others + mine, key=lambda c: c["year"])
             self.param["year"].objects = year_options(self.catalog)
             self.years_model = model
@@ -264,7 +266,7 @@ class Explorer(param.Parameterized):
     async def years_index(self, url: str) -> StoreModel:
         """The multi-year index at `url`, opened (SourceError if it cannot be, or is a single year's store)."""
         model = await StoreModel(self.source_factory(url)).open()
-        if model.years is None:
+        if not model.kind.across_years():
             raise SourceError("invalid", f"{url} is a single-year store, not a multi-year index")
         return model
 

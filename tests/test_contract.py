@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -82,3 +83,17 @@ def test_lazy_packages_are_imported_only_inside_functions():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not any(n.split(".")[0] in LAZY for n in names), f"{path.name} imports {names} at module level"
+
+
+# Tests of which kind a store is (v1 year store, multi-year index, geoemb:), which app/kinds.py's classes answer.
+KIND_TESTS = re.compile(r"\btime_axis\b|\byears is (not )?None\b|\.kind\s*[!=]=\s*(GEOEMB|STACK|TESSERA)\b"
+                        r"|isinstance\([^)]*\b(YearStore|ManyYears|YearsIndex|TimeAxisStore)\b")
+
+
+def test_the_explorer_asks_a_stores_kind_and_never_tests_it():
+    """No mode flags where a class per kind would do: the explorer asks `model.kind` (app/kinds.py, one class per
+    store kind, chosen at open) what differs, and tests no layout's time axis, `years is None` or StoreInfo kind."""
+    found = [f"app/{path.relative_to(REPO / 'app')}:{i}: {line.strip()}"
+             for path in sorted((REPO / "app").rglob("*.py"))
+             for i, line in enumerate(path.read_text().splitlines(), 1) if KIND_TESTS.search(line)]
+    assert not found, "\n".join(found)

@@ -499,6 +499,16 @@ def test_explorer_recognises_the_index_by_its_registration(two_years, tmp_path):
     zone, row, col, vecs = run_async(m.pixel_years(lon, lat))
     want = z24["embeddings"][r, c].astype(np.float32) * z24["scales"][r, c]
     np.testing.assert_array_equal(vecs[1], want)
+    # A window of each year, read by its year index (app/kinds.py YearsIndex): the index shows no year itself.
+    from app.tools.region import read_window
+    zone = m.zones["utm30"]
+    win = max(r - 3, 0), min(r + 5, zone.height), max(c - 2, 0), min(c + 6, zone.width)
+    for t, year in enumerate((2023, 2024)):
+        q, s = g["utm30/embeddings"][t, win[0]:win[1], win[2]:win[3]], g["utm30/scales"][t, win[0]:win[1], win[2]:win[3]]
+        np.testing.assert_array_equal(run_async(read_window(m, zone, win, year)), q.astype(np.float32) * s[..., None])
+    assert m.kind.showing(m, 2024) is None
+    with pytest.raises(ValueError, match="2022"):
+        run_async(read_window(m, zone, win, 2022))
     unregistered = json.loads(json.dumps(root))
     unregistered["attributes"]["zarr_conventions"] = []
     with pytest.raises(SourceError, match="not a tessera store"):

@@ -26,12 +26,12 @@ FRAME_MS = 800  # each year's time on screen
 
 
 async def year_model(state, year: int) -> StoreModel:
-    """The store showing `year`: the open one, another time index of a geoemb: store, or the catalog's store."""
+    """The store showing `year`: the open one, when it holds that year itself (app/kinds.py showing), or the
+    catalog's store."""
     m = state.model
-    if m.year == year:
-        return m
-    if m.layout.time_axis and year in m.years:
-        return m.at_year(year)
+    shown = m.kind.showing(m, year)
+    if shown is not None:
+        return shown
     entry = next(c for c in state.catalog if c["year"] == year)
     return await StoreModel(state.source_factory(entry["url"])).open(year)
 

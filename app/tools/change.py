@@ -104,16 +104,18 @@ class Change(Tool):
         ctx, ym = self.ctx, self.ctx.years_model
         stored = {c["year"] for c in ctx.catalog}
         # Year stores first: their region reads fetch whole shards (an index's references are per inner chunk).
-        # A geoemb: store holds both years itself: read them from its time axis, never open it again.
-        if ym is not None and y0 in ym.years and y1 in ym.years and (ym.layout.time_axis or not {y0, y1} <= stored):
+        # A store that shows both years itself (geoemb:): read them from it, never open it again.
+        both_years = {y0, y1}
+        if ym is not None and both_years <= set(ym.years) and \
+                (both_years <= set(ym.kind.own_years(ym)) or not both_years <= stored):
             # a multi-year index and a geoemb: store carry no overviews: their plan is the 10 m window (capped)
             ps = ctx.plans(ym)
             if not ps:
                 return None
 
             async def both(zone, window, full):
-                a, b = await asyncio.gather(reg.read_window(ym, zone, window, ym.years.index(y0)),
-                                            reg.read_window(ym, zone, window, ym.years.index(y1)))
+                a, b = await asyncio.gather(reg.read_window(ym, zone, window, y0),
+                                            reg.read_window(ym, zone, window, y1))
                 return reg.Region(zone, window, full, a), reg.Region(zone, window, full, b)
             pairs = await asyncio.gather(*(both(*p[:3]) for p in ps))
         else:

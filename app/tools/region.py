@@ -21,7 +21,6 @@ import numpy as np
 
 from app import render
 from app.model import StoreModel, Zone
-from app.reader import REGION
 from app import model as app_model  # MAX_REGION, looked up at call time
 from builder.core import convention as conv
 from builder.core.quant import cosine_map, cosine_map_code
@@ -227,25 +226,16 @@ def cap(window: tuple[int, int, int, int], centre: tuple[int, int], size: int):
     return tuple(out)
 
 
-async def read_window(model: StoreModel, zone: Zone, window, year_index: int | None = None) -> np.ndarray:
+async def read_window(model: StoreModel, zone: Zone, window, year: int | None = None) -> np.ndarray:
     """Dequantised (H, W, B) over `window` of `zone` in `model`; NaN outside the zone's grid.
 
-    `year_index` picks a year of a multi-year index (its arrays have a leading year axis)."""
+    `year`: one the store holds (a multi-year index's, a geoemb: store's); None: the year it shows."""
     r0, r1, c0, c1 = window
     out = np.full((r1 - r0, c1 - c0, zone.n_bands), np.nan, np.float32)
     a0, a1, b0, b1 = max(r0, 0), min(r1, zone.height), max(c0, 0), min(c1, zone.width)
     if a0 >= a1 or b0 >= b1:
         return out
-    if year_index is not None and model.layout.time_axis:  # geoemb: the same store at that year's time index
-        model, year_index = model.at_year(model.years[year_index]), None
-    if year_index is None:  # the model reads the window in (h, w[, B]) order whatever the layout (v1, geoemb:)
-        emb, scl = await asyncio.gather(model.region(zone, "embeddings", a0, a1, b0, b1),
-                                        model.region(zone, "scales", a0, a1, b0, b1))
-    else:
-        t, rows, cols = slice(year_index, year_index + 1), slice(a0, a1), slice(b0, b1)
-        emb, scl = await asyncio.gather(
-            model.source.read(f"{zone.name}/embeddings", (t, rows, cols, slice(None)), REGION),
-            model.source.read(f"{zone.name}/scales", (t, rows, cols), REGION))
+    emb, scl = await model.window(zone, model.year if year is None else year, a0, a1, b0, b1)
     shape = (a1 - a0, b1 - b0)
     out[a0 - r0:a1 - r0, b0 - c0:b1 - c0] = conv.dequantise(emb.reshape(*shape, -1).astype(np.int8),
                                                             scl.reshape(shape))
