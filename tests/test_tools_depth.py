@@ -151,3 +151,30 @@ def test_a_store_without_depth_arrays_reads_the_full_vectors(served):
         assert layer.read == "full 128-d vectors" and "depth" not in state.status
         assert "Tools read full 128-d vectors (10 m), exact" in state.cost
     run_async(run())
+
+
+def test_kmeans_on_depth_16_and_its_labels_keep_the_full_vectors(served):
+    from sklearn.cluster import KMeans
+    root, base, log = served
+    d16, full = vectors(root / "v2.zarr", "embeddings_d16"), vectors(root / "v2.zarr", "embeddings")
+
+    async def run():
+        state = await opened(base + "v2.zarr")
+        start = len(log)
+        layer = await state.tools.cluster.cluster(k=3, seed=2)
+        assert set(chunk_bytes(log, start)) == {"embeddings_d16", "scales"}
+        r0, r1, c0, c1 = layer.window
+        sub = d16[r0:r1, c0:c1]
+        km = KMeans(n_clusters=3, random_state=2, n_init=3).fit(sub[np.isfinite(sub[..., 0])])
+        assert abs(state.tools.cluster.inertia - km.inertia_) <= 0.01 * km.inertia_
+        assert layer.read == "depth 16 of 128"
+        # labels from a cluster hold their pixels' full 128 values (not the region's 16), so any later region fits them
+        name = await state.tools.cluster.to_class(0, count=5)
+        zone = state.model.zones["utm30"]
+        points = [p for p in state.tools.labels.points if p.cls == name]
+        assert len(points) == 5
+        for p in points:
+            r, c = (int(x) for x in zone.to_rowcol(p.lon, p.lat))
+            assert layer.values[r - r0, c - c0] == 0
+            np.testing.assert_array_equal(p.vector, full[r, c])
+    run_async(run())
