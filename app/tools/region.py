@@ -11,8 +11,9 @@ without overviews (geoemb:, a multi-year index, a store built with --no-overview
 model.MAX_REGION (768) pixels per side around the view's centre: a zoomed-out view is capped, and `describe`
 says so; a zone with nested-depth arrays (geoemb: `embeddings_d{D}`, the first D values of every vector) is read
 from the one of depth TOOL_DEPTH (`depth_of`) unless the exact result is asked for, and its vectors are those D
-values (vectors from elsewhere, a selection's or labels', are cut to them: `Region.fit`).  Tool results are `Layer`s on the same (level) zone window, drawn into the view with the renderer's
-sampling and read back at a lon/lat.
+values (vectors from elsewhere, a selection's or labels', are cut to them: `Region.fit`).  Tool results are
+`Layer`s on the same (level) zone window, drawn into the view with the renderer's sampling and read back at a
+lon/lat.
 """
 from __future__ import annotations
 
@@ -76,9 +77,9 @@ class Region:
         region `fit`s to its own)."""
         if not self.depth:
             return self.at(rows, cols)
-        ll = [self.zone.centre_lonlat(int(r) + self.window[0], int(c) + self.window[2]) for r, c in zip(rows, cols)]
-        got = await model.vectors_at([p[0] for p in ll], [p[1] for p in ll])
-        return np.stack(got).astype(np.float32) if got else np.empty((0, self.zone.n_bands), np.float32)
+        got = await asyncio.gather(*(model.pixel(self.zone, int(r) + self.window[0], int(c) + self.window[2])
+                                     for r, c in zip(rows, cols)))
+        return np.array([p.vector for p in got], np.float32).reshape(len(got), self.zone.n_bands)
 
     def fit(self, vectors: np.ndarray) -> np.ndarray:
         """Full vectors (..., B) from elsewhere (a selection, labels) as this region holds them: their first
@@ -359,7 +360,7 @@ def overviews(zone: Zone) -> bool:
     return bool(zone.levels) and app_model.OVERVIEWS
 
 
-TOOL_DEPTH = 16  # the nested depth tools read first: 1/8 of the bytes, 39 % of real top-100 neighbours kept (depth 4: 3 %)
+TOOL_DEPTH = 16  # the nested depth tools read first: 1/8 of the bytes, 39 % of real top-100 neighbours (depth 4: 3 %)
 
 
 def depth_of(zone: Zone) -> int:
@@ -380,17 +381,19 @@ def tenm_use(zone: Zone, exact: bool = False) -> str:
 
 
 def agreed(ps: list) -> list:
-    """Plans whose zones hold vectors of one length: a zone read at a depth among others read whole is read whole
-    too (the tools put every zone's pixels together)."""
-    if {p[3] for p in ps} >= {"depth", "vectors"} or len({depth_of(p[0]) for p in ps if p[3] == "depth"}) > 1:
+    """Plans whose zones hold vectors of one length: a zone read at a depth among others read otherwise, or at
+    another depth, is read whole (the tools put every zone's pixels together)."""
+    depths = {depth_of(p[0]) if p[3] == "depth" else -1 for p in ps}
+    if len(depths) > 1 and any(p[3] == "depth" for p in ps):
         return [p[:3] + ("vectors",) if p[3] == "depth" else p for p in ps]
     return ps
 
 
 def zone_plan(model: StoreModel, v: render.View, zone: Zone, capped, full, exact: bool = False):
-    """(zone at its level, window, full window, "vectors" | "code") of the view in `zone`: without overviews the
-    capped 10 m window and "vectors"; with them the whole view on the grid of the level level_for picks, as full
-    vectors when they fit the budget or `exact` asks for them, else as the level's compact code."""
+    """(zone at its level, window, full window, "vectors" | "code" | "depth") of the view in `zone`: without
+    overviews the capped 10 m window, read as tenm_use says; with them the whole view on the grid of the level
+    level_for picks, as full vectors when they fit the budget or `exact` asks for them, else as the level's compact
+    code."""
     if not overviews(zone):
         return zone, capped, full, tenm_use(zone, exact)
     lz = zone.at_level(level_for(zone, v))
