@@ -6,7 +6,8 @@ Python reader; this module only finds the store's nodes and fills a StoreModel w
   * by asking for each of the 60 `utmNN/zarr.json` (static HTTP cannot list), then for the arrays used;
   * each zone's years from its `time` array (one small read per zone, at open);
   * the map's overview from `global_rgb` when the store has one; otherwise StoreModel.preview colours the
-    smallest nested-depth array `embeddings_d{D}` (D >= 3) the store lists, or `embeddings` itself.
+    smallest nested-depth array `embeddings_d{D}` (D >= 3) the store lists, or `embeddings` itself;
+  * each zone's nested depths (Zone.depths), which the tools read first (app/tools/region.py).
 """
 from __future__ import annotations
 
@@ -42,6 +43,15 @@ async def _nodes(source, info: StoreInfo) -> dict[str, dict]:
     return nodes
 
 
+def depths(arrays: dict) -> tuple[int, ...]:
+    """The D of a zone's nested-depth arrays whose shape is its embeddings' with D bands (first D of fewer than all),
+    ascending; an array of another shape is not one the tools can read as the vectors' first D values."""
+    emb = list(arrays["embeddings"].get("shape") or [])
+    band = lay.GEOEMB.band_axis
+    ok = lambda d, a: 0 < d < emb[band] and list(arrays[a].get("shape") or []) == emb[:band] + [d] + emb[band + 1:]
+    return tuple(d for d, a in lay.depth_arrays(arrays) if len(emb) == 4 and ok(d, a))
+
+
 async def read_geoemb(model, info: StoreInfo) -> None:
     attrs = info.attrs
     model.layout, model.root = info.layout, attrs
@@ -53,7 +63,8 @@ async def read_geoemb(model, info: StoreInfo) -> None:
     times = await asyncio.gather(*(model.source.read(f"{n}/{lay.TIME}", (slice(None),)) for n in names))
     zones = {name: found[name].zone(lay.GEOEMB, has_rgb=False, model_version=str(attrs.get("geoemb:model", "")),
                                     build_version=str(attrs.get("geoemb:build_version", "")),
-                                    times=tuple(int(y) for y in np.asarray(t).reshape(-1)))
+                                    times=tuple(int(y) for y in np.asarray(t).reshape(-1)),
+                                    depths=depths(found[name].arrays))
              for name, t in zip(names, times)}
     model.all_zones = model.zones = zones
     model.years = sorted(set().union(*(z.times for z in zones.values())))

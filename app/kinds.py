@@ -45,12 +45,12 @@ class YearStore:
         region reads fetch whole shards of the year shown."""
         return model.layout.whole_shard_regions
 
-    async def window(self, model, zone, year: int, r0: int, r1: int, c0: int, c1: int):
-        """(int8 embeddings, float32 scales) of a window of `zone` in `year`, one this store holds: (h, w, B) and
-        (h, w), scales NaN wherever there is no data (StoreModel.region)."""
+    async def window(self, model, zone, year: int, r0: int, r1: int, c0: int, c1: int, array: str = "embeddings"):
+        """(int8 `array` (embeddings or a nested-depth array), float32 scales) of a window of `zone` in `year`, one
+        this store holds: (h, w, B) and (h, w), scales NaN wherever there is no data (StoreModel.region)."""
         if year != model.year:
             raise ValueError(f"this store holds {model.year}, not {year}")
-        return await asyncio.gather(model.region(zone, "embeddings", r0, r1, c0, c1),
+        return await asyncio.gather(model.region(zone, array, r0, r1, c0, c1),
                                     model.region(zone, "scales", r0, r1, c0, c1))
 
     async def pixel_years(self, model, lon: float, lat: float):
@@ -91,10 +91,10 @@ class YearsIndex(ManyYears):
     def showing(self, model, year):
         return None
 
-    async def window(self, model, zone, year, r0, r1, c0, c1):
+    async def window(self, model, zone, year, r0, r1, c0, c1, array="embeddings"):
         i = model.years.index(year)  # ValueError for a year the index does not hold
         t, rows, cols = slice(i, i + 1), slice(r0, r1), slice(c0, c1)
-        return await asyncio.gather(model.source.read(f"{zone.name}/embeddings", (t, rows, cols, slice(None)), REGION),
+        return await asyncio.gather(model.source.read(f"{zone.name}/{array}", (t, rows, cols, slice(None)), REGION),
                                     model.source.read(f"{zone.name}/scales", (t, rows, cols), REGION))
 
 
@@ -120,11 +120,11 @@ class TimeAxisStore(ManyYears):
     def own_years(self, model):
         return list(model.years)
 
-    async def window(self, model, zone, year, r0, r1, c0, c1):
+    async def window(self, model, zone, year, r0, r1, c0, c1, array="embeddings"):
         shown = self.showing(model, year)
         if shown is None:
             raise ValueError(f"year {year} is not on this store's time axis {model.years}")
-        return await super().window(shown, zone, year, r0, r1, c0, c1)
+        return await super().window(shown, zone, year, r0, r1, c0, c1, array)
 
 
 KINDS = {TESSERA: YearStore(), STACK: YearsIndex(), GEOEMB: TimeAxisStore()}  # by StoreInfo.kind

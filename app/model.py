@@ -250,10 +250,11 @@ class StoreModel:
         index or a geoemb: store's time axis; None outside every zone or for a year store (app/kinds.py)."""
         return await self.kind.pixel_years(self, lon, lat)
 
-    async def window(self, zone: Zone, year: int, r0: int, r1: int, c0: int, c1: int):
-        """(int8 embeddings (h, w, B), float32 scales (h, w)) of a window of `zone` in `year`, a year this store
-        holds (ValueError for another), however its kind reads it (app/kinds.py)."""
-        return await self.kind.window(self, zone, year, r0, r1, c0, c1)
+    async def window(self, zone: Zone, year: int, r0: int, r1: int, c0: int, c1: int, array: str = "embeddings"):
+        """(int8 `array` (h, w, B): the embeddings or a nested-depth array of them, float32 scales (h, w)) of a
+        window of `zone` in `year`, a year this store holds (ValueError for another), however its kind reads it
+        (app/kinds.py)."""
+        return await self.kind.window(self, zone, year, r0, r1, c0, c1, array)
 
     # ------------------------------------------------------------ previews --
     async def level_chunk(self, level: Level, ci: int, cj: int) -> np.ndarray:

@@ -438,7 +438,7 @@ def read_cost(model: StoreModel, v: render.View, exact: bool) -> str:
     if not ps:
         return "The view shows no zone of this store."
     now, full = reg.cost(ps)
-    coded = [p for p in ps if p[3] == "code"]
+    coded = [p for p in ps if p[3] != "vectors"]  # the compact code or a nested depth
     what = f"the {_read_as(ps)}, an approximate answer" if coded else f"{_read_as(ps)}, exact"
     text = f"Tools read {what}: about {now / 1e6:.1f} MB."
     if coded:
@@ -452,6 +452,9 @@ def _read_as(ps) -> str:
     coded = [p for p in ps if p[3] == "code"]
     if coded:
         return f"{coded[0][0].code_dims}-d compact code at level {coded[0][0].level} ({coded[0][0].pixel:g} m)"
+    if ps[0][3] == "depth":
+        from app.tools import region as reg
+        return f"depth {reg.depth_of(ps[0][0])} of {ps[0][0].n_bands} ({ps[0][0].pixel:g} m)"
     return f"full {ps[0][0].n_bands}-d vectors ({ps[0][0].pixel:g} m)"
 
 

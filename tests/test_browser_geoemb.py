@@ -14,6 +14,7 @@ import zarr
 from pyproj import Transformer
 
 from browser_util import all_text, model_data, wait_state, wait_text
+from distributions import write_geoemb_v2
 from geoemb_writer import YEARS, northern, read_tiles, tile_points, write_geoemb
 
 pytestmark = pytest.mark.browser
@@ -196,3 +197,54 @@ def test_store_without_consolidated_metadata_and_a_store_of_neither_layout(page,
     text = page.locator("#error").inner_text().strip()
     assert "neither a tessera: v1 nor a geoemb: store (its zarr_conventions: other: (0123))" in text
     assert len(text.splitlines()) == 2 and "Traceback" not in text  # a title and one line
+
+
+def test_similarity_on_a_store_with_depth_arrays_reads_depth_16_then_the_full_vectors_when_exact(page, server, site):
+    """A geoemb: v2 store (tests/distributions.py, zarr-python) with embeddings_d4 and embeddings_d16: the similarity
+    map reads embeddings_d16 only (the worker's request log), says "depth 16 of 128" in its status and its API
+    result, and equals numpy's cosines on the depth-16 array; "Exact (full vectors)" reads embeddings and equals the
+    cosines of the full vectors."""
+    rel = "data/geoemb/depth.zarr"
+    store = site / rel
+    if store.exists():
+        shutil.rmtree(store)
+    write_geoemb_v2(store)
+    g = zarr.open_group(str(store / "utm30"), mode="r")
+    t = g.attrs["spatial:transform"]
+    to_ll = Transformer.from_crs(32630, 4326, always_xy=True)
+    lonlat = lambda r, c: to_ll.transform(t[2] + (c + 0.5) * 10, t[5] - (r + 0.5) * 10)
+    row, col = 256, 200
+
+    def cosines(array: str) -> np.ndarray:
+        q, s = np.moveaxis(g[array][1].astype(np.float64), 0, -1), g["scales"][1].astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            v = q * s[..., None]
+            v[~np.isfinite(s)] = np.nan
+            return v @ v[row, col] / (np.linalg.norm(v, axis=-1) * np.linalg.norm(v[row, col]))
+
+    def check(want: np.ndarray) -> None:
+        for dr, dc in ((0, 0), (5, 9), (-20, 14), (30, -25), (-7, -40)):
+            got = page.evaluate("([lon, lat]) => window.tesseraApi.simAt(lon, lat)", list(lonlat(row + dr, col + dc)))
+            assert got == pytest.approx(float(want[row + dr, col + dc]), abs=1e-5)
+
+    def arrays_read() -> set[str]:
+        return {e["url"].split("/utm30/")[1].split("/")[0] for e in store_log(page, rel) if "/utm30/" in e["url"]
+                and "/c/" in e["url"]}
+
+    assert open_app(page, server + "index.html?store=" + rel + "#year=2024") == "ready"
+    page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 2000)", list(lonlat(row, col)))
+    assert select(page, *lonlat(row, col))["valid"] is True
+    page.evaluate("window.tesseraWorker.resetStats()")
+    got = page.evaluate("async () => await window.tesseraApi.similarity('selection', 'mean', null)")
+    assert got["read"] == "depth 16 of 128"
+    assert "depth 16 of 128 (the exact result reads the full vectors)" in got["status"]
+    assert "embeddings_d16" in arrays_read() and "embeddings" not in arrays_read(), arrays_read()
+    check(cosines("embeddings_d16"))
+
+    page.evaluate("window.tesseraWorker.resetStats()")  # the toggle re-runs the search shown, then the API again
+    page.get_by_role("button", name="Exact (full vectors)").click()
+    wait_text(page, "Tools read full 128-d vectors (10 m), exact")
+    got = page.evaluate("async () => await window.tesseraApi.similarity('selection', 'mean', null)")
+    assert got["read"] == "full 128-d vectors" and "depth" not in got["status"]
+    assert "embeddings" in arrays_read() and "embeddings_d16" not in arrays_read(), arrays_read()
+    check(cosines("embeddings"))

@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-import requests
 import xarray as xr
 import zarr
 from pyproj import CRS, Transformer
 
+from browser_util import counting_proxy
 from builder.reader import open_store
 from conftest import PX, run_cli
 from geoemb_writer import YEARS, geoemb_root, geoemb_zone, read_tiles, tile_points, write_geoemb
@@ -42,48 +39,6 @@ def served(tmp_path_factory, store, tiles2):
     write_geoemb(tiles2, YEARS, root / "geoemb-plain.zarr", consolidated=False)
     (root / "index.html").write_text("stores for tests/test_reader.py")  # `builder serve` wants a site root
     return root
-
-
-@contextmanager
-def counting_proxy(upstream: str):
-    """A logging HTTP proxy: every request that reaches the wire as (path, Range header, status, body bytes).
-    By hand because the dev server keeps no access log and fsspec has no request hook."""
-    log: list[tuple[str, str | None, int, int]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            rng = self.headers.get("Range")
-            r = requests.get(upstream + self.path.lstrip("/"), headers={"Range": rng} if rng else {}, timeout=30)
-            body = r.content
-            log.append((self.path, rng, r.status_code, len(body)))
-            self.send_response(r.status_code)
-            for k in ("Content-Type", "Content-Range", "Accept-Ranges", "ETag"):
-                if k in r.headers:
-                    self.send_header(k, r.headers[k])
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_HEAD(self):
-            r = requests.head(upstream + self.path.lstrip("/"), timeout=30)
-            log.append((self.path, "HEAD", r.status_code, 0))
-            self.send_response(r.status_code)
-            for k in ("Content-Length", "Accept-Ranges", "ETag"):
-                if k in r.headers:
-                    self.send_header(k, r.headers[k])
-            self.end_headers()
-
-        def log_message(self, *a):
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}/", log
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 @pytest.fixture(scope="module")

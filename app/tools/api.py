@@ -61,7 +61,7 @@ def commands(state, ui=None) -> dict:
 
         def one(p):
             return {"zone": p.zone.name, "level": p.zone.level, "pixel": p.zone.pixel, "window": list(p.window),
-                    "values": [None if not np.isfinite(x) else float(x) for x in p.values.ravel()]}
+                    "read": p.read, "values": [None if not np.isfinite(x) else float(x) for x in p.values.ravel()]}
         return json.dumps(dict(one(got), parts=[one(p) for p in got.all]))
 
     out = {"label": label, "labelPolygon": label_polygon, "labels": labels, "importLabels": import_labels,

@@ -115,6 +115,7 @@ class Classifier(Tool):
                 return None
             t1 = time.perf_counter()
             await lazy.sklearn(step)  # the first time: "…: loading scikit-learn…" in the status line
+            X = region.fit(X)  # the labels' vectors as the region holds its pixels' (a nested depth: their first D)
             idx, conf = await fit_predict(self.method, X, y, region.pixels(), self.k, self.seed, step)
             t2 = time.perf_counter()
             evaluation = await evaluate.classification(lambda n: estimator(self.method, n, self.k, self.seed),

@@ -114,8 +114,8 @@ class Clusters(Tool):
             mine = index[pick[part[pick] == i]]
             if len(mine):
                 rows, cols = hits[i][0][mine], hits[i][1][mine]
-                name = ctx.labels.add_pixels(name, p.zone, p.window, rows, cols, region.at(rows, cols),
-                                                   ctx.model.year)
+                vectors = await region.label_vectors(ctx.model, rows, cols)
+                name = ctx.labels.add_pixels(name, p.zone, p.window, rows, cols, vectors, ctx.model.year)
         ctx.status = views.html("Cluster {} -> class <b>{}</b>: {} labels.", which, name, len(pick))
         return name
 

@@ -110,6 +110,7 @@ class Regressor(Tool):
                 ctx.status = views.html("The view shows no zone of this store.")
                 return None
             await lazy.sklearn(step)  # the first time: "…: loading scikit-learn…" in the status line
+            X = region.fit(X)  # the labels' vectors as the region holds its pixels' (a nested depth: their first D)
             model = estimator(self.method, len(y), self.seed).fit(X, y)
             pred = (await lazy.chunked(model.predict, region.pixels(), step=step)).astype(np.float32)
             lo, hi = (float(pred.min()), float(pred.max())) if len(pred) else (0.0, 1.0)

@@ -194,7 +194,7 @@ async def project_region(region: reg.Regions, tool, step=None) -> Projection:
     cols = np.concatenate([w[1] for w in where])
     pick = fit_sample(len(rows), tool.seed, tool.max_points)
     p = Projection(region, tool.method, part[pick], rows[pick], cols[pick], np.zeros((len(pick), 2), np.float32),
-                   None, len(rows), region.primary.zone.n_bands)
+                   None, len(rows), region.primary.bands)
     X = p.vectors(np.arange(len(pick)))
     p.fit, p.xy = await FITS[tool.method].fit(X, tool, step)
     return p
@@ -323,8 +323,8 @@ class Scatter(Tool):
         for i, r in enumerate(p.region.parts):
             mine = idx[pick][p.part[idx[pick]] == i]
             if len(mine):
-                name = labels.add_pixels(name, r.zone, r.window, p.rows[mine], p.cols[mine],
-                                         r.at(p.rows[mine], p.cols[mine]), ctx.model.year)
+                vectors = await r.label_vectors(ctx.model, p.rows[mine], p.cols[mine])
+                name = labels.add_pixels(name, r.zone, r.window, p.rows[mine], p.cols[mine], vectors, ctx.model.year)
         ctx.status = views.html("{} brushed points -> class <b>{}</b>: {} labels.", len(idx), name, len(pick))
         return name
 

@@ -13,8 +13,8 @@ def zones(parts) -> dict:
 
 
 def layer_summary(layer) -> dict:
-    """zones() of a Layer, and its pixels with a value (all zones)."""
-    return dict(zones(layer.all), valid=int(np.isfinite(layer.values_all()).sum()))
+    """zones() of a Layer, its pixels with a value (all zones) and what it was computed from (Layer.read)."""
+    return dict(zones(layer.all), valid=int(np.isfinite(layer.values_all()).sum()), read=layer.read)
 
 
 class Verbs:

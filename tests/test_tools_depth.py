@@ -1,0 +1,180 @@
+"""The region tools on a geoemb: store with nested-depth arrays, over HTTP with Range (CPython, zarr-python Source):
+similarity and classification read `embeddings_d16` only and say "depth 16 of 128"; the exact result reads
+`embeddings`; a store without depth arrays reads `embeddings` as before.
+
+The stores are written by tests/distributions.py with zarr-python (not the builder); every expected value is numpy /
+scikit-learn on direct zarr-python reads of the files; which arrays a result read is counted on the wire by the
+logging proxy in front of `python -m builder serve`.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import zarr
+
+from app.reader import ZarrSource
+from app.session import Explorer
+from app.state import UrlState
+from browser_util import counting_proxy, static_server
+from conftest import run_async
+from distributions import write_geoemb_v2
+
+ROW, COL = 256, 200  # the selected pixel of utm30 (valid in both years), the view's centre
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("depth")
+    write_geoemb_v2(root / "v2.zarr")
+    write_geoemb_v2(root / "v2-whole.zarr", depths=())
+    (root / "index.html").write_text("stores for tests/test_tools_depth.py")
+    with static_server(root) as base, counting_proxy(base) as (url, log):
+        yield root, url, log
+
+
+def vectors(path, array: str, t: int = 1) -> np.ndarray:
+    """Dequantised (H, W, D) of `array` at time index t (1: 2024) read by zarr-python, NaN where the scale is not
+    finite."""
+    g = zarr.open_group(str(path / "utm30"), mode="r")
+    q, s = g[array][t].astype(np.float32), g["scales"][t]
+    with np.errstate(invalid="ignore"):
+        v = np.moveaxis(q, 0, -1) * s[..., None]
+    v[~np.isfinite(s)] = np.nan
+    return v
+
+
+def cosines(v: np.ndarray, target: np.ndarray) -> np.ndarray:
+    v, target = v.astype(np.float64), target.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return v @ target / (np.linalg.norm(v, axis=-1) * np.linalg.norm(target))
+
+
+def chunk_bytes(log, start: int) -> dict[str, int]:
+    """Bytes of the inner-chunk reads of each utm30 array since log entry `start` (shard data and indexes)."""
+    out: dict[str, int] = {}
+    for path, _rng, _status, n in log[start:]:
+        if "/utm30/" in path and "/c/" in path:
+            name = path.split("/utm30/")[1].split("/c/")[0]
+            out[name] = out.get(name, 0) + n
+    return out
+
+
+async def opened(url: str) -> Explorer:
+    """The explorer on the store at `url`, year 2024, the view 2 km wide on utm30 (ROW, COL), that pixel selected."""
+    state = Explorer([{"year": 0, "url": url}], UrlState(store=url), source_factory=ZarrSource)
+    await state.open_year(0)
+    state.year = 2024
+    await state.settle()
+    lonlat = state.model.zones["utm30"].centre_lonlat(ROW, COL)
+    state.centre_view(*lonlat, 2000)
+    await state.settle()
+    assert (await state.select(*lonlat)).valid
+    return state
+
+
+def test_similarity_reads_depth_16_first_and_the_full_vectors_when_exact(served):
+    root, base, log = served
+    d16, full = vectors(root / "v2.zarr", "embeddings_d16"), vectors(root / "v2.zarr", "embeddings")
+
+    async def run():
+        state = await opened(base + "v2.zarr")
+        start = len(log)
+        layer = await state.tools.similarity.compute()
+        read = chunk_bytes(log, start)
+        assert set(read) == {"embeddings_d16", "scales"}, read
+        r0, r1, c0, c1 = layer.window
+        want = cosines(d16, d16[ROW, COL])[r0:r1, c0:c1]
+        assert np.isfinite(want).sum() > 20_000
+        np.testing.assert_allclose(layer.values, want, rtol=0, atol=1e-5, equal_nan=True)
+        assert layer.read == "depth 16 of 128" and "; depth 16 of 128 (the exact result" in state.status
+        assert "Tools read the depth 16 of 128 (10 m), an approximate answer" in state.cost
+
+        state.exact = True
+        await state.settle()
+        start = len(log)
+        exact = await state.tools.similarity.compute()
+        read_full = chunk_bytes(log, start)
+        assert set(read_full) == {"embeddings", "scales"}, read_full
+        assert exact.window == layer.window
+        np.testing.assert_allclose(exact.values, cosines(full, full[ROW, COL])[r0:r1, c0:c1], rtol=0, atol=1e-5,
+                                   equal_nan=True)
+        assert exact.read == "full 128-d vectors" and "; full 128-d vectors" in state.status
+        assert "depth" not in state.status
+        print(f"\nsimilarity over {r1 - r0} x {c1 - c0} px: depth 16 reads {read['embeddings_d16']:,} B of vectors "
+              f"+ {read['scales']:,} B of scales; full vectors {read_full['embeddings']:,} B + "
+              f"{read_full['scales']:,} B")
+        assert read["embeddings_d16"] * 4 < read_full["embeddings"]
+    run_async(run())
+
+
+def test_classification_on_depth_16_equals_knn_on_the_depth_array(served):
+    from sklearn.neighbors import KNeighborsClassifier
+    root, base, log = served
+    d16 = vectors(root / "v2.zarr", "embeddings_d16")
+
+    async def run():
+        state = await opened(base + "v2.zarr")
+        zone = state.model.zones["utm30"]
+        picks = {"north": [(ROW - 80 + 7 * i, COL - 60 + 11 * i) for i in range(6)],
+                 "south": [(ROW + 60 + 5 * i, COL + 50 - 13 * i) for i in range(6)]}
+        for name, pixels in picks.items():
+            for r, c in pixels:
+                assert await state.tools.labels.add(*zone.centre_lonlat(r, c), cls=name)
+        start = len(log)
+        layer = await state.tools.classify.classify("k-NN", seed=1)
+        assert set(chunk_bytes(log, start)) == {"embeddings_d16", "scales"}
+        names = state.tools.labels.names()
+        X = np.stack([d16[r, c] for n in picks for r, c in picks[n]])
+        y = np.array([names.index(n) for n in picks for _ in picks[n]])
+        r0, r1, c0, c1 = layer.window
+        sub = d16[r0:r1, c0:c1]
+        valid = np.isfinite(sub[..., 0])
+        want = KNeighborsClassifier(n_neighbors=5).fit(X, y).predict(sub[valid])
+        assert valid.sum() > 20_000 and float((layer.values[valid].astype(int) == want).mean()) >= 0.999
+        assert np.isnan(layer.values[~valid]).all()
+        assert layer.read == "depth 16 of 128" and "depth 16 of 128" in state.status
+    run_async(run())
+
+
+def test_a_store_without_depth_arrays_reads_the_full_vectors(served):
+    root, base, log = served
+    full = vectors(root / "v2-whole.zarr", "embeddings")
+
+    async def run():
+        state = await opened(base + "v2-whole.zarr")
+        start = len(log)
+        layer = await state.tools.similarity.compute()
+        assert set(chunk_bytes(log, start)) == {"embeddings", "scales"}
+        r0, r1, c0, c1 = layer.window
+        np.testing.assert_allclose(layer.values, cosines(full, full[ROW, COL])[r0:r1, c0:c1], rtol=0, atol=1e-5,
+                                   equal_nan=True)
+        assert layer.read == "full 128-d vectors" and "depth" not in state.status
+        assert "Tools read full 128-d vectors (10 m), exact" in state.cost
+    run_async(run())
+
+
+def test_kmeans_on_depth_16_and_its_labels_keep_the_full_vectors(served):
+    from sklearn.cluster import KMeans
+    root, base, log = served
+    d16, full = vectors(root / "v2.zarr", "embeddings_d16"), vectors(root / "v2.zarr", "embeddings")
+
+    async def run():
+        state = await opened(base + "v2.zarr")
+        start = len(log)
+        layer = await state.tools.cluster.cluster(k=3, seed=2)
+        assert set(chunk_bytes(log, start)) == {"embeddings_d16", "scales"}
+        r0, r1, c0, c1 = layer.window
+        sub = d16[r0:r1, c0:c1]
+        km = KMeans(n_clusters=3, random_state=2, n_init=3).fit(sub[np.isfinite(sub[..., 0])])
+        assert abs(state.tools.cluster.inertia - km.inertia_) <= 0.01 * km.inertia_
+        assert layer.read == "depth 16 of 128"
+        # labels from a cluster hold their pixels' full 128 values (not the region's 16), so any later region fits them
+        name = await state.tools.cluster.to_class(0, count=5)
+        zone = state.model.zones["utm30"]
+        points = [p for p in state.tools.labels.points if p.cls == name]
+        assert len(points) == 5
+        for p in points:
+            r, c = (int(x) for x in zone.to_rowcol(p.lon, p.lat))
+            assert layer.values[r - r0, c - c0] == 0
+            np.testing.assert_array_equal(p.vector, full[r, c])
+    run_async(run())
