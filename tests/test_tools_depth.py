@@ -178,3 +178,32 @@ def test_kmeans_on_depth_16_and_its_labels_keep_the_full_vectors(served):
             assert layer.values[r - r0, c - c0] == 0
             np.testing.assert_array_equal(p.vector, full[r, c])
     run_async(run())
+
+
+def test_change_between_two_years_of_the_store_reads_depth_16_first_and_the_full_vectors_when_exact(served):
+    """Change between 2023 and 2024, both on the store's time axis: 1 - cosine of each pixel's two depth-16 vectors
+    (the d16 array only on the wire), then of its full vectors when exact."""
+    root, base, log = served
+    path = root / "v2.zarr"
+    pairs = {"embeddings_d16": (vectors(path, "embeddings_d16", 0), vectors(path, "embeddings_d16", 1)),
+             "embeddings": (vectors(path, "embeddings", 0), vectors(path, "embeddings", 1))}
+
+    def one_minus_cos(a, b):
+        a, b = a.astype(np.float64), b.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            return 1 - (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+
+    async def run():
+        state = await opened(base + "v2.zarr")
+        for exact, array, said in ((False, "embeddings_d16", "depth 16 of 128"), (True, "embeddings", "full 128-d")):
+            state.exact = exact
+            await state.settle()
+            start = len(log)
+            layer = await state.tools.change.compute(2023, 2024)
+            assert set(chunk_bytes(log, start)) == {array, "scales"}, chunk_bytes(log, start)
+            r0, r1, c0, c1 = layer.window
+            want = one_minus_cos(*pairs[array])[r0:r1, c0:c1]
+            assert np.isfinite(want).sum() > 20_000
+            np.testing.assert_allclose(layer.values, want, rtol=0, atol=1e-5, equal_nan=True)
+            assert said in state.status, state.status
+    run_async(run())

@@ -113,11 +113,12 @@ class Change(Tool):
             if not ps:
                 return None
 
-            async def both(zone, window, full):
-                a, b = await asyncio.gather(reg.read_window(ym, zone, window, y0),
-                                            reg.read_window(ym, zone, window, y1))
-                return reg.Region(zone, window, full, a), reg.Region(zone, window, full, b)
-            pairs = await asyncio.gather(*(both(*p[:3]) for p in ps))
+            async def both(zone, window, full, use):
+                depth = reg.depth_of(zone) if use == "depth" else 0  # a geoemb: zone's depth array first
+                a, b = await asyncio.gather(reg.read_window(ym, zone, window, y0, depth),
+                                            reg.read_window(ym, zone, window, y1, depth))
+                return reg.Region(zone, window, full, a, depth=depth), reg.Region(zone, window, full, b, depth=depth)
+            pairs = await asyncio.gather(*(both(*p) for p in ps))
         else:
             m0, m1 = await ctx.store(y0), await ctx.store(y1)
             # the windows every tool reads on this view, on the shown store's grids
