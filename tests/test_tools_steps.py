@@ -159,6 +159,32 @@ def test_a_failed_load_is_not_kept_the_next_use_loads_again():
     run_async(run())
 
 
+def test_one_tool_cancelled_while_it_waits_on_the_shared_load_leaves_the_load_to_the_others(monkeypatch):
+    """Two tools wait on one scikit-learn load; the first is cancelled (its run stopped): the load goes on, the
+    second tool gets it, and no second load starts."""
+    calls, release = [], asyncio.Event()
+
+    async def loader():
+        calls.append(1)
+        await release.wait()
+
+    monkeypatch.setattr(lazy, "_sklearn", lazy.Load(loader))
+    monkeypatch.setattr(lazy, "prefetch", lambda: lazy._sklearn())  # as in Pyodide
+    monkeypatch.delitem(sys.modules, "sklearn.base", raising=False)
+
+    async def run():
+        first, second = asyncio.ensure_future(lazy.sklearn()), asyncio.ensure_future(lazy.sklearn())
+        while not calls:  # both wait on the one load
+            await asyncio.sleep(0)
+        first.cancel()
+        await asyncio.wait([first])
+        assert first.cancelled()
+        release.set()
+        await second  # the load went on: the second tool imports scikit-learn
+        assert "sklearn.base" in sys.modules and len(calls) == 1
+    run_async(run())
+
+
 def test_a_load_that_leaves_scikit_learn_unimportable_is_forgotten(monkeypatch):
     """Pyodide's loadPackage resolves when a fetch failed (it logs the failure on the console): the import that
     follows fails, in one line, and the next use loads again."""

@@ -67,7 +67,7 @@ async def sklearn(step=None) -> None:
         await asyncio.sleep(0)  # the status change goes out before the import holds the interpreter
     loading = prefetch()
     if loading is not None:
-        await loading
+        await asyncio.shield(loading)  # one tool's run stopped while it waits leaves the load to the others
     try:
         import sklearn.base  # noqa: F401 (the import itself: seconds in Pyodide)
     except ImportError as e:
