@@ -34,6 +34,7 @@ from global_land_mask import globe
 from pyproj import Transformer
 
 from builder.core import convention as conv
+from builder.core.truthclasses import NO_DATA  # the demo's class rasters use the truth stores' no-class value
 from builder.atomic import write_bytes
 from builder.geotiff import write_geotiff
 from builder.synth.easy import EasyWorld
@@ -48,7 +49,6 @@ PLACES = [(-0.05, 50.85), (0.05, 50.85), (-0.05, 50.75), (0.05, 50.75), (18.45, 
 DENSE = [(-0.15, 50.95), (-0.05, 50.95), (0.05, 50.95)]  # whole 0.1 degree tiles: the dense site
 TRUTH_DIR = "ground_truth"
 LABELS_PER_CLASS = 100
-NO_DATA = 255
 BLOCK_ROWS = 128
 
 __all__ = ["World", "EasyWorld", "MODEL_VERSION", "EASY_MODEL_VERSION", "YEARS", "PLACES", "DENSE", "write_tile",
