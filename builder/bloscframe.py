@@ -12,14 +12,20 @@ c-blosc stores such a chunk as one block of one stream: a 16-byte header, one bl
 stream's compressed length, then the zstd frame of the (bit-shuffled) bytes at zstd level 2*clevel-1.
 Here all of a shard's chunks are bit-shuffled in one numpy pass and each is compressed with one
 reused python-zstandard compressor; the bytes are c-blosc's own (tests/test_bloscframe.py compares
-them byte for byte with numcodecs, and decodes them with numcodecs and zarr-python).  Any other case,
-and a chunk that c-blosc would store uncompressed, is passed to numcodecs.
+them byte for byte with numcodecs, and decodes them with numcodecs and zarr-python).
+
+A chunk that c-blosc stores uncompressed (one under MIN_BUFFERSIZE bytes, as the scales' and previews'
+4x4-px chunks are, or one zstd does not shrink enough, as most of a realistic embeddings shard's are)
+is its bytes behind a header that depends only on the settings, the size and the element size: that
+header is taken from c-blosc's own frame the first time and reused (a c-blosc call per such chunk cost
+a realistic 52N tile's build more CPU than its embeddings' zstd; for a chunk zstd did not shrink, it
+also compressed the chunk a second time).  Any other case is passed to numcodecs.
 
 `decompress` reads a frame that c-blosc stored uncompressed (a chunk under 128 bytes, as the previews'
 4x4-px chunks are) by slicing it: numcodecs' per-call checks cost ten times that, and the global_rgb
 pyramid reads tens of thousands of such chunks.
 
-A `RowCompressor` holds a zstd context: use one per thread.
+A `RowCompressor` holds a zstd context and the headers it took from c-blosc: use one per thread.
 """
 from __future__ import annotations
 
@@ -69,16 +75,36 @@ class RowCompressor:
         self._fast = self.cname == "zstd" and 1 <= self.clevel <= 8 and self.shuffle in (0, 2) and self.blocksize == 0
         self._zstd = None
         self._flags = DONT_SPLIT | ZSTD_FORMAT | (BITSHUFFLE if self.shuffle == 2 else 0)
+        self._copied: dict[tuple[str, int], bytes] = {}  # (dtype, chunk bytes) -> c-blosc's header of a copied chunk
 
     def one(self, buf) -> bytes:
         """One chunk (its element size is the buffer's), through numcodecs' blosc module: the bytes of
         numcodecs.Blosc(...).encode without that class's per-call checks."""
         return self._blosc.compress(buf, self.cname.encode(), self.clevel, self.shuffle, self.blocksize)
 
+    def _copy_of(self, row: np.ndarray) -> bytes:
+        """c-blosc's frame of one chunk; when c-blosc stored it uncompressed, its header is kept for the chunks
+        of that dtype and size it will also store uncompressed (the header depends on nothing else)."""
+        frame = bytes(self.one(row))
+        if len(frame) == HEADER + row.nbytes and frame[2] & MEMCPYED:
+            self._copied[(row.dtype.str, row.nbytes)] = frame[:HEADER]
+        return frame
+
     def rows(self, rows: np.ndarray) -> list[bytes]:
         """The Blosc frame of each row of `rows` (any dtype; a row is one chunk's C-order bytes)."""
         rows = np.ascontiguousarray(rows)
         m = rows.shape[1] * rows.itemsize
+        if m < MIN_BUFFERSIZE:  # every such chunk is copied: one header before each row, in one numpy pass
+            head = self._copied.get((rows.dtype.str, m))
+            if head is None and len(rows):
+                self._copy_of(rows[0])
+                head = self._copied.get((rows.dtype.str, m))
+            if head is not None:
+                frames = np.empty((len(rows), HEADER + m), dtype=np.uint8)
+                frames[:, :HEADER] = np.frombuffer(head, dtype=np.uint8)
+                frames[:, HEADER:] = rows.view(np.uint8).reshape(len(rows), m)
+                blob, w = frames.tobytes(), HEADER + m
+                return [blob[k:k + w] for k in range(0, len(blob), w)]
         if not (self._fast and rows.itemsize == 1 and MIN_BUFFERSIZE <= m < L1 and (self.shuffle == 0 or m % 8 == 0)):
             return [self.one(r) for r in rows]
         raw = rows.view(np.uint8).reshape(len(rows), m)
@@ -90,10 +116,13 @@ class RowCompressor:
         out = []
         for k in range(len(data)):
             z = compress(data[k])
+            if len(z) < m - 8:
+                out.append(frame(VERSION, VERSION_ZSTD, flags, 1, m, m, 24 + len(z), 20, len(z)) + z)
+                continue
             # c-blosc gives the stream m - 8 bytes (nbytes + 16 of room, less 24 before it); a stream that
-            # does not fit is stored uncompressed, which c-blosc itself writes
-            out.append(frame(VERSION, VERSION_ZSTD, flags, 1, m, m, 24 + len(z), 20, len(z)) + z
-                       if len(z) < m - 8 else self.one(raw[k]))
+            # does not fit is stored uncompressed, behind the header c-blosc gave the first such chunk
+            head = self._copied.get((raw.dtype.str, m))
+            out.append(head + raw[k].tobytes() if head is not None else self._copy_of(raw[k]))
         return out
 
 

@@ -63,6 +63,40 @@ def test_every_other_case_is_c_blosc_too(cfg, rows):
     assert RowCompressor(cfg).rows(rows) == _c_blosc(rows, cfg)
 
 
+def _scales_like(n: int, seed: int = 0) -> np.ndarray:
+    """(n, 16) float32 rows as a scales array's 4x4-px chunks hold them: positive scales, some NaN (no data)."""
+    rng = np.random.default_rng(seed)
+    rows = rng.uniform(0.001, 0.2, (n, 16)).astype(np.float32)
+    rows[rng.random((n, 16)) < 0.3] = np.nan
+    rows[0] = np.nan
+    return rows
+
+
+def _interleaved(m: int) -> np.ndarray:
+    """int8 rows of m bytes that do not compress (uniform), between rows that do (embedding-like, zeros)."""
+    rng = np.random.default_rng(m)
+    rows = [rng.integers(-128, 128, (1, m), dtype=np.int8) if k % 3 else _embedding_like(1, m, seed=k) for k in range(30)]
+    return np.concatenate([*rows, np.zeros((1, m), np.int8), rng.integers(-128, 128, (2, m), dtype=np.int8)])
+
+
+@pytest.mark.parametrize("cfg,rows", [
+    (_cfg(shuffle="shuffle"), _scales_like(40)),                                              # scales: 64 bytes
+    (_cfg(), np.random.default_rng(3).integers(0, 256, (40, 64), dtype=np.uint8)),           # rgb previews
+    (_cfg(clevel=9, shuffle="noshuffle"), np.random.default_rng(4).integers(0, 256, (5, 127), dtype=np.uint8)),
+    (_cfg(cname="lz4", shuffle="shuffle"), _scales_like(5, seed=1)[:, :8].astype(np.float64)),  # 8-byte elements
+    (_cfg(), np.zeros((3, 1), np.int8)),
+    (_cfg(), _interleaved(2048)),                                                             # embeddings, 4x4 px
+    (_cfg(clevel=1, shuffle="noshuffle"), _interleaved(136)),
+])
+def test_chunks_c_blosc_copies_are_its_bytes(cfg, rows):
+    """c-blosc copies a chunk under 128 bytes, or one that does not compress, behind a header: the frames built
+    here from the header of its first such frame are its bytes, chunk for chunk (values, NaNs, element sizes,
+    settings, and copied chunks between compressed ones vary)."""
+    ours = RowCompressor(cfg).rows(rows)
+    assert ours == _c_blosc(rows, cfg)
+    assert [decompress(f) for f in ours] == [r.tobytes() for r in rows]
+
+
 def test_the_builders_embeddings_shard_holds_c_blosc_bytes(store):
     """Every inner chunk of a built shard, decoded and compressed again by numcodecs, is the stored chunk."""
     adir = store / "utm30" / "embeddings"
