@@ -70,15 +70,19 @@ class Region:
             return (self.coords[rows, cols] @ self.code[0] + self.code[1]).astype(np.float32)
         return self.dense[rows, cols]
 
-    async def label_vectors(self, model: StoreModel, rows, cols) -> np.ndarray:
-        """(N, B) vectors for labels of window pixels (rows, cols) with data: `at` (no read), except for a region read
-        at a nested depth, whose pixels' full vectors are read from `model` (labels keep full vectors, which every
-        region `fit`s to its own)."""
+    async def label_vectors(self, model: StoreModel, rows, cols, progress=None):
+        """(rows, cols, (n, B) vectors) for labels of window pixels (rows, cols) with data: `at` (no read), except
+        for a region read at a nested depth, whose pixels' full vectors are read from `model`, the store it was read
+        from at its year (Regions.model), in batches (StoreModel.vectors_of, `progress` after each); labels keep full
+        vectors, which every region `fit`s to its own.  A pixel without a full vector there is left out."""
+        rows, cols = np.asarray(rows), np.asarray(cols)
         if not self.depth:
-            return self.at(rows, cols)
-        got = await asyncio.gather(*(model.pixel(self.zone, int(r) + self.window[0], int(c) + self.window[2])
-                                     for r, c in zip(rows, cols)))
-        return np.array([p.vector for p in got], np.float32).reshape(len(got), self.zone.n_bands)
+            return rows, cols, self.at(rows, cols)
+        got = await model.vectors_of([self.zone], np.zeros(len(rows), np.int64), rows + self.window[0],
+                                     cols + self.window[2], progress)
+        ok = np.array([v is not None for v in got], bool)
+        vectors = np.array([v for v in got if v is not None], np.float32).reshape(int(ok.sum()), self.zone.n_bands)
+        return rows[ok], cols[ok], vectors
 
     def fit(self, vectors: np.ndarray) -> np.ndarray:
         """Full vectors (..., B) from elsewhere (a selection, labels) as this region holds them: their first
@@ -151,6 +155,7 @@ class Regions:
     """The view's region in each zone it shows: parts[0] is the primary zone's (the view's centre)."""
 
     parts: list[Region]
+    model: StoreModel | None = None  # the store, at the year, the parts were read from (labels read full vectors there)
 
     @property
     def primary(self) -> Region:
@@ -509,7 +514,7 @@ async def read_plans(model: StoreModel, ps: list) -> Regions | None:
     """The Regions of plans() (the zones read together); None when there is none."""
     if not ps:
         return None
-    return Regions(list(await asyncio.gather(*(read_plan(model, p) for p in ps))))
+    return Regions(list(await asyncio.gather(*(read_plan(model, p) for p in ps))), model)
 
 
 async def read(model: StoreModel, v: render.View, exact: bool = False) -> Regions | None:
