@@ -97,12 +97,10 @@ class Region:
 
     @property
     def read_as(self) -> str:
-        """What the region was read as, in words: "depth 16 of 128", "the 8-d compact code", "full 128-d vectors"."""
+        """What the region was read as, in words (read_words)."""
         if self.coded:
-            return f"the {self.coords.shape[-1]}-d compact code"
-        if self.depth:
-            return f"depth {self.depth} of {self.zone.n_bands}"
-        return f"full {self.zone.n_bands}-d vectors"
+            return read_words("code", self.zone.n_bands, self.coords.shape[-1])
+        return read_words("depth" if self.depth else "vectors", self.zone.n_bands, self.depth)
 
     def spread(self, values: np.ndarray, fill=np.nan, dtype=np.float32) -> np.ndarray:
         """Per-valid-pixel values (N,) laid back on the window (H, W), `fill` elsewhere."""
@@ -375,10 +373,26 @@ def tenm_use(zone: Zone, exact: bool = False) -> str:
     return "depth" if depth_of(zone) and not exact else "vectors"
 
 
+def plan_depth(zone: Zone, use: str) -> int:
+    """The nested depth a 10 m window of `zone` planned as `use` ("depth" | "vectors" | "code") is read at: depth_of
+    for "depth", else 0 (the full vectors)."""
+    return depth_of(zone) if use == "depth" else 0
+
+
+def read_words(use: str, bands: int, dims: int = 0) -> str:
+    """What a read as `use` is, in words, for the tools' layers, status and cost lines: "full 128-d vectors" (B
+    `bands`), "depth 16 of 128" (`dims`: the depth), "the 8-d compact code" (`dims`: the code's)."""
+    if use == "code":
+        return f"the {dims}-d compact code"
+    if use == "depth":
+        return f"depth {dims} of {bands}"
+    return f"full {bands}-d vectors"
+
+
 def agreed(ps: list) -> list:
     """Plans whose zones hold vectors of one length: a zone read at a depth among others read otherwise, or at
     another depth, is read whole (the tools put every zone's pixels together)."""
-    depths = {depth_of(p[0]) if p[3] == "depth" else -1 for p in ps}
+    depths = {plan_depth(p[0], p[3]) for p in ps}
     if len(depths) > 1 and any(p[3] == "depth" for p in ps):
         return [p[:3] + ("vectors",) if p[3] == "depth" else p for p in ps]
     return ps
@@ -506,7 +520,7 @@ async def read_plan(model: StoreModel, p) -> Region | None:
     zone, window, full, use = p
     if overviews(zone):
         return await read_level(model, zone, window, use)
-    depth = depth_of(zone) if use == "depth" else 0
+    depth = plan_depth(zone, use)
     return Region(zone, window, full, await read_window(model, zone, window, depth=depth), depth=depth)
 
 
