@@ -12,15 +12,11 @@ import numpy as np
 import pytest
 import zarr
 
-from pyproj import Transformer
-
 from app.reader import ZarrSource
 from app.session import Explorer
 from app.state import UrlState
 from browser_util import counting_proxy, static_server
-from builder import demo
-from conftest import run_async, run_cli
-from tools_util import zone_vectors
+from conftest import run_async
 from distributions import write_geoemb_v2
 
 ROW, COL = 256, 200  # the selected pixel of utm30 (valid in both years), the view's centre
@@ -239,44 +235,3 @@ def test_change_between_two_years_of_the_store_reads_depth_16_first_and_the_full
             np.testing.assert_allclose(layer.values, want, rtol=0, atol=1e-5, equal_nan=True)
             assert said in state.status, state.status
     run_async(run())
-
-
-def test_change_from_a_year_store_to_the_geoemb_store_follows_its_depth_plan(served, tmp_path, world):
-    """A catalog of the geoemb: store (2023, 2024) and a v1 year store of 2022 (no depth arrays) over the same ground:
-    change 2022 -> 2024 on the geoemb: store's view reads its depth-16 array (as the cost line says), cuts the v1
-    store's full vectors to their first 16 values, and says depth 16 of 128."""
-    root, base, log = served
-    x, y = 691_200.0 + (COL + 0.5) * 10, 5_652_480.0 - (ROW + 0.5) * 10  # the geoemb: pixel (ROW, COL), utm30
-    lon, lat = Transformer.from_crs(32630, 4326, always_xy=True).transform(x, y)
-    demo.write_tile(tmp_path / "tiles", 2022, lon, lat, 256, world=world)
-    run_cli("build", str(tmp_path / "tiles"), "--year", "2022", "--out", str(tmp_path), "--scheduler", "threads", "-q")
-    v1 = tmp_path / "2022.zarr"
-    a_full = zone_vectors(v1, "utm30").astype(np.float64)
-    b16 = vectors(root / "v2.zarr", "embeddings_d16", 1).astype(np.float64)
-
-    async def run():
-        url = base + "v2.zarr"
-        state = Explorer([{"year": 0, "url": url}, {"year": 2022, "url": str(v1)}], UrlState(store=url),
-                         source_factory=ZarrSource)
-        await state.open_year(0)
-        state.year = 2024
-        await state.settle()
-        state.centre_view(lon, lat, 2000)
-        await state.settle()
-        assert "Tools read depth 16 of 128 (10 m)" in state.cost
-        start = len(log)
-        layer = await state.tools.change.compute(2022, 2024)
-        assert set(chunk_bytes(log, start)) == {"embeddings_d16", "scales"}, chunk_bytes(log, start)
-        assert layer.read == "depth 16 of 128" and "depth 16 of 128" in state.status, state.status
-        r0, r1, c0, c1 = layer.window
-        rr, cc = np.nonzero(np.isfinite(layer.values))
-        assert len(rr) > 5000
-        m22 = state.tools.change._stores[2022]
-        for r, c in zip(rr[::211], cc[::211]):
-            plon, plat = layer.zone.centre_lonlat(r0 + r, c0 + c)
-            _, vr, vc = m22.locate(plon, plat)
-            va, vb = a_full[vr, vc, :16], b16[r0 + r, c0 + c]
-            want = 1 - va @ vb / (np.linalg.norm(va) * np.linalg.norm(vb))
-            assert layer.values[r, c] == pytest.approx(want, abs=1e-5)
-    run_async(run())
-
