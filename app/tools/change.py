@@ -58,23 +58,10 @@ def change_values(a: reg.Region, b: reg.Region) -> np.ndarray:
 
 
 async def read_year(model: StoreModel, zone, window, full, use: str, overview: bool) -> reg.Region:
-    """One year's region: an overview level's code or vectors (read_level), else its 10 m window as the plan says
-    where the zone can (its depth array for a "depth" plan, region.plan_depth; the full vectors where it has none)."""
+    """One year's region: an overview level's code or vectors (read_level), else 10 m vectors (read_window)."""
     if overview:
         return await reg.read_level(model, zone, window, use)
-    depth = reg.plan_depth(zone, use)
-    return reg.Region(zone, window, full, await reg.read_window(model, zone, window, depth=depth), depth=depth)
-
-
-def same_depth(a: reg.Region, b: reg.Region) -> tuple[reg.Region, reg.Region]:
-    """Two years' 10 m regions holding vectors of one length: where one was read at a nested depth and the other
-    whole or deeper (a year store without depth arrays beside a geoemb: store), the longer ones cut to the shorter's
-    first values (a nested depth holds exactly the first values of each vector), so 1 - cosine compares like with
-    like and says the depth it ran at."""
-    if a.coded or b.coded or a.bands == b.bands:
-        return a, b
-    d = min(a.bands, b.bands)
-    return tuple(r if r.bands == d else replace(r, dense=r.dense[..., :d], depth=d) for r in (a, b))
+    return reg.Region(zone, window, full, await reg.read_window(model, zone, window))
 
 
 class Change(Tool):
@@ -159,7 +146,7 @@ class Change(Tool):
             z = m.zones[zone.name].at_level(zone.level) if overview else m.zones[zone.name]
             return read_year(m, z, shifted(window, zone, z), shifted(full, zone, z), use, overview)
 
-        a, b = same_depth(*await asyncio.gather(year(m0), year(m1)))
+        a, b = await asyncio.gather(year(m0), year(m1))
         return replace(a, zone=zone, window=window, full=full), b
 
     async def compute(self, y0=None, y1=None) -> reg.Layer | None:
