@@ -27,7 +27,7 @@ MAX_REGION = 768  # pixels per side of a tool region (app/tools/region.py): 3 sh
 OVERVIEWS = True  # tool regions read tessera-ovr: levels when a zone has them (False: the capped 10 m path)
 MAX_CODE_SIDE = 4096  # pixels per side of a region read as an overview level's compact code (a link's window)
 REGION_BYTES = 20 * 1600 * 1000  # a tool region's read budget with overviews: 20 B per pixel of a 1600 x 1000 screen
-MANY_BATCH = 256  # pixels read at once, one by one, by vectors_at (a label import)
+MANY_BATCH = 256  # pixels read at once, one by one, by vectors_of (a label import, labels from a tool's region)
 MANY_DENSE = 64  # a shard with at least this many of those pixels is read as one window of it instead
 EXACT_PIXELS = MAX_REGION * MAX_REGION  # the most pixels per zone an exact (full-vector) result reads: ~300 MB float32
 
@@ -193,7 +193,13 @@ class StoreModel:
         they are MANY_DENSE or more (whole shards: one request per shard and array), else pixel by pixel, MANY_BATCH
         at a time. One batch is read at a time, so memory holds at most one shard's window besides the vectors;
         `progress(points done, points)` follows each batch."""
-        zs, k, rows, cols = self.locate_many(lons, lats)
+        return await self.vectors_of(*self.locate_many(lons, lats), progress=progress)
+
+    async def vectors_of(self, zs: list[Zone], k, rows, cols, progress=None) -> list[np.ndarray | None]:
+        """The dequantised vector of each pixel (zs[k[i]], rows[i], cols[i]) (None where k[i] < 0 or there is no
+        data), read as `vectors_at` says: the pixels of a tool's region (Region.label_vectors) go here directly,
+        in their own zone (a lon/lat on a zone's edge may land in the neighbouring one)."""
+        k, rows, cols = (np.asarray(a, np.int64) for a in (k, rows, cols))
         out: list = [None] * len(k)
         where = np.nonzero(k >= 0)[0]
         done = len(k) - len(where)

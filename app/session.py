@@ -439,7 +439,7 @@ def read_cost(model: StoreModel, v: render.View, exact: bool) -> str:
         return "The view shows no zone of this store."
     now, full = reg.cost(ps)
     coded = [p for p in ps if p[3] != "vectors"]  # the compact code or a nested depth
-    what = f"the {_read_as(ps)}, an approximate answer" if coded else f"{_read_as(ps)}, exact"
+    what = f"{_read_as(ps)}, an approximate answer" if coded else f"{_read_as(ps)}, exact"
     text = f"Tools read {what}: about {now / 1e6:.1f} MB."
     if coded:
         text += f" The exact result reads about {full / 1e6:.1f} MB."
@@ -447,15 +447,14 @@ def read_cost(model: StoreModel, v: render.View, exact: bool) -> str:
 
 
 def _read_as(ps) -> str:
-    """The representation a tool reads for plans `ps` (app/tools/region.py plans): the compact code at a level, or the
-    full vectors."""
+    """The representation a tool reads for plans `ps` (app/tools/region.py plans), in region.read_words' words: the
+    compact code at a level when any zone is read so, else the primary zone's depth or full vectors; with the pixel."""
+    from app.tools import region as reg
     coded = [p for p in ps if p[3] == "code"]
-    if coded:
-        return f"{coded[0][0].code_dims}-d compact code at level {coded[0][0].level} ({coded[0][0].pixel:g} m)"
-    if ps[0][3] == "depth":
-        from app.tools import region as reg
-        return f"depth {reg.depth_of(ps[0][0])} of {ps[0][0].n_bands} ({ps[0][0].pixel:g} m)"
-    return f"full {ps[0][0].n_bands}-d vectors ({ps[0][0].pixel:g} m)"
+    zone, _, _, use = coded[0] if coded else ps[0]
+    if use == "code":
+        return f"{reg.read_words(use, zone.n_bands, zone.code_dims)} at level {zone.level} ({zone.pixel:g} m)"
+    return f"{reg.read_words(use, zone.n_bands, reg.plan_depth(zone, use))} ({zone.pixel:g} m)"
 
 
 def representation(model: StoreModel, v: render.View, exact: bool) -> str:

@@ -87,7 +87,7 @@ def test_similarity_reads_depth_16_first_and_the_full_vectors_when_exact(served)
         assert np.isfinite(want).sum() > 20_000
         np.testing.assert_allclose(layer.values, want, rtol=0, atol=1e-5, equal_nan=True)
         assert layer.read == "depth 16 of 128" and "; depth 16 of 128 (the exact result" in state.status
-        assert "Tools read the depth 16 of 128 (10 m), an approximate answer" in state.cost
+        assert "Tools read depth 16 of 128 (10 m), an approximate answer" in state.cost
 
         state.exact = True
         await state.settle()
@@ -177,6 +177,34 @@ def test_kmeans_on_depth_16_and_its_labels_keep_the_full_vectors(served):
             r, c = (int(x) for x in zone.to_rowcol(p.lon, p.lat))
             assert layer.values[r - r0, c - c0] == 0
             np.testing.assert_array_equal(p.vector, full[r, c])
+    run_async(run())
+
+
+def test_labels_from_a_depth_16_cluster_keep_the_clustered_years_full_vectors_after_a_year_switch(served):
+    """k-means at depth 16 in 2024, the year then switched to 2023: labels made from the (kept) cluster result hold
+    their pixels' full 2024 vectors, as zarr-python reads them, and say 2024; none is lost or read from 2023."""
+    root, base, log = served
+    full_2024, full_2023 = vectors(root / "v2.zarr", "embeddings", 1), vectors(root / "v2.zarr", "embeddings", 0)
+
+    async def run():
+        state = await opened(base + "v2.zarr")
+        layer = await state.tools.cluster.cluster(k=3, seed=2)
+        assert layer.read == "depth 16 of 128"
+        r0, r1, c0, c1 = layer.window
+        state.year = 2023
+        await state.settle()
+        assert state.model.year == 2023 and state.tools.cluster.result is layer
+        name = await state.tools.cluster.to_class(1, count=40)
+        zone = layer.zone
+        points = [p for p in state.tools.labels.points if p.cls == name]
+        assert len(points) == 40, state.status
+        differ = 0
+        for p in points:
+            r, c = (int(x) for x in zone.to_rowcol(p.lon, p.lat))
+            assert layer.values[r - r0, c - c0] == 1 and p.year == 2024
+            np.testing.assert_array_equal(p.vector, full_2024[r, c])
+            differ += not np.array_equal(np.nan_to_num(full_2023[r, c]), full_2024[r, c])
+        assert differ == len(points)  # the two years' vectors differ at these pixels: the test tells them apart
     run_async(run())
 
 

@@ -114,7 +114,7 @@ class Change(Tool):
                 return None
 
             async def both(zone, window, full, use):
-                depth = reg.depth_of(zone) if use == "depth" else 0  # a geoemb: zone's depth array first
+                depth = reg.plan_depth(zone, use)  # a geoemb: zone's depth array first
                 a, b = await asyncio.gather(reg.read_window(ym, zone, window, y0, depth),
                                             reg.read_window(ym, zone, window, y1, depth))
                 return reg.Region(zone, window, full, a, depth=depth), reg.Region(zone, window, full, b, depth=depth)

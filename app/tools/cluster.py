@@ -14,7 +14,7 @@ import param
 from app import views
 from app.tools import lazy, panes, region as reg
 from app.tools.classify import class_rgba, legend_rows
-from app.tools.labels import PALETTE
+from app.tools.labels import PALETTE, skipped
 from app.tools.tool import Tool
 from app.tools.urlvalues import integer
 
@@ -110,13 +110,16 @@ class Clusters(Tool):
                                                                replace=False))
         index = np.concatenate([np.arange(len(h[0])) for h in hits])
         name = name or f"cluster {which}"
+        model, added = self.region.model, 0  # the store at the year clustered, whatever the year shown now
         for i, (p, region) in enumerate(zip(r.all, self.region.parts)):
             mine = index[pick[part[pick] == i]]
             if len(mine):
-                rows, cols = hits[i][0][mine], hits[i][1][mine]
-                vectors = await region.label_vectors(ctx.model, rows, cols)
-                name = ctx.labels.add_pixels(name, p.zone, p.window, rows, cols, vectors, ctx.model.year)
-        ctx.status = views.html("Cluster {} -> class <b>{}</b>: {} labels.", which, name, len(pick))
+                rows, cols, vectors = await region.label_vectors(model, hits[i][0][mine], hits[i][1][mine],
+                                                                 ctx.labels.progress)
+                name = ctx.labels.add_pixels(name, p.zone, p.window, rows, cols, vectors, model.year)
+                added += len(rows)
+        ctx.status = views.html("Cluster {} -> class <b>{}</b>: {} labels{}.", which, name, added,
+                                skipped(len(pick) - added))
         return name
 
     async def rerun(self, extra: dict):

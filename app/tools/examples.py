@@ -1,7 +1,8 @@
 """Similarity from positive and negative examples: the labels of one class are the positives, those of another
 class (or of all the other classes, or none) the negatives; the view's map is every pixel's cosine to the query
 q = 2 x mean(positives) - mean(negatives) (mean(positives) without negatives), computed like similarity search
-(Region.cosines: on the full vectors, or on the compact code itself), in every zone the view shows.
+(Region.cosines: on the full vectors, on a nested depth's first values (the labels' vectors cut to them), or on
+the compact code itself), in every zone the view shows.
 """
 from __future__ import annotations
 

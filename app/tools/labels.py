@@ -184,9 +184,13 @@ class Labels(param.Parameterized):
                                 stored.note(self.link, len(self.points)))
         return p
 
+    def progress(self, done: int, total: int) -> None:
+        """Say on the status line how many of the labels' pixels are read (StoreModel.vectors_of's progress)."""
+        self.app.status = views.html("Reading the labels' pixels: {:,} of {:,}…", done, total)
+
     def add_pixels(self, name: str, zone, window, rows, cols, vectors: np.ndarray, year) -> str:
         """Label pixels of a tool's region as class `name` (made if new): rows/cols in the region's window,
-        vectors (N, B) their vectors (Region.at: no read per pixel). Returns the class name."""
+        vectors (N, B) their full vectors (Region.label_vectors) in `year`. Returns the class name."""
         name = self.add_class(name)
         pts = []
         for r, c, vec in zip(rows, cols, vectors):
@@ -205,7 +209,7 @@ class Labels(param.Parameterized):
 
         def progress(done: int, total: int) -> None:
             if self._loads == mine:
-                app.status = views.html("Reading the labels' pixels: {:,} of {:,}…", done, total)
+                self.progress(done, total)
         try:
             vectors = await model.vectors_at([p[2] for p in pts], [p[3] for p in pts], progress) \
                 if model is not None and pts else [None] * len(pts)
@@ -382,3 +386,8 @@ def whole_year(year) -> int | None:
     if not ok or not 1 <= year <= 9999:
         raise ValueError("year is not a whole number from 1 to 9999")
     return int(year)
+
+
+def skipped(n: int) -> str:
+    """The status note for `n` pixels of a tool's region left out of new labels (no full vector in their year)."""
+    return f" ({n} left out: no data in the full vectors)" if n else ""

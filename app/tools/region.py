@@ -70,15 +70,19 @@ class Region:
             return (self.coords[rows, cols] @ self.code[0] + self.code[1]).astype(np.float32)
         return self.dense[rows, cols]
 
-    async def label_vectors(self, model: StoreModel, rows, cols) -> np.ndarray:
-        """(N, B) vectors for labels of window pixels (rows, cols) with data: `at` (no read), except for a region read
-        at a nested depth, whose pixels' full vectors are read from `model` (labels keep full vectors, which every
-        region `fit`s to its own)."""
+    async def label_vectors(self, model: StoreModel, rows, cols, progress=None):
+        """(rows, cols, (n, B) vectors) for labels of window pixels (rows, cols) with data: `at` (no read), except
+        for a region read at a nested depth, whose pixels' full vectors are read from `model`, the store it was read
+        from at its year (Regions.model), in batches (StoreModel.vectors_of, `progress` after each); labels keep full
+        vectors, which every region `fit`s to its own.  A pixel without a full vector there is left out."""
+        rows, cols = np.asarray(rows), np.asarray(cols)
         if not self.depth:
-            return self.at(rows, cols)
-        got = await asyncio.gather(*(model.pixel(self.zone, int(r) + self.window[0], int(c) + self.window[2])
-                                     for r, c in zip(rows, cols)))
-        return np.array([p.vector for p in got], np.float32).reshape(len(got), self.zone.n_bands)
+            return rows, cols, self.at(rows, cols)
+        got = await model.vectors_of([self.zone], np.zeros(len(rows), np.int64), rows + self.window[0],
+                                     cols + self.window[2], progress)
+        ok = np.array([v is not None for v in got], bool)
+        vectors = np.array([v for v in got if v is not None], np.float32).reshape(int(ok.sum()), self.zone.n_bands)
+        return rows[ok], cols[ok], vectors
 
     def fit(self, vectors: np.ndarray) -> np.ndarray:
         """Full vectors (..., B) from elsewhere (a selection, labels) as this region holds them: their first
@@ -93,12 +97,10 @@ class Region:
 
     @property
     def read_as(self) -> str:
-        """What the region was read as, in words: "depth 16 of 128", "the 8-d compact code", "full 128-d vectors"."""
+        """What the region was read as, in words (read_words)."""
         if self.coded:
-            return f"the {self.coords.shape[-1]}-d compact code"
-        if self.depth:
-            return f"depth {self.depth} of {self.zone.n_bands}"
-        return f"full {self.zone.n_bands}-d vectors"
+            return read_words("code", self.zone.n_bands, self.coords.shape[-1])
+        return read_words("depth" if self.depth else "vectors", self.zone.n_bands, self.depth)
 
     def spread(self, values: np.ndarray, fill=np.nan, dtype=np.float32) -> np.ndarray:
         """Per-valid-pixel values (N,) laid back on the window (H, W), `fill` elsewhere."""
@@ -151,6 +153,7 @@ class Regions:
     """The view's region in each zone it shows: parts[0] is the primary zone's (the view's centre)."""
 
     parts: list[Region]
+    model: StoreModel | None = None  # the store, at the year, the parts were read from (labels read full vectors there)
 
     @property
     def primary(self) -> Region:
@@ -370,10 +373,26 @@ def tenm_use(zone: Zone, exact: bool = False) -> str:
     return "depth" if depth_of(zone) and not exact else "vectors"
 
 
+def plan_depth(zone: Zone, use: str) -> int:
+    """The nested depth a 10 m window of `zone` planned as `use` ("depth" | "vectors" | "code") is read at: depth_of
+    for "depth", else 0 (the full vectors)."""
+    return depth_of(zone) if use == "depth" else 0
+
+
+def read_words(use: str, bands: int, dims: int = 0) -> str:
+    """What a read as `use` is, in words, for the tools' layers, status and cost lines: "full 128-d vectors" (B
+    `bands`), "depth 16 of 128" (`dims`: the depth), "the 8-d compact code" (`dims`: the code's)."""
+    if use == "code":
+        return f"the {dims}-d compact code"
+    if use == "depth":
+        return f"depth {dims} of {bands}"
+    return f"full {bands}-d vectors"
+
+
 def agreed(ps: list) -> list:
     """Plans whose zones hold vectors of one length: a zone read at a depth among others read otherwise, or at
     another depth, is read whole (the tools put every zone's pixels together)."""
-    depths = {depth_of(p[0]) if p[3] == "depth" else -1 for p in ps}
+    depths = {plan_depth(p[0], p[3]) for p in ps}
     if len(depths) > 1 and any(p[3] == "depth" for p in ps):
         return [p[:3] + ("vectors",) if p[3] == "depth" else p for p in ps]
     return ps
@@ -501,7 +520,7 @@ async def read_plan(model: StoreModel, p) -> Region | None:
     zone, window, full, use = p
     if overviews(zone):
         return await read_level(model, zone, window, use)
-    depth = depth_of(zone) if use == "depth" else 0
+    depth = plan_depth(zone, use)
     return Region(zone, window, full, await read_window(model, zone, window, depth=depth), depth=depth)
 
 
@@ -509,7 +528,7 @@ async def read_plans(model: StoreModel, ps: list) -> Regions | None:
     """The Regions of plans() (the zones read together); None when there is none."""
     if not ps:
         return None
-    return Regions(list(await asyncio.gather(*(read_plan(model, p) for p in ps))))
+    return Regions(list(await asyncio.gather(*(read_plan(model, p) for p in ps))), model)
 
 
 async def read(model: StoreModel, v: render.View, exact: bool = False) -> Regions | None:

@@ -24,6 +24,7 @@ from app.tools import region as reg
 from app.tools import umapjs
 from app.state import SHOWN
 from app.tools.cluster import fit_sample
+from app.tools.labels import skipped
 from app.tools.tool import Tool
 from app.tools.urlvalues import integer, number
 from app.tools.verbs import zones
@@ -35,10 +36,10 @@ HIGHLIGHT = (255, 0, 255, 255)  # selected pixels on the map: opaque magenta
 async def pca(X: np.ndarray, n: int = 2, rows: int = 2048) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(mean (B,), components (n, B), explained variance ratio (n,)) of the rows of X.
 
-    numpy's eigh of the B x B covariance (B = 128) is the whole fit: scikit-learn's PCA would load
-    scikit-learn (and scipy) on first use for the same numbers. The covariance is summed in blocks of
-    `rows`, yielding to the event loop between blocks (the page stays responsive). Each component's sign
-    is fixed so its largest loading is positive (a stable picture between runs)."""
+    numpy's eigh of the B x B covariance (B: the vectors' length, 128 full, 16 at depth 16) is the whole fit:
+    scikit-learn's PCA would load scikit-learn (and scipy) on first use for the same numbers. The covariance is
+    summed in blocks of `rows`, yielding to the event loop between blocks (the page stays responsive). Each
+    component's sign is fixed so its largest loading is positive (a stable picture between runs)."""
     mean = np.asarray(X, np.float64).mean(axis=0)
     cov = np.zeros((X.shape[1], X.shape[1]))
     for i in range(0, len(X), rows):
@@ -320,12 +321,15 @@ class Scatter(Tool):
                                                                replace=False))
         labels = ctx.labels
         name = name or self.class_name or f"scatter {len(labels.classes) + 1}"
+        model, added = p.region.model, 0  # the store at the year projected, whatever the year shown now
         for i, r in enumerate(p.region.parts):
             mine = idx[pick][p.part[idx[pick]] == i]
             if len(mine):
-                vectors = await r.label_vectors(ctx.model, p.rows[mine], p.cols[mine])
-                name = labels.add_pixels(name, r.zone, r.window, p.rows[mine], p.cols[mine], vectors, ctx.model.year)
-        ctx.status = views.html("{} brushed points -> class <b>{}</b>: {} labels.", len(idx), name, len(pick))
+                rows, cols, vectors = await r.label_vectors(model, p.rows[mine], p.cols[mine], labels.progress)
+                name = labels.add_pixels(name, r.zone, r.window, rows, cols, vectors, model.year)
+                added += len(rows)
+        ctx.status = views.html("{} brushed points -> class <b>{}</b>: {} labels{}.", len(idx), name, added,
+                                skipped(len(pick) - added))
         return name
 
     async def rerun(self, extra: dict):
