@@ -31,7 +31,7 @@ async def _nodes(source, info: StoreInfo) -> dict[str, dict]:
     found = await asyncio.gather(*(source.node(n) for n in names))
     nodes = {n: m for n, m in zip(names, found) if m is not None and m.get("node_type") == "group"}
     depths = attrs.get("geoemb:depths")
-    depth_names = [f"embeddings_d{int(d)}" for d in depths if isinstance(d, int)] if isinstance(depths, list) else []
+    depth_names = [lay.depth_name(d) for d in depths[:16] if isinstance(d, int)] if isinstance(depths, list) else []
     keys = [f"{n}/{a}" for n in nodes for a in ("embeddings", *depth_names)]
     g = await source.node(conv.GLOBAL_GROUP)
     if g is not None:
@@ -43,13 +43,13 @@ async def _nodes(source, info: StoreInfo) -> dict[str, dict]:
     return nodes
 
 
-def depths(arrays: dict) -> tuple[int, ...]:
-    """The D of a zone's nested-depth arrays whose shape is its embeddings' with D bands (first D of fewer than all),
-    ascending; an array of another shape is not one the tools can read as the vectors' first D values."""
-    emb = list(arrays["embeddings"].get("shape") or [])
-    band = lay.GEOEMB.band_axis
-    ok = lambda d, a: 0 < d < emb[band] and list(arrays[a].get("shape") or []) == emb[:band] + [d] + emb[band + 1:]
-    return tuple(d for d, a in lay.depth_arrays(arrays) if len(emb) == 4 and ok(d, a))
+def depths(arrays: dict) -> tuple[tuple[int, str], ...]:
+    """(D, name) of a zone's nested-depth arrays by builder/core/layout.py's rule (nested_depths), ascending."""
+    emb = arrays["embeddings"].get("shape")
+    if not isinstance(emb, list) or len(emb) != 4 or not all(isinstance(n, int) for n in emb):
+        return ()
+    shapes = {a: m.get("shape") if isinstance(m, dict) else None for a, m in arrays.items()}
+    return lay.nested_depths(shapes, emb, lay.GEOEMB.band_axis)
 
 
 async def read_geoemb(model, info: StoreInfo) -> None:
@@ -72,6 +72,5 @@ async def read_geoemb(model, info: StoreInfo) -> None:
         raise SourceError("invalid", "geoemb: store whose zones have no year on their time axis")
     model.levels = list(levels(nodes))
     # The cheapest array holding the first three dimensions of every vector, for the false-colour preview.
-    depth = [(d, a) for d, a in lay.depth_arrays(k.split("/", 1)[1] for k in nodes if k.startswith(names[0] + "/"))
-             if d >= 3]
+    depth = [(d, a) for d, a in zones[names[0]].depths if d >= 3]
     model.preview_array = depth[0][1] if depth else "embeddings"

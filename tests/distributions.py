@@ -6,7 +6,8 @@ reads.  Nothing here comes from the builder's store code or from builder.reader.
 
 * `write_geoemb_v2`: a `geoemb:` store of a v2 model with the nested-depth arrays `embeddings_d4`,
   `embeddings_d16` (root `geoemb:depths`), each the first D bands of `embeddings` byte for byte, with
-  larger inner chunks, and their `band_d{D}` coordinates.
+  larger inner chunks, and their `band_d{D}` coordinates (`depth_names`: another name for a depth's array);
+  `add_depth_array` adds one of any band count (more than the embeddings', none) to a zone of such a store.
 * `write_dclimate`: the dClimate v1.1 plain Zarr copy: the geoemb: layout (time, band, y, x) with
   256 x 256 x 128 inner chunks, PCodec-encoded scales (numcodecs' `pcodec`), per-pixel quality arrays
   (`s2_obs_count`, `s1_asc_obs_count`, `s1_desc_obs_count`, `s2_month_covered`, `s1_month_covered`)
@@ -97,9 +98,11 @@ def _zone_group(root, zone: int, x0: float, y1: float, H: int, W: int, years: li
 DEPTH_CHUNK = {4: 128, 16: 64}  # inner chunk edges of the depth arrays: 64 KiB a chunk, as the 32 x 32 x 128 one
 
 
-def write_geoemb_v2(path: Path, *, years=(2023, 2024), depths=(4, 16), seed: int = 2) -> Truth:
+def write_geoemb_v2(path: Path, *, years=(2023, 2024), depths=(4, 16), seed: int = 2,
+                    depth_names: dict[int, str] | None = None) -> Truth:
     """One northern zone (utm30, 512 x 512 px over Sussex west of Greenwich), shards 256, inner chunks 32
-    (full vectors) and DEPTH_CHUNK (depth arrays: larger chunks of fewer bands)."""
+    (full vectors) and DEPTH_CHUNK (depth arrays: larger chunks of fewer bands).  `depth_names`: the array name of
+    a depth D when not `embeddings_d{D}` (e.g. {16: "embeddings_d016"})."""
     years = list(years)
     rng = np.random.default_rng(seed)
     root = _root(path, "v2-beta", {"geoemb:depths": list(depths)})
@@ -112,7 +115,8 @@ def write_geoemb_v2(path: Path, *, years=(2023, 2024), depths=(4, 16), seed: int
     e[:] = emb
     for d in depths:
         chunk = DEPTH_CHUNK[d]
-        a = g.create_array(f"embeddings_d{d}", shape=(len(years), d, H, W), dtype="int8", fill_value=0,
+        name = (depth_names or {}).get(d, f"embeddings_d{d}")
+        a = g.create_array(name, shape=(len(years), d, H, W), dtype="int8", fill_value=0,
                            shards=(1, d, 256, 256), chunks=(1, d, chunk, chunk),
                            compressors=[blosc], dimension_names=["time", f"band_d{d}", "y", "x"])
         a[:] = emb[:, :d]
@@ -123,6 +127,18 @@ def write_geoemb_v2(path: Path, *, years=(2023, 2024), depths=(4, 16), seed: int
     s[:] = scl
     zarr.consolidate_metadata(zarr.storage.LocalStore(path))
     return Truth(path, years, {f"utm{zone:02d}": ZoneTruth(f"utm{zone:02d}", x0, y1, emb, scl)})
+
+
+def add_depth_array(path: Path, name: str, bands: int, zone: str = "utm30") -> None:
+    """Add an int8 array `name` of `bands` bands (any number, 0 included) and the embeddings' other axes to `zone`
+    of a write_geoemb_v2 store, filled with 1, and consolidate the metadata again."""
+    g = zarr.open_group(str(path / zone), mode="r+")
+    T, _, H, W = g["embeddings"].shape
+    a = g.create_array(name, shape=(T, bands, H, W), dtype="int8", fill_value=0, chunks=(1, max(bands, 1), 64, 64),
+                       dimension_names=["time", "band_x", "y", "x"])
+    if bands:
+        a[:] = np.ones(a.shape, np.int8)
+    zarr.consolidate_metadata(zarr.storage.LocalStore(path))
 
 
 # utm31 north (east of Greenwich, Sussex) and utm34 south (the Cape Peninsula, negative northings)

@@ -16,7 +16,7 @@ from pyproj import Transformer
 
 from builder.reader import open_store
 from builder.reader.store import DClimateStore, GeoembStore
-from distributions import write_dclimate, write_geoemb_v2
+from distributions import add_depth_array, write_dclimate, write_geoemb_v2
 
 ROWS = np.array([3, 70, 200, 255, 256, 300, 511])  # water corner, inner, a shard and inner-chunk edge, the last
 COLS = np.array([5, 70, 100, 255, 256, 480, 511])
@@ -25,7 +25,10 @@ COLS = np.array([5, 70, 100, 255, 256, 480, 511])
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("kinds")
-    truths = {"geoemb-v2": write_geoemb_v2(root / "geoemb-v2.zarr"), "dclimate": write_dclimate(root / "dclimate.zarr")}
+    truths = {"geoemb-v2": write_geoemb_v2(root / "geoemb-v2.zarr"), "dclimate": write_dclimate(root / "dclimate.zarr"),
+              "geoemb-d016": write_geoemb_v2(root / "geoemb-d016.zarr", depth_names={16: "embeddings_d016"})}
+    for name, bands in (("embeddings_d0", 0), ("embeddings_d128", 128), ("embeddings_d200", 200)):
+        add_depth_array(root / "geoemb-d016.zarr", name, bands)  # no nested depth: none, all or more than all bands
     (root / "index.html").write_text("stores for tests/test_reader_kinds.py")
     return root, truths
 
@@ -102,6 +105,23 @@ def test_a_missing_depth_is_one_line(served):
     v = open_store(served[0] / "geoemb-v2.zarr").view("utm30", 2024)
     with pytest.raises(ValueError, match=r"^utm30: no depth-8 array \(embeddings_d\{D\} depths: 4, 16\)$"):
         v.pixels(ROWS, COLS, depth=8)
+
+
+@pytest.mark.parametrize("transport", ["local", "http"])
+def test_a_depth_array_is_read_by_its_name_and_arrays_of_no_depth_are_refused_in_one_line(served, http, transport):
+    """`embeddings_d016` is depth 16; arrays named as depths of 0, all 128 or 200 bands are no nested depth of
+    128-band vectors (builder/core/layout.py's rule, the explorer's too): not listed, and asked for, one line."""
+    z = served[1]["geoemb-d016"].zones["utm30"]
+    v = open_store(url(served, http, transport, "geoemb-d016")).view("utm30", 2024)
+    assert v.depths == [4, 16]
+    q, sc = v.pixels(ROWS, COLS, depth=16)
+    np.testing.assert_array_equal(q, z.emb[1, :16, ROWS, COLS])
+    q, _ = v.box(slice(250, 290), slice(20, 70), depth=16)
+    np.testing.assert_array_equal(q, np.moveaxis(z.emb[1, :16, 250:290, 20:70], 0, -1))
+    for d in (0, 128, 200):
+        with pytest.raises(ValueError, match=rf"^utm30/embeddings_d{d}: {d} bands; a nested depth has 1 to 127 of "
+                                             rf"the embeddings' 128$"):
+            v.pixels(ROWS, COLS, depth=d)
 
 
 @pytest.mark.parametrize("transport", ["local", "http"])

@@ -17,7 +17,7 @@ from app.session import Explorer
 from app.state import UrlState
 from browser_util import counting_proxy, static_server
 from conftest import run_async
-from distributions import write_geoemb_v2
+from distributions import add_depth_array, write_geoemb_v2
 
 ROW, COL = 256, 200  # the selected pixel of utm30 (valid in both years), the view's centre
 
@@ -27,6 +27,9 @@ def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("depth")
     write_geoemb_v2(root / "v2.zarr")
     write_geoemb_v2(root / "v2-whole.zarr", depths=())
+    write_geoemb_v2(root / "v2-d016.zarr", depth_names={16: "embeddings_d016"})
+    for name, bands in (("embeddings_d0", 0), ("embeddings_d128", 128), ("embeddings_d200", 200)):
+        add_depth_array(root / "v2-d016.zarr", name, bands)  # no nested depth: none, all or more than all bands
     (root / "index.html").write_text("stores for tests/test_tools_depth.py")
     with static_server(root) as base, counting_proxy(base) as (url, log):
         yield root, url, log
@@ -104,6 +107,26 @@ def test_similarity_reads_depth_16_first_and_the_full_vectors_when_exact(served)
               f"+ {read['scales']:,} B of scales; full vectors {read_full['embeddings']:,} B + "
               f"{read_full['scales']:,} B")
         assert read["embeddings_d16"] * 4 < read_full["embeddings"]
+    run_async(run())
+
+
+def test_a_depth_array_is_read_by_the_name_the_store_gives_it_and_arrays_of_no_depth_are_ignored(served):
+    """`embeddings_d016` is depth 16 and is what the tools read; arrays named as depths of 0, all 128 or 200 bands
+    are no nested depth of 128-band vectors (builder/core/layout.py's rule, the Python reader's too)."""
+    root, base, log = served
+    d16 = vectors(root / "v2-d016.zarr", "embeddings_d016")
+
+    async def run():
+        state = await opened(base + "v2-d016.zarr")
+        assert state.model.zones["utm30"].depths == ((4, "embeddings_d4"), (16, "embeddings_d016"))
+        start = len(log)
+        layer = await state.tools.similarity.compute()
+        assert set(chunk_bytes(log, start)) == {"embeddings_d016", "scales"}
+        r0, r1, c0, c1 = layer.window
+        want = cosines(d16, d16[ROW, COL])[r0:r1, c0:c1]
+        assert np.isfinite(want).sum() > 20_000
+        np.testing.assert_allclose(layer.values, want, rtol=0, atol=1e-5, equal_nan=True)
+        assert layer.read == "depth 16 of 128"
     run_async(run())
 
 

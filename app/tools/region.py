@@ -273,7 +273,8 @@ async def read_window(model: StoreModel, zone: Zone, window, year: int | None = 
     a0, a1, b0, b1 = max(r0, 0), min(r1, zone.height), max(c0, 0), min(c1, zone.width)
     if a0 >= a1 or b0 >= b1:
         return out
-    emb, scl = await model.window(zone, model.year if year is None else year, a0, a1, b0, b1, depth_array(depth))
+    emb, scl = await model.window(zone, model.year if year is None else year, a0, a1, b0, b1,
+                                  depth_array(zone, depth))
     shape = (a1 - a0, b1 - b0)
     out[a0 - r0:a1 - r0, b0 - c0:b1 - c0] = conv.dequantise(emb.reshape(*shape, -1).astype(np.int8),
                                                             scl.reshape(shape))
@@ -359,12 +360,12 @@ TOOL_DEPTH = 16  # the nested depth tools read first: 1/8 of the bytes, 39 % of 
 def depth_of(zone: Zone) -> int:
     """The nested depth a zone's 10 m windows are read at first: the smallest of its depths (Zone.depths) at least
     TOOL_DEPTH; 0 when it has none."""
-    return next((d for d in zone.depths if d >= TOOL_DEPTH), 0)
+    return next((d for d, _ in zone.depths if d >= TOOL_DEPTH), 0)
 
 
-def depth_array(depth: int) -> str:
-    """The array of a nested depth (0: the full vectors' `embeddings`)."""
-    return f"embeddings_d{depth}" if depth else "embeddings"
+def depth_array(zone: Zone, depth: int) -> str:
+    """The array of a zone's nested depth, by the name the store gives it (Zone.depths); 0: `embeddings`."""
+    return dict(zone.depths)[depth] if depth else "embeddings"
 
 
 def tenm_use(zone: Zone, exact: bool = False) -> str:

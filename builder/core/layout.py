@@ -177,10 +177,47 @@ def time_index(years, year: int) -> int:
     return ys.index(int(year))
 
 
+DEPTH_PREFIX = "embeddings_d"  # a nested-depth array's name: the prefix and D in ASCII decimal digits
+DEPTH_DIGITS = 4  # the most digits of D parsed (no model has 10,000 dimensions): store text bounded before int()
+
+
+def depth_name(depth: int) -> str:
+    """The convention's name of the nested-depth array of `depth`, for a reader that cannot list a zone's arrays
+    (static HTTP without consolidated metadata) and asks for it by name; names found are parsed by depth_arrays."""
+    return f"{DEPTH_PREFIX}{int(depth)}"
+
+
 def depth_arrays(names) -> list[tuple[int, str]]:
-    """(D, name) of the nested-depth arrays `embeddings_d{D}` among array names, smallest D first."""
+    """(D, name) of the arrays named as nested-depth arrays `embeddings_d{D}` among array names (D as written:
+    `embeddings_d016` is 16), smallest D first; their shapes are depth_fault's to check."""
     out = []
     for n in names:
-        if n.startswith("embeddings_d") and n[len("embeddings_d"):].isdigit():
-            out.append((int(n[len("embeddings_d"):]), n))
+        digits = n[len(DEPTH_PREFIX):] if isinstance(n, str) and n.startswith(DEPTH_PREFIX) else ""
+        if 0 < len(digits) <= DEPTH_DIGITS and digits.isascii() and digits.isdigit():
+            out.append((int(digits), n))
     return sorted(out)
+
+
+def depth_fault(depth: int, shape, emb_shape, band_axis: int) -> str | None:
+    """Why an array of `shape` named as depth `depth` is no nested-depth array of embeddings of `emb_shape` (a
+    phrase for one line), None when it is one.  A nested depth is a lower-dimensional prefix of the vectors
+    (geoemb:depths): the embeddings' shape with D bands, 1 <= D < B."""
+    emb = list(emb_shape)
+    bands = int(emb[band_axis])
+    if not 1 <= depth < bands:
+        return f"{depth} bands; a nested depth has 1 to {bands - 1} of the embeddings' {bands}"
+    want = emb[:band_axis] + [depth] + emb[band_axis + 1:]
+    got = list(shape) if isinstance(shape, (list, tuple)) else shape
+    if got != want:
+        return f"shape {str(shape)[:80]}, the embeddings' {tuple(emb)} with {depth} bands needs {tuple(want)}"
+    return None
+
+
+def nested_depths(shapes: dict, emb_shape, band_axis: int) -> tuple[tuple[int, str], ...]:
+    """(D, name) of a zone's nested-depth arrays among `shapes` (array name -> shape): those depth_arrays names and
+    depth_fault finds none in, smallest D first, the first name of each D; the others are no depth of the zone."""
+    out: dict[int, str] = {}
+    for d, name in depth_arrays(shapes):
+        if d not in out and depth_fault(d, shapes[name], emb_shape, band_axis) is None:
+            out[d] = name
+    return tuple(out.items())

@@ -32,7 +32,8 @@ class Zone:
     levels: tuple[ZoneGrid, ...] = field(default=(), repr=False)  # tessera-ovr: grid of level k at [k] (k = 0..)
     level: int = 0  # the overview level whose grid `grid` is (at_level)
     code_dims: int = 0  # tessera-ovr: the compact code's dimensions (0: no overviews)
-    depths: tuple[int, ...] = ()  # geoemb: the D of its nested-depth arrays embeddings_d{D} (first D bands), ascending
+    # geoemb: (D, array name) of its nested-depth arrays (first D bands; builder/core/layout.py nested_depths)
+    depths: tuple[tuple[int, str], ...] = ()
 
     zone = property(lambda self: self.grid.zone)
     south = property(lambda self: self.grid.south)

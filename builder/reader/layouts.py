@@ -17,7 +17,8 @@ from builder.core.bounds import BANDS_MAX, CHUNK_BYTES_MAX, COORD_VALUES_MAX, mi
 from builder.core.grid import ZoneGrid
 from builder.core.describe import StoreError, StoreInfo, describe
 from builder.core.zone import Zone
-from builder.core.layout import GEOEMB, NODATA, OUTSIDE, V1, VALID, WATER, Layout, depth_arrays
+from builder.core.layout import (GEOEMB, NODATA, OUTSIDE, V1, VALID, WATER, Layout, depth_arrays, depth_fault,
+                                 nested_depths)
 
 __all__ = ["GEOEMB", "V1", "Layout", "VALID", "WATER", "NODATA", "OUTSIDE", "Zone", "ZoneView", "NoDataView", "zone_of_group", "detect", "read_root"]
 # Edge (pixels) of the blocks regions are read in: one v1 shard (256), or 8x8 inner chunks of a geoemb:
@@ -101,31 +102,44 @@ class ZoneView:
         self.group = group
         self.embeddings = group["embeddings"]
         self.scales = group["scales"]
-        self._depth_names = dict(depth_arrays(group.array_keys())) if layout.time_axis else {}
+        self._depth_names: dict[int, str] | None = None  # nested_depths of the zone, read when first asked for
         self._depth_arrays: dict[int, object] = {}
         self._windows = None
         if t is None and source is not None:
             self._windows = (WindowReader(self.embeddings, *source), WindowReader(self.scales, *source))
 
+    def _named(self) -> list[tuple[int, str]]:
+        """(D, name) of the arrays named as nested depths (builder/core/layout.py depth_arrays)."""
+        return depth_arrays(self.group.array_keys()) if self.layout.time_axis else []
+
+    @property
+    def depth_names(self) -> dict[int, str]:
+        """The zone's nested-depth arrays by depth: those builder/core/layout.py's rule (nested_depths) accepts."""
+        if self._depth_names is None:
+            shapes = {name: self.group[name].shape for _, name in self._named()}
+            self._depth_names = dict(nested_depths(shapes, self.embeddings.shape, self.layout.band_axis))
+        return self._depth_names
+
     @property
     def depths(self) -> list[int]:
         """The depths of the zone's nested-depth arrays, smallest first ([] when it has none)."""
-        return sorted(self._depth_names)
+        return sorted(self.depth_names)
 
     def _embeddings(self, depth: int | None):
-        """The embeddings array of `depth` (None: the full vectors), its shape checked against the full one's."""
+        """The embeddings array of `depth` (None: the full vectors): ValueError (one line) for a depth the zone has
+        no array of, naming why an array named as that depth is none (builder/core/layout.py depth_fault)."""
         if depth is None:
             return self.embeddings
-        if depth not in self._depth_names:
+        if depth not in self.depth_names:
+            for d, name in self._named():
+                fault = d == depth and depth_fault(d, self.group[name].shape, self.embeddings.shape,
+                                                   self.layout.band_axis)
+                if fault:
+                    raise ValueError(f"{self.zone.name}/{name}: {fault}")
             have = ", ".join(map(str, self.depths)) or "none"
             raise ValueError(f"{self.zone.name}: no depth-{depth} array (embeddings_d{{D}} depths: {have})")
         if depth not in self._depth_arrays:
-            a = self.group[self._depth_names[depth]]
-            want = list(self.embeddings.shape)
-            want[self.layout.band_axis] = depth
-            if tuple(a.shape) != tuple(want) or not 1 <= depth <= self.zone.n_bands:
-                raise ValueError(f"{self.zone.name}/{self._depth_names[depth]}: shape {a.shape}, the embeddings' "
-                                 f"{self.embeddings.shape} with {depth} bands needs {tuple(want)}")
+            a = self.group[self.depth_names[depth]]
             check_arrays(a, self.scales, self.layout, self.zone.grid)
             self._depth_arrays[depth] = a
         return self._depth_arrays[depth]
