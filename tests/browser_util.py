@@ -71,11 +71,18 @@ def counting_proxy(upstream: str):
         def log_message(self, *a):
             pass
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
+    with serving(Handler) as base:
+        yield base + "/", log
+
+
+@contextmanager
+def serving(handler):
+    """A threaded HTTP server of `handler` (a BaseHTTPRequestHandler class) on a free port of 127.0.0.1; yields its
+    base URL, without a trailing slash."""
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}/", log
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
     finally:
         srv.shutdown()
         srv.server_close()

@@ -5,16 +5,15 @@ from __future__ import annotations
 import math
 import re
 import struct
-import threading
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import quote
 
 import numpy as np
 import pytest
 
 from app.geo import lonlat_to_merc
-from browser_util import REPO, model_data, wait_state, wait_text
+from browser_util import REPO, model_data, serving, wait_state, wait_text
 
 pytestmark = pytest.mark.browser
 ARTIFACTS = REPO / "artifacts"
@@ -49,14 +48,8 @@ def tile_server():
         def log_message(self, *a):
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    t = threading.Thread(target=httpd.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Handler) as base:
+        yield base, seen
 
 
 def open_with_geography(page, url: str) -> None:
