@@ -377,12 +377,18 @@ def test_a_worker_process_that_dies_fails_the_build_in_one_line_and_a_rerun_resu
 
 
 def _run_watching_processes(cmd: list[str], env: dict) -> tuple[int, str, dict]:
-    """Run the build CLI in a session of its own; (its exit code, its stderr, the processes seen below it while it
-    ran, by pid)."""
+    """Run the build CLI in a session of its own, with Ctrl-C's default action whatever this run inherited; (its exit
+    code, its stderr, the processes seen below it while it ran, by pid)."""
     import psutil
     import tempfile
+    # A run started in the background of a shell inherits SIGINT ignored, and a Python started so never turns
+    # Ctrl-C into KeyboardInterrupt (rightly: a background build is not the terminal's to stop): the same process
+    # (execv keeps its pid) sets SIGINT's default first, as a build started from a terminal has it.
+    default_int = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                   "os.execv(sys.argv[1], sys.argv[1:])"]
     with tempfile.TemporaryFile("w+") as err:  # a file, not a pipe: nobody reads a pipe while the loop samples
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        proc = subprocess.Popen(default_int + cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True)
         main = psutil.Process(proc.pid)
         seen: dict = {}
         try:
