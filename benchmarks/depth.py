@@ -24,19 +24,11 @@ sys.path.insert(0, str(REPO))
 warnings.filterwarnings("ignore", message="Consolidated metadata")
 
 
-def chunk_bytes(log, start: int) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for path, _rng, _status, n in log[start:]:
-        if "/utm30/" in path and "/c/" in path:
-            name = path.split("/utm30/")[1].split("/c/")[0]
-            out[name] = out.get(name, 0) + n
-    return out
-
-
 async def run(url: str, log, spans: list[float]) -> None:
     from app.reader import ZarrSource
     from app.session import Explorer
     from app.state import UrlState
+    from browser_util import chunk_bytes
     state = Explorer([{"year": 0, "url": url}], UrlState(store=url), source_factory=ZarrSource)
     await state.open_year(0)
     state.year = 2024

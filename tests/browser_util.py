@@ -75,6 +75,17 @@ def counting_proxy(upstream: str):
         yield base + "/", log
 
 
+def chunk_bytes(log, start: int) -> dict[str, int]:
+    """Bytes of the inner-chunk reads of each utm30 array in counting_proxy's `log` since its entry `start` (shard
+    data and indexes)."""
+    out: dict[str, int] = {}
+    for path, _rng, _status, n in log[start:]:
+        if "/utm30/" in path and "/c/" in path:
+            name = path.split("/utm30/")[1].split("/c/")[0]
+            out[name] = out.get(name, 0) + n
+    return out
+
+
 @contextmanager
 def serving(handler):
     """A threaded HTTP server of `handler` (a BaseHTTPRequestHandler class) on a free port of 127.0.0.1; yields its

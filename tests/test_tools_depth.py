@@ -15,7 +15,7 @@ import zarr
 from app.reader import ZarrSource
 from app.session import Explorer
 from app.state import UrlState
-from browser_util import counting_proxy, static_server
+from browser_util import chunk_bytes, counting_proxy, static_server
 from conftest import run_async
 from distributions import add_depth_array, write_geoemb_v2
 
@@ -50,16 +50,6 @@ def cosines(v: np.ndarray, target: np.ndarray) -> np.ndarray:
     v, target = v.astype(np.float64), target.astype(np.float64)
     with np.errstate(invalid="ignore"):
         return v @ target / (np.linalg.norm(v, axis=-1) * np.linalg.norm(target))
-
-
-def chunk_bytes(log, start: int) -> dict[str, int]:
-    """Bytes of the inner-chunk reads of each utm30 array since log entry `start` (shard data and indexes)."""
-    out: dict[str, int] = {}
-    for path, _rng, _status, n in log[start:]:
-        if "/utm30/" in path and "/c/" in path:
-            name = path.split("/utm30/")[1].split("/c/")[0]
-            out[name] = out.get(name, 0) + n
-    return out
 
 
 async def opened(url: str) -> Explorer:
