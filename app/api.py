@@ -15,7 +15,7 @@ import numpy as np
 
 from app import documents, layers, messages, raster, region
 from app.commands import CommandQueue
-from app.model import cosine_map
+from builder.core.quant import cosine_map
 from app.session import Explorer
 from app.tools import animation, api as tools_api
 from builder.core.convention import dequantise

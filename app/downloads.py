@@ -15,8 +15,8 @@ import panel as pn
 from app import layers, page, region, views
 from app.tools import animation
 from app.layout import PANE_W
-from app.model import MAX_REGION
-from app.reader import SourceError
+from app.budgets import MAX_REGION
+from builder.core.source import SourceError
 
 REGION_NOTE = (f"Region: the view's part of one zone, at most {MAX_REGION} x {MAX_REGION} px around the view's "
                "centre, at 10 m or, zoomed out, the view's overview level's vectors (float32, NaN where no data; "

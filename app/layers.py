@@ -24,7 +24,7 @@ import numpy as np
 from app import gis, raster
 from app.tools import region as tool_region
 from app.tools import registry
-from app.model import Zone
+from builder.core.zone import Zone
 from app.raster import RasterLayer
 
 

@@ -18,7 +18,7 @@ import zipfile
 
 import numpy as np
 
-from app import gis, model as app_model  # MAX_REGION, looked up at call time
+from app import budgets, gis  # MAX_REGION, looked up at call time
 from app.layers import ExportError
 from app.raster import georef
 from app.tools import region as tool_region
@@ -32,7 +32,7 @@ def sidecar(zone, window, shape, year, store_url: str, full=None) -> dict:
     r0, r1, c0, c1 = window
     full = tuple(window if full is None else full)
     g = georef(zone, window)
-    k, side = zone.level, app_model.MAX_REGION
+    k, side = zone.level, budgets.MAX_REGION
     arrays = "embeddings (int8) * scales (float32)" if not k else \
         f"overviews/{k}/embeddings (int8) * overviews/{k}/scales (float32), 2x2 means of level {k - 1}"
     return {"zone": zone.name, "epsg": g["epsg"], "crs": conv.proj_code(zone.zone, zone.south),
@@ -73,7 +73,7 @@ def export_window(state):
     zone, full = p[0], p[2]
     if not zone.level:  # 10 m: the capped view window (plan does not cap a level-0 code window)
         return tool_region.view_window(state.model, v)
-    return zone, tool_region.cap(full, tool_region.centre(zone, v), app_model.MAX_REGION), full
+    return zone, tool_region.cap(full, tool_region.centre(zone, v), budgets.MAX_REGION), full
 
 
 async def export(state) -> bytes:

@@ -119,7 +119,7 @@ def main() -> None:
                     npx = w_px * h_px
                     got = {}
                     for mode, flag in (("capped", "False"), ("overviews", "True")):
-                        page.evaluate(f"window.tesseraWorker.python('import app.model as m; m.OVERVIEWS = {flag}')")
+                        page.evaluate(f"window.tesseraWorker.python('import app.budgets as m; m.OVERVIEWS = {flag}')")
                         page.evaluate("async ([lon, lat, s]) => await tesseraApi.view(lon, lat, s)",
                                       [lon, lat, m * w_px])
                         got[mode] = page.evaluate(TIMED, CALLS[tool])

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import numpy as np
 import pytest
 import zarr
 
 from app import render
-from app.model import StoreModel
-from app.reader import SourceError, ZarrSource
+from builder.core.reader import StoreModel
+from builder.core.source import SourceError
+from builder.reader.source import ZarrSource
 from app.session import Explorer
 from app.state import UrlState
 from conftest import run_async
@@ -27,7 +29,7 @@ def plain_store(tmp_path_factory, tiles2):
 
 
 def open_model(path, year=None) -> StoreModel:
-    return run_async(StoreModel(ZarrSource(str(path))).open(year))
+    return run_async(StoreModel(ZarrSource(str(path)), jsonschema=jsonschema).open(year))
 
 
 @pytest.mark.parametrize("which", ["consolidated", "plain"])

@@ -15,11 +15,12 @@ import io
 import json
 import zipfile
 
+import jsonschema
 import numpy as np
 
 from app import gis, raster
 from app.layers import ExportError, view_window
-from app.model import StoreModel
+from builder.core.reader import StoreModel
 from app.tools.change import shifted
 
 FRAME_MS = 800  # each year's time on screen
@@ -33,7 +34,7 @@ async def year_model(state, year: int) -> StoreModel:
     if shown is not None:
         return shown
     entry = next(c for c in state.catalog if c["year"] == year)
-    return await StoreModel(state.source_factory(entry["url"])).open(year)
+    return await StoreModel(state.source_factory(entry["url"]), jsonschema=jsonschema).open(year)
 
 
 async def frame(model: StoreModel, zone, window) -> np.ndarray:

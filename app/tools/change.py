@@ -14,8 +14,9 @@ import numpy as np
 import param
 
 from app import render, views
-from app.model import StoreModel, cosine_pairs
-from app.reader import SourceError
+from builder.core.reader import StoreModel
+from builder.core.quant import cosine_pairs
+from builder.core.source import SourceError
 from app.tools import region as reg
 from app.tools.tool import Tool
 from app.tools.urlvalues import integer, number

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app import geo, model as app_model, views
+from app import budgets, geo, views
 from app.tools import labels as lab, region, stored
 
 MAX_LABELS = 2000  # labels one polygon adds (a seeded sample of the pixels inside when there are more)
@@ -81,8 +81,8 @@ async def label(app, coords, cls=None, seed: int = 0, cap: int = MAX_LABELS) -> 
             if w is None:
                 continue
             r0, r1, c0, c1 = w
-            if max(r1 - r0, c1 - c0) > app_model.MAX_REGION:
-                raise ValueError(f"the polygon spans more than {app_model.MAX_REGION} pixels per side in {z.name}: "
+            if max(r1 - r0, c1 - c0) > budgets.MAX_REGION:
+                raise ValueError(f"the polygon spans more than {budgets.MAX_REGION} pixels per side in {z.name}: "
                                  "draw a smaller one")
             rr, cc = np.mgrid[r0:r1, c0:c1]
             plon, plat = geo.utm_to_lonlat(*z.grid.centre(rr, cc), z.zone, z.south)

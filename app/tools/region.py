@@ -23,8 +23,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from app import render
-from app.model import StoreModel, Zone
-from app import model as app_model  # MAX_REGION, looked up at call time
+from builder.core.reader import StoreModel
+from builder.core.zone import Zone
+from app import budgets  # MAX_REGION, looked up at call time
 from builder.core import convention as conv
 from builder.core.quant import cosine_map, cosine_map_code
 
@@ -297,17 +298,17 @@ def view_windows(model: StoreModel, v: render.View) -> list:
     if not got:
         return []
     zone, full = got[0]
-    first = cap(full, centre(zone, v), app_model.MAX_REGION)
+    first = cap(full, centre(zone, v), budgets.MAX_REGION)
     out = [(zone, first, full)]
     box = render.window_view(zone, first) if first != tuple(full) else v
     for other, full in got[1:]:
         if overviews(other):
-            out.append((other, cap(full, centre(other, v), app_model.MAX_REGION), full))
+            out.append((other, cap(full, centre(other, v), budgets.MAX_REGION), full))
             continue
         w = render.edge_window(other, box)
         w = None if w is None else (max(w[0], full[0]), min(w[1], full[1]), max(w[2], full[2]), min(w[3], full[3]))
         if w is not None and w[0] < w[1] and w[2] < w[3]:
-            out.append((other, cap(w, centre(other, v), app_model.MAX_REGION), full))
+            out.append((other, cap(w, centre(other, v), budgets.MAX_REGION), full))
     return out
 
 
@@ -345,13 +346,13 @@ def use_for(zone: Zone, window, exact: bool = False) -> str:
     r0, r1, c0, c1 = window
     if exact:
         return "vectors"
-    fits = (zone.level > 0 or max(r1 - r0, c1 - c0) <= app_model.MAX_REGION) \
-        and full_bytes(zone, window) <= app_model.REGION_BYTES
+    fits = (zone.level > 0 or max(r1 - r0, c1 - c0) <= budgets.MAX_REGION) \
+        and full_bytes(zone, window) <= budgets.REGION_BYTES
     return "vectors" if fits else "code"
 
 
 def overviews(zone: Zone) -> bool:
-    return bool(zone.levels) and app_model.OVERVIEWS
+    return bool(zone.levels) and budgets.OVERVIEWS
 
 
 TOOL_DEPTH = 16  # the nested depth tools read first: 1/8 of the bytes, 39 % of real top-100 neighbours (depth 4: 3 %)
@@ -426,9 +427,9 @@ def check_exact(ps: list) -> None:
     """Refuse (TooLarge, one line) plans whose full vectors exceed model.EXACT_PIXELS in a zone."""
     for zone, window, _, use in ps:
         r0, r1, c0, c1 = window
-        if use == "vectors" and (r1 - r0) * (c1 - c0) > app_model.EXACT_PIXELS:
+        if use == "vectors" and (r1 - r0) * (c1 - c0) > budgets.EXACT_PIXELS:
             raise TooLarge(f"the exact result of this view needs {(r1 - r0) * (c1 - c0):,} {zone.pixel:g} m pixels of "
-                           f"{zone.name}, more than {app_model.EXACT_PIXELS:,}: zoom in, or use the compact code")
+                           f"{zone.name}, more than {budgets.EXACT_PIXELS:,}: zoom in, or use the compact code")
 
 
 def cost(ps: list) -> tuple[int, int]:
@@ -561,7 +562,7 @@ def describe_one(region: Region) -> str:
     if region.capped:
         f = region.full
         text += (f"; the view covers {f[1] - f[0]} x {f[3] - f[2]} px of {z.name}, capped at "
-                 f"{app_model.MAX_REGION} px per side around its centre")
+                 f"{budgets.MAX_REGION} px per side around its centre")
     return text
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, ClassVar
 
+import jsonschema
 import param
 
 from app.tools import region as reg
@@ -124,14 +125,15 @@ class Context:
 
     async def store(self, year: int):
         """The store of `year` from the catalog, opened once and kept (change and cross-year models read it)."""
-        from app.model import StoreModel
-        from app.reader import SourceError
+        from builder.core.reader import StoreModel
+        from builder.core.source import SourceError
         if year not in self.stores:
             entry = next((c for c in self._app.catalog if c["year"] == year), None)
             if entry is None:
                 raise SourceError("notfound", f"no store for {year} in the catalog")
             # open(year): a geoemb: store lists every year under one URL and shows the one asked for
-            self.stores[year] = await StoreModel(self._app.source_factory(entry["url"])).open(year)
+            model = StoreModel(self._app.source_factory(entry["url"]), jsonschema=jsonschema)
+            self.stores[year] = await model.open(year)
         return self.stores[year]
 
 
