@@ -77,6 +77,41 @@ def test_the_core_states_its_public_api_and_each_name_resolves():
         raise AssertionError("builder.core.no_such_name resolved")
 
 
+def test_every_public_class_of_the_core_is_a_stated_public_name():
+    """`__all__` states the core's API: each public class a core module defines is in it, and resolves to that class."""
+    for name in sorted(CORE - {"builder.core"}):
+        for node in ast.parse(module_file(name).read_text()).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                assert node.name in builder.core.__all__, f"{name}.{node.name} is not in builder.core.__all__"
+                assert getattr(builder.core, node.name) is getattr(sys.modules[name], node.name), node.name
+
+
+def _classes(path: Path) -> list[ast.ClassDef]:
+    return [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ClassDef)]
+
+
+def _bases(cls: ast.ClassDef) -> set[str]:
+    return {b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in cls.bases}
+
+
+def test_the_explorers_reader_is_the_cores():
+    """The reader (open a store, its kinds, pixels, windows) is builder/core/reader.py and kinds.py: the explorer
+    defines no model or store kind of its own, subclasses none of the core's, and its one `Source` is the browser's
+    transport (app/reader.py JSSource)."""
+    core = {n for n in builder.core.NAMES if isinstance(getattr(builder.core, n), type)}  # the core's classes
+    sources = []
+    for path in sorted((REPO / "app").rglob("*.py")):
+        where = f"app/{path.relative_to(REPO / 'app')}"
+        for cls in _classes(path):
+            assert not cls.name.endswith("Model"), f"{where} defines {cls.name}: the reader is builder.core.reader's"
+            assert cls.name not in core, f"{where} defines {cls.name}, a second copy of the core's"
+            assert not _bases(cls) & (core - {"Source"}), f"{where}: {cls.name} subclasses the core's {_bases(cls)}"
+            if "Source" in _bases(cls):
+                sources.append(f"{where}:{cls.name}")
+    assert sources == ["app/reader.py:JSSource"]
+    assert {"StoreModel", "YearStore", "YearsIndex", "TimeAxisStore", "Pixel", "SourceError", "Source"} <= core
+
+
 def test_lazy_packages_are_imported_only_inside_functions():
     """scikit-learn is loaded on first use (app/tools/lazy.py): no module-level import of it in the explorer."""
     for path in sorted((REPO / "app").rglob("*.py")):

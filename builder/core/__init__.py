@@ -2,7 +2,8 @@
 
 Stdlib and numpy only, so that the builder on CPython, the explorer in Pyodide and the notebook share it
 (tests/test_contract.py holds both sides to that).  The public API is the modules below and the names in
-`__all__`; submodules are imported on first use, so importing the package costs nothing in the browser.
+`__all__`, every public class of those modules among them (tests/test_contract.py); submodules are imported on
+first use, so importing the package costs nothing in the browser.
 
 - `convention`: the `tessera:` convention v1, its names and schemas (re-exports geometry and quant).
 - `geometry`: UTM zones, central meridians, global levels.
@@ -38,16 +39,18 @@ MODULES = ("convention", "geometry", "grid", "zone", "utm", "layout", "describe"
 NAMES = {
     "ZoneGrid": "grid", "Zone": "zone",
     "Layout": "layout", "V1": "layout", "GEOEMB": "layout",
-    "StoreInfo": "describe", "Level": "describe", "StoreError": "describe",
+    "TimeAxis": "layout", "TesseraV1": "layout", "TesseraStack": "layout", "Geoemb": "layout",
+    "StoreInfo": "describe", "Level": "describe", "StoreError": "describe", "ZoneInfo": "describe",
     "dequantise": "quant", "quantise": "quant", "valid_mask": "quant",
-    "central_meridian": "geometry",
+    "central_meridian": "geometry", "NearestZone": "geometry",
+    "Registration": "extensions", "TruthError": "truthclasses",
     "ShardIndex": "shardio",
     "ChunkRuns": "chunkruns",
     "MetadataError": "bounds", "parse_json": "bounds",
     "Source": "source", "Hint": "source", "SourceError": "source", "as_slices": "source",
     "StoreModel": "reader", "Pixel": "pixel",
     "YearStore": "kinds", "ManyYears": "kinds", "YearsIndex": "kinds", "TimeAxisStore": "kinds",
-    "Catalog": "catalog", "CatalogError": "catalog", "parse_catalog": "catalog",
+    "Catalog": "catalog", "CatalogError": "catalog", "parse_catalog": "catalog", "Entry": "catalog",
 }
 __all__ = [*MODULES, *NAMES]
 
