@@ -3,7 +3,7 @@ the store's years as an animated PNG with its sidecars (zip).
 
 The bytes come from the same functions as tesseraApi's exports (app/layers.py, app/raster.py,
 app/region.py); the browser saves them through a Blob link. Status lines say what was exported,
-its size and time, and for a region which window of which zone (capped at model.MAX_REGION). A layer
+its size and time, and for a region which window of which zone (capped at budgets.MAX_REGION). A layer
 over a view that spans UTM zones is saved as one file per zone, each in its own CRS, in one zip.
 """
 from __future__ import annotations

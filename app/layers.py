@@ -33,7 +33,7 @@ class ExportError(ValueError):
 
 
 def view_window(state) -> tuple[Zone, tuple[int, int, int, int]]:
-    """The view's 10 m window in one zone, capped at model.MAX_REGION per side (app/tools/region.py
+    """The view's 10 m window in one zone, capped at budgets.MAX_REGION per side (app/tools/region.py
     view_window: the tools' region without overviews); tool layers export their own (level) window."""
     if state.model is None:
         raise ExportError("no store is open")

@@ -1,7 +1,7 @@
 """A region's dequantised embeddings: region.npy (float32 (H, W, B), NaN where no data) and
 region.json (its georeferencing), in one zip.
 
-The region is the view's window in one zone (app/tools/region.py plan), at most model.MAX_REGION pixels per
+The region is the view's window in one zone (app/tools/region.py plan), at most budgets.MAX_REGION pixels per
 side around the view's centre: zoomed in (level 0) the zone's 10 m vectors, as similarity reads them
 without overviews; zoomed out, when the zone has embedding overviews (tessera-ovr:), the full vectors of
 the view's overview level (overviews/k/embeddings * scales: 2x2 means, 10 x 2^k m pixels), georeferenced on

@@ -206,7 +206,7 @@ class Explorer(param.Parameterized):
     # ------------------------------------------------------------ stores --
     async def open_year(self, year: int) -> None:
         """Show `year`: the open store, when the catalog names it for that year and it shows that year itself
-        (a geoemb: store's time axis: app/kinds.py showing), else the catalog's store for that year.
+        (a geoemb: store's time axis: builder/core/kinds.py showing), else the catalog's store for that year.
 
         A store that shows years itself lists them (own_years): they replace its one catalog entry (the year
         selector), and it is also the store the "selected pixel across years" plot reads."""

@@ -41,7 +41,7 @@ def test_opens_a_geoemb_store_with_its_years_and_zones(geoemb_store, plain_store
     assert (z34.zone, z34.south) == (34, False) and z34.origin_n < 0  # northern CRS extended south
     w, s, e, n = z34.lonlat
     assert w < 18.45 < e and s < -33.95 < n and m.levels == [] and m.preview_array == "embeddings"
-    at = m.kind.showing(m, 2023)  # app/kinds.py: the store shows any year of its time axis itself
+    at = m.kind.showing(m, 2023)  # builder/core/kinds.py: the store shows any year of its time axis itself
     assert at.year == 2023 and at.source is m.source and m.year == YEARS[-1]  # no second store; m unchanged
     assert m.kind.showing(m, 1999) is None and m.kind.own_years(m) == YEARS
 

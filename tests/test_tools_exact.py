@@ -90,7 +90,7 @@ def test_an_exact_result_past_the_pixel_cap_is_refused_in_one_line(store, monkey
 
 
 def test_a_zoomed_out_view_whose_level_vectors_fit_the_budget_is_exact_at_once(store):
-    """At any level, not only at 10 m, the full vectors are read when they fit model.REGION_BYTES."""
+    """At any level, not only at 10 m, the full vectors are read when they fit budgets.REGION_BYTES."""
     async def run():
         state = await opened(store)
         lon, lat = centre_of_data(store, "utm30")

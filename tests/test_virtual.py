@@ -501,7 +501,7 @@ def test_explorer_recognises_the_index_by_its_registration(two_years, tmp_path):
     zone, row, col, vecs = run_async(m.pixel_years(lon, lat))
     want = z24["embeddings"][r, c].astype(np.float32) * z24["scales"][r, c]
     np.testing.assert_array_equal(vecs[1], want)
-    # A window of each year, read by its year index (app/kinds.py YearsIndex): the index shows no year itself.
+    # A window of each year, read by its year index (builder/core/kinds.py YearsIndex): the index shows no year itself.
     from app.tools.region import read_window
     zone = m.zones["utm30"]
     win = max(r - 3, 0), min(r + 5, zone.height), max(c - 2, 0), min(c + 6, zone.width)

@@ -2,7 +2,7 @@
 PNG (APNG, written by Pillow, which the site loads for every PNG export), georeferenced by sidecars.
 
 The years are those of the catalog's year stores, or of the open geoemb: store's time axis. Every frame covers the
-same ground: the view's 10 m window in its primary zone (app/layers.py view_window, capped at model.MAX_REGION per
+same ground: the view's 10 m window in its primary zone (app/layers.py view_window, capped at budgets.MAX_REGION per
 side) in the year shown, and in each other year's store the same zone's window shifted onto that store's grid (grids
 of a zone lie on one lattice: app/tools/change.py shifted); pixels outside a year's grid, or a year whose store has no
 preview there, are transparent. The bundle (zip) holds the APNG, its world file (.pgw) and .png.aux.xml (the CRS),
@@ -27,7 +27,7 @@ FRAME_MS = 800  # each year's time on screen
 
 
 async def year_model(state, year: int) -> StoreModel:
-    """The store showing `year`: the open one, when it holds that year itself (app/kinds.py showing), or the
+    """The store showing `year`: the open one, when it holds that year itself (builder/core/kinds.py showing), or the
     catalog's store."""
     m = state.model
     shown = m.kind.showing(m, year)

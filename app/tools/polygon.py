@@ -1,7 +1,7 @@
 """Polygon labels: every valid pixel whose centre lies inside a polygon drawn on the map, labelled with one class.
 
 The polygon is given by its lon/lat vertices; its edges are straight on the map (Web Mercator), as it was drawn.
-Each zone of the store is read over the polygon's bounding window (full vectors, at most model.MAX_REGION pixels per
+Each zone of the store is read over the polygon's bounding window (full vectors, at most budgets.MAX_REGION pixels per
 side: a larger polygon is refused in one line), and a pixel belongs to the zone that owns its centre where zones
 overlap (StoreModel.locate_many: the nearest central meridian). When more than MAX_LABELS pixels are inside, a
 seeded sample of MAX_LABELS is labelled; the status line gives both counts.

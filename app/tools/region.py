@@ -4,11 +4,11 @@ A view that spans UTM zones is read in each of them (`Regions`: one `Region` per
 view's centre first, the primary); the tools run on all the parts' pixels together and give one `Layer` per
 zone (a Layer's `parts`).  Each zone is read on its own grid, as follows.  A zone with embedding overviews
 (tessera-ovr:) is read at the level whose pixel is the finest still at least the view's metres per screen
-pixel (`level_for`), over the whole view: its full vectors when they fit model.REGION_BYTES (and
-model.MAX_REGION per side; level 0 only), else its compact code (D int8 + a scale per pixel;
+pixel (`level_for`), over the whole view: its full vectors when they fit budgets.REGION_BYTES (and
+budgets.MAX_REGION per side; level 0 only), else its compact code (D int8 + a scale per pixel;
 `Region.vectors` reconstructs B-d float32 vectors from it, and similarity runs on the code itself).  A zone
 without overviews (geoemb:, a multi-year index, a store built with --no-overviews) is read at 10 m, at most
-model.MAX_REGION (768) pixels per side around the view's centre: a zoomed-out view is capped, and `describe`
+budgets.MAX_REGION (768) pixels per side around the view's centre: a zoomed-out view is capped, and `describe`
 says so; a zone with nested-depth arrays (geoemb: `embeddings_d{D}`, the first D values of every vector) is read
 from the one of depth TOOL_DEPTH (`depth_of`) unless the exact result is asked for, and its vectors are those D
 values (vectors from elsewhere, a selection's or labels', are cut to them: `Region.fit`).  Tool results are
@@ -290,7 +290,7 @@ def view_window(model: StoreModel, v: render.View):
 
 def view_windows(model: StoreModel, v: render.View) -> list:
     """(zone, capped window, full window) of every zone the view shows (zones_in_view's order): the primary zone's
-    capped at model.MAX_REGION per side around the view's centre; each other zone without overviews (read by these
+    capped at budgets.MAX_REGION per side around the view's centre; each other zone without overviews (read by these
     10 m windows) cut to the ground of the primary's capped window (its map box), so a capped view is one patch
     of ground, not the primary's square and a strip of the next zone far from it, and left out when that box
     misses it.  Zones with overviews are read by level windows over the whole view (zone_plan) instead."""
@@ -340,8 +340,8 @@ def full_bytes(zone: Zone, window) -> int:
 
 def use_for(zone: Zone, window, exact: bool = False) -> str:
     """What a (level) zone window is read as: "vectors" (its level's full B-d vectors) when they fit
-    model.REGION_BYTES (and, at level 0, model.MAX_REGION per side), or when the exact result is asked for
-    (`exact`; the caller keeps the window within model.EXACT_PIXELS); else "code" (the level's compact code, a
+    budgets.REGION_BYTES (and, at level 0, budgets.MAX_REGION per side), or when the exact result is asked for
+    (`exact`; the caller keeps the window within budgets.EXACT_PIXELS); else "code" (the level's compact code, a
     first, approximate answer: benchmarks/accuracy.py measures how approximate on data like real embeddings)."""
     r0, r1, c0, c1 = window
     if exact:
@@ -420,11 +420,11 @@ def plans(model: StoreModel, v: render.View, exact: bool = False) -> list:
 
 
 class TooLarge(ValueError):
-    """The exact result of a view holding more pixels than model.EXACT_PIXELS in one zone."""
+    """The exact result of a view holding more pixels than budgets.EXACT_PIXELS in one zone."""
 
 
 def check_exact(ps: list) -> None:
-    """Refuse (TooLarge, one line) plans whose full vectors exceed model.EXACT_PIXELS in a zone."""
+    """Refuse (TooLarge, one line) plans whose full vectors exceed budgets.EXACT_PIXELS in a zone."""
     for zone, window, _, use in ps:
         r0, r1, c0, c1 = window
         if use == "vectors" and (r1 - r0) * (c1 - c0) > budgets.EXACT_PIXELS:
@@ -535,7 +535,7 @@ async def read_plans(model: StoreModel, ps: list) -> Regions | None:
 
 async def read(model: StoreModel, v: render.View, exact: bool = False) -> Regions | None:
     """The view's region in every zone (plans), as full vectors everywhere when `exact` (TooLarge past
-    model.EXACT_PIXELS in a zone)."""
+    budgets.EXACT_PIXELS in a zone)."""
     ps = plans(model, v, exact)
     if exact:
         check_exact(ps)

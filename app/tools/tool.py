@@ -54,7 +54,7 @@ class Context:
 
     @property
     def model(self):
-        """The shown store (app/model.py StoreModel), or None before one is open."""
+        """The shown store (builder/core/reader.py StoreModel), or None before one is open."""
         return self._app.model
 
     @property
@@ -83,7 +83,7 @@ class Context:
 
     @property
     def selected(self):
-        """The selected pixel (app/model.py Pixel), or None."""
+        """The selected pixel (builder/core/reader.py Pixel), or None."""
         return self._app.selected
 
     @property
