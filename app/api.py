@@ -15,7 +15,7 @@ import numpy as np
 
 from app import documents, layers, messages, raster, region
 from app.commands import CommandQueue
-from app.model import cosine_map
+from builder.core.quant import cosine_map
 from app.session import Explorer
 from app.tools import animation, api as tools_api
 from builder.core.convention import dequantise
@@ -90,7 +90,7 @@ def commands(state: Explorer, tools_ui=None) -> dict:
         return (await animation.export(state))[1]
 
     async def export_region():
-        """region.npy + region.json of the view's window at its overview level (capped at model.MAX_REGION per
+        """region.npy + region.json of the view's window at its overview level (capped at budgets.MAX_REGION per
         side), zipped."""
         return await region.export(state)
 

@@ -14,7 +14,7 @@ import asyncio
 import numpy as np
 
 from app import render
-from app.model import StoreModel
+from builder.core.reader import StoreModel
 
 
 async def draw(model: StoreModel, v: render.View) -> np.ndarray:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from app import page
-from app.reader import SourceError, bridge
+from builder.core.source import SourceError
+from app.reader import bridge
 from builder.core.catalog import CatalogError, parse_catalog
 
 if TYPE_CHECKING:

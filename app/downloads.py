@@ -3,7 +3,7 @@ the store's years as an animated PNG with its sidecars (zip).
 
 The bytes come from the same functions as tesseraApi's exports (app/layers.py, app/raster.py,
 app/region.py); the browser saves them through a Blob link. Status lines say what was exported,
-its size and time, and for a region which window of which zone (capped at model.MAX_REGION). A layer
+its size and time, and for a region which window of which zone (capped at budgets.MAX_REGION). A layer
 over a view that spans UTM zones is saved as one file per zone, each in its own CRS, in one zip.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ import panel as pn
 from app import layers, page, region, views
 from app.tools import animation
 from app.layout import PANE_W
-from app.model import MAX_REGION
-from app.reader import SourceError
+from app.budgets import MAX_REGION
+from builder.core.source import SourceError
 
 REGION_NOTE = (f"Region: the view's part of one zone, at most {MAX_REGION} x {MAX_REGION} px around the view's "
                "centre, at 10 m or, zoomed out, the view's overview level's vectors (float32, NaN where no data; "

@@ -5,7 +5,7 @@ import io
 
 import numpy as np
 
-from app.model import Pixel
+from builder.core.pixel import Pixel
 
 
 def to_csv(pixels: list[Pixel]) -> bytes:

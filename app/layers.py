@@ -24,7 +24,7 @@ import numpy as np
 from app import gis, raster
 from app.tools import region as tool_region
 from app.tools import registry
-from app.model import Zone
+from builder.core.zone import Zone
 from app.raster import RasterLayer
 
 
@@ -33,7 +33,7 @@ class ExportError(ValueError):
 
 
 def view_window(state) -> tuple[Zone, tuple[int, int, int, int]]:
-    """The view's 10 m window in one zone, capped at model.MAX_REGION per side (app/tools/region.py
+    """The view's 10 m window in one zone, capped at budgets.MAX_REGION per side (app/tools/region.py
     view_window: the tools' region without overviews); tool layers export their own (level) window."""
     if state.model is None:
         raise ExportError("no store is open")

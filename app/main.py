@@ -23,7 +23,8 @@ from app.downloads import ExportButtons
 from app.figures import change_figure, lines_figure
 from app.catalog import absolute, load_catalog
 from app.export import to_csv, to_npy
-from app.reader import SourceError, bridge
+from builder.core.source import SourceError
+from app.reader import bridge
 from app.session import MAP_H, MAP_W, Explorer, fit_box, image_size, year_options
 from app.state import UrlState
 from app.tools import share

@@ -7,12 +7,12 @@
     r = await s.read_region((w, s_, e, n))              # Region: vectors (h, w, B) float32 (NaN: no data), zone, window
     s, v = await open_view("#store=data/2024.zarr&year=2024&lon=-0.05&lat=50.85&span=2000")  # an explorer link's view
 
-It is the explorer's own data layer (app/model.py StoreModel) over a Source: in the kernel (Pyodide) the
+It is the explorer's own data layer (builder/core/reader.py StoreModel) over a Source: in the kernel (Pyodide) the
 explorer's data path (the site's vendor/tessera.mjs, loaded into the kernel's worker), which reads the stores by
 HTTP range requests from the site's origin with the browser's fetch and verifies every chunk's crc32c: no
-zarr-python, no numcodecs, no threads.  In CPython, zarr-python (app/reader.py ZarrSource) reads the same store,
-which is how a notebook's values are checked against CPython's.  Calls are coroutines: a notebook cell awaits them
-at top level.
+zarr-python, no numcodecs, no threads.  In CPython, zarr-python (builder/reader/source.py ZarrSource) reads the
+same store, which is how a notebook's values are checked against CPython's.  Calls are coroutines: a notebook
+cell awaits them at top level.
 """
 from __future__ import annotations
 
@@ -23,10 +23,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app import reader
-from builder.core.zone import Zone
-from app.model import StoreModel
+import jsonschema
+
+from app.reader import JSSource
 from builder.core import convention as conv
+from builder.core.reader import StoreModel
+from builder.core.source import Source
+from builder.core.zone import Zone
 
 IN_BROWSER = sys.platform == "emscripten"
 SITE_ENV = "TESSERA_SITE"  # CPython: the site's root (a directory or URL); default "static/"
@@ -52,12 +55,13 @@ async def _bridge() -> None:
         js.tesseraJS = await run_js(f"import({site('vendor/tessera.mjs')!r})")
 
 
-async def source(url: str) -> reader.Source:
+async def source(url: str) -> Source:
     """The Source of a store URL: the explorer's data path in the browser, zarr-python in CPython."""
     if IN_BROWSER:
         await _bridge()
-        return reader.JSSource(url)
-    return reader.ZarrSource(url)
+        return JSSource(url)
+    from builder.reader.source import ZarrSource  # CPython only (tests/test_contract.py CPYTHON_ONLY)
+    return ZarrSource(url)
 
 
 @dataclass
@@ -140,7 +144,7 @@ class Store:
 async def open_store(url: str, year: int | None = None) -> Store:
     """Open a store by URL (in CPython also a local path): a v1 year store, a multi-year index or a geoemb: store
     (`year`: the year of its time axis to read; the last by default)."""
-    return Store(await StoreModel(await source(url)).open(year))
+    return Store(await StoreModel(await source(url), jsonschema=jsonschema).open(year))
 
 
 # A view's first read is at most this wide (metres): 256 x 256 pixels, 33 MB as float32, whatever the explorer showed.

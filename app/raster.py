@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from app import gis
-from app.model import Zone
+from builder.core.zone import Zone
 from builder.core import convention as conv
 from builder.core import geotags
 

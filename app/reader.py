@@ -1,8 +1,8 @@
-"""Where the app's bytes come from: the two transports of builder/core/source.py's `Source` protocol.
+"""Where the browser's bytes come from: `JSSource`, the transport of builder/core/source.py's `Source` protocol
+that calls zarrita through `window.tesseraJS` (app/js/tessera.js).
 
-In the browser `JSSource` calls zarrita through `window.tesseraJS` (app/js/tessera.js); on CPython
-`ZarrSource` reads the same store with zarr-python and fsspec, which is how the explorer's logic is tested
-outside a browser.
+Its CPython counterpart, with which the explorer's logic is tested outside a browser, is
+builder/reader/source.py's ZarrSource.
 """
 from __future__ import annotations
 
@@ -10,19 +10,7 @@ import json
 
 import numpy as np
 
-from app.errors import SourceError  # noqa: F401  (re-exported: callers import it from here)
-
-from builder.core.source import Box, Hint, Source
-
-PIXEL, REGION = Hint.PIXEL, Hint.REGION  # the read hints (builder/core/source.py)
-
-
-def as_slices(box) -> Box:
-    """A box as a tuple of slices, from slices, (start, stop) pairs or None (all): the core's layout rules
-    (builder/core/layout.py pixel_sel) give pairs, being stdlib + numpy only."""
-    return tuple(s if isinstance(s, slice) else slice(None) if s is None else slice(int(s[0]), int(s[1]))
-                 for s in box)
-
+from builder.core.source import PIXEL, Box, Hint, Source, SourceError, as_slices
 
 _DTYPES = {"int8": np.int8, "uint8": np.uint8, "float32": np.float32, "float64": np.float64, "int32": np.int32,
            "uint16": np.uint16, "int16": np.int16, "uint32": np.uint32, "int64": np.int64}
@@ -78,43 +66,3 @@ class JSSource(Source):
         sel = [[path, [None if s is None else [int(s[0]), int(s[1])] for s in box]] for path, box in items]
         out = await bridge("prefetchIndexes", self.url, to_js(sel))
         return {"files": int(out.files), "bytes": int(out.bytes), "superseded": bool(out.superseded)}
-
-
-class ZarrSource(Source):
-    """zarr-python over a local path or fsspec URL (CPython only)."""
-
-    prefetches = False  # zarr-python reads what it reads: nothing to warm
-
-    def __init__(self, url: str, storage_options: dict | None = None):
-        self.url = url
-        self.storage_options = storage_options
-
-    async def meta(self) -> dict:
-        import fsspec
-        try:
-            with fsspec.open(self.url.rstrip("/") + "/zarr.json", "rb", **(self.storage_options or {})) as f:
-                return json.loads(f.read())
-        except FileNotFoundError:
-            raise SourceError("notfound", f"no Zarr store at {self.url}") from None
-
-    async def node(self, path: str) -> dict | None:
-        import fsspec
-        try:
-            with fsspec.open(f"{self.url.rstrip('/')}/{path}/zarr.json", "rb", **(self.storage_options or {})) as f:
-                return json.loads(f.read())
-        except FileNotFoundError:
-            return None
-
-    async def read(self, path: str, box: Box, hint: str = PIXEL) -> np.ndarray:
-        import zarr
-        Hint.of(hint)  # zarr-python reads what it reads; the hint is checked all the same
-        arr = zarr.open_array(self.url.rstrip("/") + "/" + path, mode="r", storage_options=self.storage_options)
-        return np.asarray(arr[as_slices(box)])
-
-    async def read_ranges(self, key: str, ranges: list[tuple[int, int]]) -> list[bytes]:
-        import fsspec
-        fs, root = fsspec.core.url_to_fs(self.url.rstrip("/"), **(self.storage_options or {}))
-        return [fs.cat_file(f"{root}/{key}", int(o), int(o) + int(n)) for o, n in ranges]
-
-    async def prefetch(self, items: list[tuple[str, list]]) -> dict | None:
-        return None

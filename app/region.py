@@ -1,7 +1,7 @@
 """A region's dequantised embeddings: region.npy (float32 (H, W, B), NaN where no data) and
 region.json (its georeferencing), in one zip.
 
-The region is the view's window in one zone (app/tools/region.py plan), at most model.MAX_REGION pixels per
+The region is the view's window in one zone (app/tools/region.py plan), at most budgets.MAX_REGION pixels per
 side around the view's centre: zoomed in (level 0) the zone's 10 m vectors, as similarity reads them
 without overviews; zoomed out, when the zone has embedding overviews (tessera-ovr:), the full vectors of
 the view's overview level (overviews/k/embeddings * scales: 2x2 means, 10 x 2^k m pixels), georeferenced on
@@ -18,7 +18,7 @@ import zipfile
 
 import numpy as np
 
-from app import gis, model as app_model  # MAX_REGION, looked up at call time
+from app import budgets, gis  # MAX_REGION, looked up at call time
 from app.layers import ExportError
 from app.raster import georef
 from app.tools import region as tool_region
@@ -32,7 +32,7 @@ def sidecar(zone, window, shape, year, store_url: str, full=None) -> dict:
     r0, r1, c0, c1 = window
     full = tuple(window if full is None else full)
     g = georef(zone, window)
-    k, side = zone.level, app_model.MAX_REGION
+    k, side = zone.level, budgets.MAX_REGION
     arrays = "embeddings (int8) * scales (float32)" if not k else \
         f"overviews/{k}/embeddings (int8) * overviews/{k}/scales (float32), 2x2 means of level {k - 1}"
     return {"zone": zone.name, "epsg": g["epsg"], "crs": conv.proj_code(zone.zone, zone.south),
@@ -73,7 +73,7 @@ def export_window(state):
     zone, full = p[0], p[2]
     if not zone.level:  # 10 m: the capped view window (plan does not cap a level-0 code window)
         return tool_region.view_window(state.model, v)
-    return zone, tool_region.cap(full, tool_region.centre(zone, v), app_model.MAX_REGION), full
+    return zone, tool_region.cap(full, tool_region.centre(zone, v), budgets.MAX_REGION), full
 
 
 async def export(state) -> bytes:

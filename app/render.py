@@ -203,16 +203,6 @@ def sample_window(values: np.ndarray, r0: int, c0: int, row: np.ndarray, col: np
     rgba_words(out)[ok] = rgba_words(values)[rr[ok], cc[ok]]
 
 
-def false_colour(q: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """RGBA of int8 (h, w, 3) embedding dimensions: value v -> 128 + 1.5 v (clipped), a fixed linear map, so
-    colours do not change while panning; transparent where there is no data.  The map's preview of a store
-    without rgb previews (geoemb:): TESSERA's first dimensions carry the most variance."""
-    out = np.zeros(q.shape[:2] + (4,), dtype=np.uint8)
-    out[..., :3] = np.clip(128 + 1.5 * q.astype(np.float32), 0, 255).astype(np.uint8)
-    out[..., 3] = np.where(valid, 255, 0)
-    return out
-
-
 def footprints(zones, lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
     """RGBA of the view with the zones' grids tinted grey (where a store has no overview to show)."""
     out = np.zeros(lon.shape + (4,), dtype=np.uint8)

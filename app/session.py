@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import math
 
+import jsonschema
 import param
 
 from app import basemap, footprints, geo, layers, places, render, tiles, views
 from app.tools import Tools, share
-from app.model import Pixel, StoreModel
+from builder.core.pixel import Pixel
+from builder.core.reader import StoreModel
 from app.bigreads import PURPOSE, BigReads
-from app.reader import JSSource, SourceError
+from app.reader import JSSource
+from builder.core.source import SourceError
 from app.tools.region import TooLarge
 from app.state import UrlState
 
@@ -203,7 +206,7 @@ class Explorer(param.Parameterized):
     # ------------------------------------------------------------ stores --
     async def open_year(self, year: int) -> None:
         """Show `year`: the open store, when the catalog names it for that year and it shows that year itself
-        (a geoemb: store's time axis: app/kinds.py showing), else the catalog's store for that year.
+        (a geoemb: store's time axis: builder/core/kinds.py showing), else the catalog's store for that year.
 
         A store that shows years itself lists them (own_years): they replace its one catalog entry (the year
         selector), and it is also the store the "selected pixel across years" plot reads."""
@@ -214,7 +217,7 @@ class Explorer(param.Parameterized):
             self.ahead = None  # a pixel of the year shown before
             return
         entry = next(c for c in self.catalog if c["year"] == year)
-        model = StoreModel(self.source_factory(entry["url"]))
+        model = StoreModel(self.source_factory(entry["url"]), jsonschema=jsonschema)
         model = await model.open(year)
         own = model.kind.own_years(model)
         if own:
@@ -265,7 +268,7 @@ class Explorer(param.Parameterized):
 
     async def years_index(self, url: str) -> StoreModel:
         """The multi-year index at `url`, opened (SourceError if it cannot be, or is a single year's store)."""
-        model = await StoreModel(self.source_factory(url)).open()
+        model = await StoreModel(self.source_factory(url), jsonschema=jsonschema).open()
         if not model.kind.across_years():
             raise SourceError("invalid", f"{url} is a single-year store, not a multi-year index")
         return model

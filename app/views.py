@@ -14,7 +14,7 @@ import numpy as np
 from bokeh.palettes import Category10
 
 from app import geo, render
-from app.model import Pixel
+from builder.core.pixel import Pixel
 from app.state import UrlState
 from builder.core import convention as conv
 from builder.core import layout as lay

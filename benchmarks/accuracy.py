@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
 from app import geo  # noqa: E402
-from app import model as app_model  # noqa: E402
+from app import budgets  # noqa: E402
 from app import session  # noqa: E402
 from builder import demo  # noqa: E402
 from builder.synth.landscape import CLASSES  # noqa: E402
@@ -93,12 +93,12 @@ async def regions(state):
     from app.tools import region as reg
     state.exact = False  # as a user finds the view (the last view's exact read left it on)
     default = "full vectors" if all(p[3] == "vectors" for p in reg.tool_plans(state)) else "the compact code"
-    budget, app_model.REGION_BYTES = app_model.REGION_BYTES, 0  # the code, whatever the budget says
+    budget, budgets.REGION_BYTES = budgets.REGION_BYTES, 0  # the code, whatever the budget says
     try:
         state.exact = False
         out = {False: await _read_tool(state)}
     finally:
-        app_model.REGION_BYTES = budget
+        budgets.REGION_BYTES = budget
     state.exact = True
     out[True] = await _read_tool(state)
     reg.read_tool = lambda app: _remembered(out[bool(app.exact)])
@@ -212,7 +212,7 @@ async def main_async(a) -> None:
     work = Path(a.work) if a.work else Path(tempfile.mkdtemp(prefix="accuracy-"))
     out = build(work)
     catalog = [{"year": y, "url": str(out / f"{y}.zarr"), "label": str(y)} for y in (2023, 2024)]
-    app_model.EXACT_PIXELS = 4_000_000  # CPython holds a whole 1600 x 1000 screen's full vectors; a browser does not
+    budgets.EXACT_PIXELS = 4_000_000  # CPython holds a whole 1600 x 1000 screen's full vectors; a browser does not
     state = await opened(out / "2024.zarr", 2024, catalog=catalog)
     world = demo.World()
     for v in VIEWS:

@@ -1,5 +1,5 @@
 """The analysis tools over the whole map view at several zooms, read from the embedding overviews
-(tessera-ovr:), beside the capped full-vector path (model.OVERVIEWS = False: 10 m vectors, at most 768 px per
+(tessera-ovr:), beside the capped full-vector path (budgets.OVERVIEWS = False: 10 m vectors, at most 768 px per
 side around the view's centre) on the same view in the same run, in headless Chromium on the local Range server.
 
     python benchmarks/anyzoom.py [--px 384] [--network 50,40] [--zooms 10,40,160,1000] [--screen 1600x1000]
@@ -119,7 +119,7 @@ def main() -> None:
                     npx = w_px * h_px
                     got = {}
                     for mode, flag in (("capped", "False"), ("overviews", "True")):
-                        page.evaluate(f"window.tesseraWorker.python('import app.model as m; m.OVERVIEWS = {flag}')")
+                        page.evaluate(f"window.tesseraWorker.python('import app.budgets as m; m.OVERVIEWS = {flag}')")
                         page.evaluate("async ([lon, lat, s]) => await tesseraApi.view(lon, lat, s)",
                                       [lon, lat, m * w_px])
                         got[mode] = page.evaluate(TIMED, CALLS[tool])

@@ -62,10 +62,12 @@ def main() -> None:
         pts = np.argwhere(~np.isnan(block)) + [sr * 256, sc * 256]
         rng = np.random.default_rng(0)
         pts = pts[rng.choice(len(pts), a.queries + 1, replace=False)]
-        from app.model import StoreModel
-        from app.reader import ZarrSource
+        import jsonschema
+
+        from builder.core.reader import StoreModel
+        from builder.reader.source import ZarrSource
         import asyncio
-        model = asyncio.run(StoreModel(ZarrSource(str(store))).open())
+        model = asyncio.run(StoreModel(ZarrSource(str(store)), jsonschema=jsonschema).open())
         zone = model.zones["utm31"]
         lonlats = [zone.centre_lonlat(int(r), int(c)) for r, c in pts]
         with static_server(site) as base, sync_playwright() as p:

@@ -25,7 +25,7 @@ warnings.filterwarnings("ignore", message="Consolidated metadata")
 
 
 async def run(url: str, log, spans: list[float]) -> None:
-    from app.reader import ZarrSource
+    from builder.reader.source import ZarrSource
     from app.session import Explorer
     from app.state import UrlState
     from browser_util import chunk_bytes

@@ -94,9 +94,11 @@ def cold_pixels(data: Path) -> list[tuple[str, int, int, float, float]]:
     """One valid pixel (in both years) per shard of every zone: (zone, row, col, lon, lat)."""
     import numpy as np
     import zarr
-    from app.model import StoreModel
-    from app.reader import ZarrSource
-    model = asyncio.run(StoreModel(ZarrSource(str(data / "2024.zarr"))).open())
+    import jsonschema
+
+    from builder.core.reader import StoreModel
+    from builder.reader.source import ZarrSource
+    model = asyncio.run(StoreModel(ZarrSource(str(data / "2024.zarr")), jsonschema=jsonschema).open())
     out = []
     for name, zone in sorted(model.zones.items()):
         ok = np.isfinite(zarr.open_group(data / "2024.zarr" / name, mode="r")["scales"][:])

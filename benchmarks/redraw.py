@@ -41,9 +41,11 @@ def places(data: Path, per_zone: int) -> tuple[list[tuple[float, float]], int]:
     """lon/lat of `per_zone` places in each zone of the 2024 store (its middle, then its edges and corners), and the
     number of its zones."""
     import asyncio
-    from app.model import StoreModel
-    from app.reader import ZarrSource
-    model = asyncio.run(StoreModel(ZarrSource(str(data / "2024.zarr"))).open())
+    import jsonschema
+
+    from builder.core.reader import StoreModel
+    from builder.reader.source import ZarrSource
+    model = asyncio.run(StoreModel(ZarrSource(str(data / "2024.zarr")), jsonschema=jsonschema).open())
     out = []
     for zone in model.zones.values():
         h, w = zone.height, zone.width

@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 # The pure core the explorer imports: the package builder/core/ whole (stdlib + numpy only;
 # tests/test_contract.py checks that the explorer reaches nothing else of builder/).
 CORE_PACKAGE = REPO / "builder" / "core"
+CORE_ERRORS = CORE_PACKAGE / "errors.json"  # the kinds of a failed read: builder/core/source.py's and the JavaScript's
 # Coastlines and borders (world-atlas 2.0.2, Natural Earth 1:50m): copied by _js, named in boot.json for the
 # preview (app/web/preview.js) and the Panel map (app/main.py), which share one decoded copy.
 GEOGRAPHY = "vendor/world-atlas/countries-50m.json"
@@ -37,9 +38,8 @@ def _app_wheel(out: Path) -> str:
     """The browser half of this project as a wheel: app/ and the pure modules of builder/ it imports."""
     from builder import __version__
     files = {p.relative_to(REPO).as_posix(): p.read_bytes() for p in sorted((REPO / "app").rglob("*.py"))}
-    files["app/js/errors.json"] = (REPO / "app" / "js" / "errors.json").read_bytes()  # app/errors.py: kinds shared with JS
     files["builder/__init__.py"] = (REPO / "builder" / "__init__.py").read_bytes()
-    for p in sorted(CORE_PACKAGE.glob("*.py")):
+    for p in sorted([*CORE_PACKAGE.glob("*.py"), CORE_ERRORS]):
         files[p.relative_to(REPO).as_posix()] = p.read_bytes()
     name = f"tessera_explorer_app-{__version__}-py3-none-any.whl"
     wheel_files.pack(out / "wheels" / name, files, "tessera-explorer-app", __version__)
@@ -73,7 +73,7 @@ def _js(node: Path, out: Path) -> None:
     vend.mkdir(parents=True, exist_ok=True)
     esbuild = node / ".bin" / "esbuild"
     entry = node.parent / "tessera.js"  # bundled next to node_modules so imports resolve there
-    for src in [*(REPO / "app" / "js").glob("*.js"), REPO / "app" / "js" / "errors.json"]:
+    for src in [*(REPO / "app" / "js").glob("*.js"), CORE_ERRORS]:  # fetching.js imports "./errors.json"
         shutil.copy(src, node.parent / src.name)
     # zarrita imports each compression codec (numcodecs' wasm builds: Blosc, Zstd, LZ4, 1.4 MB in all) when a
     # chunk first needs it: split off into chunks of their own, a page loads only those its stores use (Blosc,

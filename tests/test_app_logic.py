@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 
+import jsonschema
 import numpy as np
 import pytest
 import zarr
@@ -10,8 +11,10 @@ from pyproj import Transformer
 
 from app import geo, render
 from app.export import to_csv, to_npy
-from app.model import StoreModel, cosine_map, cosine_table
-from app.reader import SourceError, ZarrSource
+from builder.core.reader import StoreModel
+from builder.core.quant import cosine_map, cosine_table
+from builder.core.source import SourceError
+from builder.reader.source import ZarrSource
 from app.state import UrlState
 from builder.core.geometry import central_meridian
 from app.tools.region import read_window
@@ -110,7 +113,7 @@ def run(coro):
 
 
 def test_model_reads_the_same_pixels_as_zarr(store):
-    m = run(StoreModel(ZarrSource(str(store))).open())
+    m = run(StoreModel(ZarrSource(str(store)), jsonschema=jsonschema).open())
     assert m.year == 2024 and sorted(m.zones) == ["utm30", "utm31", "utm34"]
     assert len(m.levels) == 12 and m.levels[0].res == 0.0001
     z = zarr.open_group(store / "utm34", mode="r")
@@ -148,7 +151,7 @@ def test_a_pixel_read_in_flight_or_done_is_not_read_or_decoded_again(store):
     decoding it again; a waiter given up (cancelled) leaves the read to the others; a failed read is not kept."""
     import asyncio
     src = GatedSource(str(store))
-    m = StoreModel(src)
+    m = StoreModel(src, jsonschema=jsonschema)
     run(_open_ungated(m, src))
     z = zarr.open_group(store / "utm30", mode="r")
     s = z["scales"][:]
@@ -201,7 +204,7 @@ async def _reads_of(src, coro):
 
 
 def test_similarity_equals_a_direct_numpy_cosine(store):
-    m = run(StoreModel(ZarrSource(str(store))).open())
+    m = run(StoreModel(ZarrSource(str(store)), jsonschema=jsonschema).open())
     zone = m.zones["utm30"]
     z = zarr.open_group(store / "utm30", mode="r")
     v = z["embeddings"][:].astype(np.float32) * z["scales"][:][..., None]
@@ -221,7 +224,7 @@ def test_similarity_equals_a_direct_numpy_cosine(store):
 
 def test_store_errors_are_classified(tmp_path, store):
     with pytest.raises(SourceError) as e:
-        run(StoreModel(ZarrSource(str(tmp_path / "nope.zarr"))).open())
+        run(StoreModel(ZarrSource(str(tmp_path / "nope.zarr")), jsonschema=jsonschema).open())
     assert e.value.kind == "notfound"
     import json
     import shutil
@@ -231,12 +234,12 @@ def test_store_errors_are_classified(tmp_path, store):
     doc["attributes"]["tessera:dataset_version"] = "v2"
     (bad / "zarr.json").write_text(json.dumps(doc))
     with pytest.raises(SourceError) as e:
-        run(StoreModel(ZarrSource(str(bad))).open())
+        run(StoreModel(ZarrSource(str(bad)), jsonschema=jsonschema).open())
     assert e.value.kind == "version" and "'v2'" in str(e.value)
 
 
 def test_level_choice_and_overview_sampling(store):
-    m = run(StoreModel(ZarrSource(str(store))).open())
+    m = run(StoreModel(ZarrSource(str(store)), jsonschema=jsonschema).open())
     x0, y0 = geo.lonlat_to_merc(-180, -80)
     x1, y1 = geo.lonlat_to_merc(180, 80)
     world = render.View(x0, x1, y0, y1, 760, 520)
@@ -290,7 +293,7 @@ def test_an_overview_level_is_sampled_pixel_for_pixel_from_its_chunks():
 
 
 def test_exports(store):
-    m = run(StoreModel(ZarrSource(str(store))).open())
+    m = run(StoreModel(ZarrSource(str(store)), jsonschema=jsonschema).open())
     z = m.zones["utm31"]
     s = zarr.open_group(store / "utm31", mode="r")["scales"][:]
     pts = np.argwhere(~np.isnan(s))[[5, 500]]
@@ -336,7 +339,7 @@ def test_metadata_that_is_not_a_tessera_store_is_one_line(store, edit, want):
     doc = json.loads((store / "zarr.json").read_text())
     edit(doc)
     with pytest.raises(SourceError) as e:
-        run_async(StoreModel(_DocSource(doc)).open())
+        run_async(StoreModel(_DocSource(doc), jsonschema=jsonschema).open())
     assert e.value.kind == "invalid" and str(e.value).startswith(want) and "\n" not in str(e.value)
 
 

@@ -17,14 +17,18 @@ JS = REPO / "app" / "js"
 
 
 def test_error_kinds_are_one_list_read_by_both_sides():
-    from app.errors import KINDS, SourceError
-    doc = json.loads((JS / "errors.json").read_text())
-    assert KINDS == doc and all(isinstance(t, str) and t for t in doc.values())
-    # The JavaScript imports that same file, and raises no kind outside it.
-    assert 'from "./errors.json"' in (JS / "fetching.js").read_text()
+    from builder.core.source import ERROR_KINDS, SourceError
+    from builder.site import CORE_ERRORS
+    doc = json.loads((REPO / "builder" / "core" / "errors.json").read_text())
+    assert ERROR_KINDS == doc and all(isinstance(t, str) and t for t in doc.values())
+    # The JavaScript imports that same file (the site copies it beside the bundle's sources), and raises no kind
+    # outside it.
+    assert 'from "./errors.json"' in (JS / "fetching.js").read_text() and CORE_ERRORS.name == "errors.json"
+    assert not (JS / "errors.json").exists()  # one list: no second copy beside the JavaScript
     js_kinds = {k for p in JS.glob("*.js") for k in re.findall(r'TesseraError\(\s*"(\w+)"', p.read_text())}
     assert js_kinds and js_kinds <= set(doc), js_kinds - set(doc)
-    py_kinds = {k for p in (REPO / "app").rglob("*.py") for k in re.findall(r'SourceError\(\s*"(\w+)"', p.read_text())}
+    py_kinds = {k for d in ("app", "builder/core", "builder/reader") for p in (REPO / d).rglob("*.py")
+                for k in re.findall(r'SourceError\(\s*"(\w+)"', p.read_text())}
     assert py_kinds and py_kinds <= set(doc), py_kinds - set(doc)
     assert SourceError("range", "x").title == doc["range"]
     assert SourceError("no such kind", "x").kind == "error"  # never a kind the other side does not know
@@ -36,7 +40,8 @@ def test_the_js_modules_stay_small():
 
 
 def test_cpython_source_reads_boxes_of_slices_with_a_hint(store):
-    from app.reader import PIXEL, REGION, ZarrSource
+    from builder.core.source import PIXEL, REGION
+    from builder.reader.source import ZarrSource
     z = zarr.open_array(store / "utm30" / "embeddings", mode="r")
     want = np.asarray(z[10:13, 20:21, :])
     src = ZarrSource(str(store))
@@ -53,7 +58,8 @@ def test_cpython_source_reads_boxes_of_slices_with_a_hint(store):
 def test_both_transports_declare_the_core_source_protocol_and_read_byte_ranges(store):
     """builder/core/source.py's Source: the browser's bridge and zarr-python declare it; byte ranges of a real shard
     file are its bytes; the read hint is the core's enum, its strings what the bridge takes."""
-    from app.reader import JSSource, ZarrSource
+    from app.reader import JSSource
+    from builder.reader.source import ZarrSource
     from builder.core.source import Hint, Source
     src = ZarrSource(str(store))
     assert isinstance(src, Source) and Source in JSSource.__mro__  # declared (issubclass: not for data members)

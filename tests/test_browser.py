@@ -660,10 +660,10 @@ def test_a_pixel_from_a_cold_shard_reads_each_shard_index_once_and_no_range_twic
     assert [lab.split(" ")[0] for lab in years["label"]] == ["2023", "2024"]
     for ys, w in zip(years["ys"], want):
         np.testing.assert_array_equal(np.array(ys), w.astype(np.float64))
-    # Both sides of the bridge in this page hold the one list of error kinds (app/js/errors.json).
-    kinds = json.loads((REPO / "app" / "js" / "errors.json").read_text())
+    # Both sides of the bridge in this page hold the one list of error kinds (builder/core/errors.json).
+    kinds = json.loads((REPO / "builder" / "core" / "errors.json").read_text())
     assert page.evaluate("Object.assign({}, window.tesseraJS.ERROR_KINDS)") == kinds
-    assert json.loads(page.evaluate("window.tesseraWorker.python('import json, app.errors; json.dumps(app.errors.KINDS)')")) == kinds
+    assert json.loads(page.evaluate("window.tesseraWorker.python('import json, builder.core.source as s; json.dumps(s.ERROR_KINDS)')")) == kinds
 
 
 def test_a_view_settled_at_10_m_warms_its_shard_indexes_and_a_click_there_reads_only_its_chunks(page, server, site):

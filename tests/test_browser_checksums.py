@@ -152,7 +152,7 @@ def test_a_corrupt_inner_chunk_is_an_error_naming_it_never_a_vector_a_similarity
     # the status line names the chunk; the tools' similarity and a timed read of the whole shard reject with it.
     # The tools read the zones' 10 m embeddings, as for a store without overviews (the demo store's overview
     # levels, tessera-ovr:, are whole: read from them, the view's tools would not touch the corrupt chunk).
-    page.evaluate("async () => await window.tesseraWorker.python('import app.model as m; m.OVERVIEWS = False')")
+    page.evaluate("async () => await window.tesseraWorker.python('import app.budgets as m; m.OVERVIEWS = False')")
     page.evaluate("async ([lon, lat]) => await window.tesseraApi.view(lon, lat, 7600)", [lon, lat])
     page.evaluate("async () => await window.tesseraApi.similarity(true)")
     sims = page.evaluate("async (pts) => Promise.all(pts.map(([lon, lat]) => window.tesseraApi.simAt(lon, lat)))",

@@ -17,9 +17,9 @@ FORBIDDEN_IN_CORE = {"zarr", "dask", "distributed", "fsspec", "panel", "bokeh", 
 BROWSER_PACKAGES = {"numpy", "panel", "bokeh", "param", "js", "pyodide", "pyodide_js", "PIL", "tifffile", "jsonschema"}
 # Shipped by the site but loaded on first use (builder/site.py LAZY_PACKAGES; app/tools/lazy.py).
 LAZY = {"sklearn"}
-# app/reader.py's ZarrSource is the CPython implementation of the Source seam (zarr-python); it imports
-# these inside its methods and is never used in the browser.
-CPYTHON_ONLY = {"reader.py": {"zarr", "fsspec"}}
+# The notebook's reader on CPython reads through zarr-python (builder/reader/source.py ZarrSource), imported inside
+# the one function that picks a transport, on CPython only (app/notebook.py source); never in the browser.
+CPYTHON_ONLY = {"notebook.py": {"builder.reader.source"}}
 
 
 def imports(path: Path) -> set[str]:
@@ -56,7 +56,8 @@ def test_the_explorer_reaches_the_builder_only_through_its_core_package():
         for imp in imports(path):
             top = imp.split(".")[0]
             if top == "builder":
-                assert imp in CORE, f"app/{path.name} imports {imp}, which is not part of builder.core"
+                assert imp in CORE | CPYTHON_ONLY.get(path.name, set()), \
+                    f"app/{path.name} imports {imp}, which is not part of builder.core"
             elif top != "app":
                 assert top in sys.stdlib_module_names or top in BROWSER_PACKAGES | LAZY | CPYTHON_ONLY.get(path.name, set()) \
                     or top == "__future__", \
@@ -76,6 +77,41 @@ def test_the_core_states_its_public_api_and_each_name_resolves():
         raise AssertionError("builder.core.no_such_name resolved")
 
 
+def test_every_public_class_of_the_core_is_a_stated_public_name():
+    """`__all__` states the core's API: each public class a core module defines is in it, and resolves to that class."""
+    for name in sorted(CORE - {"builder.core"}):
+        for node in ast.parse(module_file(name).read_text()).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                assert node.name in builder.core.__all__, f"{name}.{node.name} is not in builder.core.__all__"
+                assert getattr(builder.core, node.name) is getattr(sys.modules[name], node.name), node.name
+
+
+def _classes(path: Path) -> list[ast.ClassDef]:
+    return [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ClassDef)]
+
+
+def _bases(cls: ast.ClassDef) -> set[str]:
+    return {b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in cls.bases}
+
+
+def test_the_explorers_reader_is_the_cores():
+    """The reader (open a store, its kinds, pixels, windows) is builder/core/reader.py and kinds.py: the explorer
+    defines no model or store kind of its own, subclasses none of the core's, and its one `Source` is the browser's
+    transport (app/reader.py JSSource)."""
+    core = {n for n in builder.core.NAMES if isinstance(getattr(builder.core, n), type)}  # the core's classes
+    sources = []
+    for path in sorted((REPO / "app").rglob("*.py")):
+        where = f"app/{path.relative_to(REPO / 'app')}"
+        for cls in _classes(path):
+            assert not cls.name.endswith("Model"), f"{where} defines {cls.name}: the reader is builder.core.reader's"
+            assert cls.name not in core, f"{where} defines {cls.name}, a second copy of the core's"
+            assert not _bases(cls) & (core - {"Source"}), f"{where}: {cls.name} subclasses the core's {_bases(cls)}"
+            if "Source" in _bases(cls):
+                sources.append(f"{where}:{cls.name}")
+    assert sources == ["app/reader.py:JSSource"]
+    assert {"StoreModel", "YearStore", "YearsIndex", "TimeAxisStore", "Pixel", "SourceError", "Source"} <= core
+
+
 def test_lazy_packages_are_imported_only_inside_functions():
     """scikit-learn is loaded on first use (app/tools/lazy.py): no module-level import of it in the explorer."""
     for path in sorted((REPO / "app").rglob("*.py")):
@@ -85,15 +121,17 @@ def test_lazy_packages_are_imported_only_inside_functions():
             assert not any(n.split(".")[0] in LAZY for n in names), f"{path.name} imports {names} at module level"
 
 
-# Tests of which kind a store is (v1 year store, multi-year index, geoemb:), which app/kinds.py's classes answer.
+# Tests of which kind a store is (v1 year store, multi-year index, geoemb:), which builder/core/kinds.py's classes
+# answer.
 KIND_TESTS = re.compile(r"\btime_axis\b|\byears is (not )?None\b|\.kind\s*[!=]=\s*(GEOEMB|STACK|TESSERA)\b"
                         r"|isinstance\([^)]*\b(YearStore|ManyYears|YearsIndex|TimeAxisStore)\b")
 
 
 def test_the_explorer_asks_a_stores_kind_and_never_tests_it():
-    """No mode flags where a class per kind would do: the explorer asks `model.kind` (app/kinds.py, one class per
-    store kind, chosen at open) what differs, and tests no layout's time axis, `years is None` or StoreInfo kind."""
-    found = [f"app/{path.relative_to(REPO / 'app')}:{i}: {line.strip()}"
-             for path in sorted((REPO / "app").rglob("*.py"))
+    """No mode flags where a class per kind would do: the explorer and its reader (builder/core/reader.py, geoemb.py)
+    ask `model.kind` (builder/core/kinds.py, one class per store kind, chosen at open) what differs, and test no
+    layout's time axis, `years is None` or StoreInfo kind."""
+    paths = [*sorted((REPO / "app").rglob("*.py")), CORE_PACKAGE / "reader.py", CORE_PACKAGE / "geoemb.py"]
+    found = [f"{path.relative_to(REPO)}:{i}: {line.strip()}" for path in paths
              for i, line in enumerate(path.read_text().splitlines(), 1) if KIND_TESTS.search(line)]
     assert not found, "\n".join(found)

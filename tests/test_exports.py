@@ -19,7 +19,7 @@ from PIL import Image
 from pyproj import CRS, Transformer
 
 from app import api, layers, messages, raster, region
-from app.reader import ZarrSource
+from builder.reader.source import ZarrSource
 from app.session import Explorer
 from app.state import UrlState
 from app.tools import region as tool_region
@@ -233,8 +233,8 @@ def test_a_message_of_another_contract_version_is_refused_in_one_line():
 
 
 def test_region_is_capped_at_max_region_around_the_view_centre(store, monkeypatch):
-    import app.model
-    monkeypatch.setattr(app.model, "MAX_REGION", 40)  # the demo zones are smaller than 768 px
+    import app.budgets
+    monkeypatch.setattr(app.budgets, "MAX_REGION", 40)  # the demo zones are smaller than 768 px
     state, (r, c), _ = run_async(explorer_at(store, "utm30", span=6000.0))
     zone, (r0, r1, c0, c1) = layers.view_window(state)
     assert zone.name == "utm30" and (r1 - r0, c1 - c0) == (40, 40)
@@ -254,7 +254,7 @@ def test_region_export_of_a_zoomed_out_view_is_the_levels_full_vectors(store, mo
     full vectors (overviews/2/embeddings * scales), georeferenced on level 2's grid; capped at MAX_REGION per side
     around the view's centre when the view is larger, which the sidecar says."""
     if cap:
-        monkeypatch.setattr("app.model.MAX_REGION", cap)
+        monkeypatch.setattr("app.budgets.MAX_REGION", cap)
     state, (r, c), (lon, lat) = run_async(explorer_at(store, "utm30", span=20_000.0))
     meta_z = zipfile.ZipFile(io.BytesIO(run_async(region.export(state))))
     got, meta = np.load(io.BytesIO(meta_z.read("region.npy"))), json.loads(meta_z.read("region.json"))

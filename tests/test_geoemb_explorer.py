@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import numpy as np
 import pytest
 import zarr
 
 from app import render
-from app.model import StoreModel
-from app.reader import SourceError, ZarrSource
+from builder.core.reader import StoreModel
+from builder.core.source import SourceError
+from builder.reader.source import ZarrSource
 from app.session import Explorer
 from app.state import UrlState
 from conftest import run_async
@@ -27,7 +29,7 @@ def plain_store(tmp_path_factory, tiles2):
 
 
 def open_model(path, year=None) -> StoreModel:
-    return run_async(StoreModel(ZarrSource(str(path))).open(year))
+    return run_async(StoreModel(ZarrSource(str(path)), jsonschema=jsonschema).open(year))
 
 
 @pytest.mark.parametrize("which", ["consolidated", "plain"])
@@ -39,7 +41,7 @@ def test_opens_a_geoemb_store_with_its_years_and_zones(geoemb_store, plain_store
     assert (z34.zone, z34.south) == (34, False) and z34.origin_n < 0  # northern CRS extended south
     w, s, e, n = z34.lonlat
     assert w < 18.45 < e and s < -33.95 < n and m.levels == [] and m.preview_array == "embeddings"
-    at = m.kind.showing(m, 2023)  # app/kinds.py: the store shows any year of its time axis itself
+    at = m.kind.showing(m, 2023)  # builder/core/kinds.py: the store shows any year of its time axis itself
     assert at.year == 2023 and at.source is m.source and m.year == YEARS[-1]  # no second store; m unchanged
     assert m.kind.showing(m, 1999) is None and m.kind.own_years(m) == YEARS
 

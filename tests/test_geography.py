@@ -9,7 +9,7 @@ import pytest
 from conftest import run_async
 from app import geo, places, tiles, views
 from app.session import GOTO_SPAN_M, Explorer
-from app.reader import ZarrSource
+from builder.reader.source import ZarrSource
 from app.state import UrlState
 
 PLACES = {"United Kingdom": (-8.2, 49.9, 1.8, 58.7), "Niger": (0.2, 11.7, 16.0, 23.5),

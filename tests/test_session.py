@@ -11,7 +11,7 @@ import zarr
 from app import render, views
 from conftest import run_async
 from tools_util import level_vectors, read_array
-from app.reader import ZarrSource
+from builder.reader.source import ZarrSource
 from app.session import Explorer
 from app.state import UrlState
 
@@ -119,7 +119,7 @@ def test_redraw_picks_the_level_for_the_view_and_draws_the_zone_previews(store):
 @pytest.mark.parametrize("where", ["top-left", "bottom-right"])
 def test_similarity_window_is_clipped_at_zone_edges(store, where, monkeypatch):
     # the compact code's path: the view's full level vectors would fit the read budget on the small test data
-    monkeypatch.setattr("app.model.REGION_BYTES", 1000)
+    monkeypatch.setattr("app.budgets.REGION_BYTES", 1000)
     catalog = [{"year": 2024, "url": str(store), "label": "2024"}]
 
     async def run():

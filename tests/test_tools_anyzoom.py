@@ -24,7 +24,7 @@ def cos(sub, t):
 
 def test_zoomed_out_similarity_and_kmeans_run_on_the_overview_code(store, monkeypatch):
     # the view's full level-2 vectors would fit the read budget on the small test data: a real screen's do not
-    monkeypatch.setattr("app.model.REGION_BYTES", 1000)
+    monkeypatch.setattr("app.budgets.REGION_BYTES", 1000)
     from sklearn.cluster import KMeans
 
     async def run():

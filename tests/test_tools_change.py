@@ -62,7 +62,7 @@ SPAN = 20_000  # metres across the 760 px map: 26 m per screen pixel -> overview
 
 def test_zoomed_out_change_reads_both_year_stores_at_the_views_overview_level(store, store_2023, monkeypatch):
     # the view's full level-2 vectors would fit the read budget on the small test data: a real screen's do not
-    monkeypatch.setattr("app.model.REGION_BYTES", 1000)
+    monkeypatch.setattr("app.budgets.REGION_BYTES", 1000)
     catalog = [{"year": 2023, "url": str(store_2023), "label": "2023"}, {"year": 2024, "url": str(store), "label": "2024"}]
     bases = [zarr.open_group(s / "utm30/overviews", mode="r")["code_basis"][:] for s in (store_2023, store)]
     assert not np.allclose(*bases, atol=1e-3)  # each store fits its own PCA basis: raw codes are not comparable
@@ -141,7 +141,7 @@ def test_zoomed_out_change_between_stores_of_one_basis_is_zero(store, tmp_path):
 def test_a_year_store_without_overviews_gives_the_capped_10m_window(store, plain_store, monkeypatch):
     """The 2023 store built with --no-overviews: zoomed out, change falls back to both years' 10 m vectors on the
     view's capped window (said in the status line); a link to a level window says in one line why it cannot run."""
-    monkeypatch.setattr("app.model.MAX_REGION", 128)  # the demo's data is smaller than the real cap
+    monkeypatch.setattr("app.budgets.MAX_REGION", 128)  # the demo's data is smaller than the real cap
     catalog = [{"year": 2023, "url": str(plain_store), "label": "2023"}, {"year": 2024, "url": str(store), "label": "2024"}]
 
     async def run():

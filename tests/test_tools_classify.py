@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app import model as app_model
+from app import budgets
 from app.tools import classify, labels as lab, panes, region
 from conftest import run_async
 from tools_util import centre_of_data, opened, pixel_lonlat, training_pixels, zone_vectors
@@ -82,7 +82,7 @@ def test_random_forest_and_too_few_classes(store, world):
 def test_a_zoomed_out_view_is_capped_and_says_so(store, plain_store, world, monkeypatch):
     """Without overviews a view wider than MAX_REGION is cut around its centre, and the status says so; with
     them the view is read whole, from the compact code once its full vectors pass the cap."""
-    monkeypatch.setattr(app_model, "MAX_REGION", 40)
+    monkeypatch.setattr(budgets, "MAX_REGION", 40)
 
     async def run():
         state = await opened(plain_store)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import zarr
 
-from app.reader import ZarrSource
+from builder.reader.source import ZarrSource
 from app.session import Explorer
 from app.state import UrlState
 from browser_util import chunk_bytes, counting_proxy, static_server

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app import model as app_model
+from app import budgets
 from conftest import run_async
 from tools_util import centre_of_data, cosines, level_full, opened, pixel_lonlat, training_pixels, zone_vectors
 
@@ -28,7 +28,7 @@ def test_the_exact_result_agrees_with_scikit_learn_on_the_full_vectors(store, wo
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.linear_model import LogisticRegression
     from sklearn.neighbors import KNeighborsClassifier
-    monkeypatch.setattr(app_model, "REGION_BYTES", 1000)  # every view is too large for the budget: the code first
+    monkeypatch.setattr(budgets, "REGION_BYTES", 1000)  # every view is too large for the budget: the code first
 
     async def run():
         state, train = await labelled_view(store, world, span)
@@ -75,7 +75,7 @@ def test_the_exact_result_agrees_with_scikit_learn_on_the_full_vectors(store, wo
 
 
 def test_an_exact_result_past_the_pixel_cap_is_refused_in_one_line(store, monkeypatch):
-    monkeypatch.setattr(app_model, "EXACT_PIXELS", 1000)
+    monkeypatch.setattr(budgets, "EXACT_PIXELS", 1000)
 
     async def run():
         state = await opened(store)
@@ -90,7 +90,7 @@ def test_an_exact_result_past_the_pixel_cap_is_refused_in_one_line(store, monkey
 
 
 def test_a_zoomed_out_view_whose_level_vectors_fit_the_budget_is_exact_at_once(store):
-    """At any level, not only at 10 m, the full vectors are read when they fit model.REGION_BYTES."""
+    """At any level, not only at 10 m, the full vectors are read when they fit budgets.REGION_BYTES."""
     async def run():
         state = await opened(store)
         lon, lat = centre_of_data(store, "utm30")

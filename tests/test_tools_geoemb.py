@@ -9,7 +9,7 @@ import numpy as np
 import zarr
 
 from app import layers
-from app.reader import ZarrSource
+from builder.reader.source import ZarrSource
 from app.session import Explorer
 from app.state import UrlState
 from app.tools import region, share
@@ -101,7 +101,7 @@ def test_labels_classify_cluster_change_scatter_and_export_on_a_geoemb_store(geo
 def test_zoomed_out_change_on_a_geoemb_store_reads_its_capped_10m_window(geoemb_store, monkeypatch):
     """A geoemb: store carries no overviews: zoomed out, change runs on the same capped 10 m window as the other
     tools (region.plan), both years from its time axis, and the status says the view was capped."""
-    monkeypatch.setattr("app.model.MAX_REGION", 128)  # the demo's data is smaller than the real cap
+    monkeypatch.setattr("app.budgets.MAX_REGION", 128)  # the demo's data is smaller than the real cap
     url = str(geoemb_store)
     v1, v0 = vectors(geoemb_store, "utm30", 1), vectors(geoemb_store, "utm30", 0)  # 2024, 2023
     rows, cols = np.nonzero(np.isfinite(v1[..., 0]))

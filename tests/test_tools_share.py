@@ -192,8 +192,8 @@ HOSTILE_TOOLS = [
 
 
 def test_hostile_tool_values_are_ignored_in_one_escaped_line(store, monkeypatch):
-    monkeypatch.setattr("app.model.MAX_REGION", 128)  # the demo's zones are smaller than the real caps
-    monkeypatch.setattr("app.model.MAX_CODE_SIDE", 256)
+    monkeypatch.setattr("app.budgets.MAX_REGION", 128)  # the demo's zones are smaller than the real caps
+    monkeypatch.setattr("app.budgets.MAX_CODE_SIDE", 256)
 
     async def run():
         state = await opened(store)

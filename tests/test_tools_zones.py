@@ -243,14 +243,14 @@ def test_a_capped_view_without_overviews_reads_one_patch_of_ground(plain_store, 
     """Without overviews the region is 10 m windows capped at MAX_REGION around the view's centre: the other zone
     is read only where the primary's capped square reaches it (not as a strip of its own edge, kilometres away),
     and whole when the view is not capped."""
-    from app import model as app_model
+    from app import budgets
 
     async def run():
         state = await opened(plain_store)
         state.centre_view(0.0, centre_of_data(plain_store, "utm30")[1], SPAN)  # 700 px across: not capped
         assert [w[0].name for w in region.plans(state.model, state.render_view())] == ["utm30", "utm31"] or \
             [w[0].name for w in region.plans(state.model, state.render_view())] == ["utm31", "utm30"]
-        monkeypatch.setattr(app_model, "MAX_REGION", 40)  # 400 m around the centre of utm30's data
+        monkeypatch.setattr(budgets, "MAX_REGION", 40)  # 400 m around the centre of utm30's data
         state.centre_view(*centre_of_data(plain_store, "utm30"), 16_000)  # the view shows utm31's tile too
         v = state.render_view()
         assert {z.name for z, _ in region.zones_in_view(state.model, v)} >= {"utm30", "utm31"}

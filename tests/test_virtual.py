@@ -470,8 +470,10 @@ def test_index_zone_groups_pass_the_upstream_proj_and_spatial_schemas(two_years,
 
 
 def test_explorer_recognises_the_index_by_its_registration(two_years, tmp_path):
-    from app.model import StoreModel
-    from app.reader import Source, SourceError, as_slices
+    import jsonschema
+
+    from builder.core.reader import StoreModel
+    from builder.core.source import Source, SourceError, as_slices
     _, stores = two_years
     g = open_index(str(_years_index(stores, tmp_path / "y.json")), allow=[str(stores)])
     root = _docs(g)[""]
@@ -489,7 +491,7 @@ def test_explorer_recognises_the_index_by_its_registration(two_years, tmp_path):
         async def read(self, path, box, hint="pixel"):  # the Source protocol (app/reader.py)
             return g[path][as_slices(box)]
 
-    m = run_async(StoreModel(IndexSource(root)).open())
+    m = run_async(StoreModel(IndexSource(root), jsonschema=jsonschema).open())
     assert m.years == [2023, 2024] and m.year is None
     z24 = zarr.open_group(stores / "2024.zarr" / "utm30", mode="r")
     r, c = (int(x) for x in np.argwhere(~np.isnan(z24["scales"][:]))[0])
@@ -499,7 +501,7 @@ def test_explorer_recognises_the_index_by_its_registration(two_years, tmp_path):
     zone, row, col, vecs = run_async(m.pixel_years(lon, lat))
     want = z24["embeddings"][r, c].astype(np.float32) * z24["scales"][r, c]
     np.testing.assert_array_equal(vecs[1], want)
-    # A window of each year, read by its year index (app/kinds.py YearsIndex): the index shows no year itself.
+    # A window of each year, read by its year index (builder/core/kinds.py YearsIndex): the index shows no year itself.
     from app.tools.region import read_window
     zone = m.zones["utm30"]
     win = max(r - 3, 0), min(r + 5, zone.height), max(c - 2, 0), min(c + 6, zone.width)
@@ -512,7 +514,7 @@ def test_explorer_recognises_the_index_by_its_registration(two_years, tmp_path):
     unregistered = json.loads(json.dumps(root))
     unregistered["attributes"]["zarr_conventions"] = []
     with pytest.raises(SourceError, match="not a tessera store"):
-        run_async(StoreModel(IndexSource(unregistered)).open())
+        run_async(StoreModel(IndexSource(unregistered), jsonschema=jsonschema).open())
 
 
 def test_the_python_reader_opens_the_index_as_its_own_kind_by_its_registration(two_years, tmp_path):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import zarr
 from pyproj import Transformer
 
-from app.model import StoreModel
-from app.reader import ZarrSource
+from builder.core.reader import StoreModel
+from builder.reader.source import ZarrSource
 from builder import pyramid
 from builder.core.zone import Zone
 from builder.reader import open_store
@@ -21,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_the_explorer_the_reader_and_the_pyramid_share_one_zone_of_each_group(store):
-    model = run_async(StoreModel(ZarrSource(str(store))).open())
+    model = run_async(StoreModel(ZarrSource(str(store)), jsonschema=jsonschema).open())
     reader = open_store(store).zones()
     built = {z.name: z for z in pyramid._zones(open_sink(str(store)))}
     root = zarr.open_group(str(store), mode="r", use_consolidated=False)

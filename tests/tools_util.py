@@ -8,7 +8,7 @@ import numpy as np
 import zarr
 from pyproj import Transformer
 
-from app.reader import ZarrSource
+from builder.reader.source import ZarrSource
 from app.session import Explorer
 from app.state import UrlState
 

@@ -5,15 +5,15 @@
 // remembers each file's size from Content-Range (app/js/ranges.js turns later
 // suffix reads of that file into plain ranges with it).  Documents from
 // elsewhere (catalogs, indexes, metadata) are size- and depth-capped.
-import KINDS from "./errors.json";
+import KINDS from "./errors.json"; // builder/core/errors.json: builder/site.py copies it here to bundle
 import { options } from "./options.js";
 
-export const ERROR_KINDS = KINDS; // the one list, shared with Python (app/errors.py reads the same file)
+export const ERROR_KINDS = KINDS; // the one list, shared with Python (builder/core/source.py reads the same file)
 
 export class TesseraError extends Error {
   constructor(kind, message) {
     super(message);
-    if (!(kind in KINDS)) throw new Error(`unknown error kind ${kind} (app/js/errors.json)`);
+    if (!(kind in KINDS)) throw new Error(`unknown error kind ${kind} (builder/core/errors.json)`);
     this.kind = kind;
   }
 }

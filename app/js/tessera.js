@@ -4,8 +4,8 @@
 // Every call resolves to one shape, never rejects:
 //   {ok: true, value}                      value: a JSON string for documents (Python parses it),
 //                                          {data, shape, dtype} for array reads, an object otherwise
-//   {ok: false, error: {kind, message}}    kind: one of app/js/errors.json (app/errors.py reads the
-//                                          same list and raises SourceError(kind, message))
+//   {ok: false, error: {kind, message}}    kind: one of builder/core/errors.json (builder/core/source.py
+//                                          reads the same list; SourceError(kind, message))
 //
 // Modules: fetching.js (traced, capped fetches with retries, and origin checks), flights.js (reads in flight
 // shared: deduplicated and coalesced), options.js (the switches a benchmark's baseline turns off), ranges.js (zarrita store

@@ -2,7 +2,7 @@
 PNG (APNG, written by Pillow, which the site loads for every PNG export), georeferenced by sidecars.
 
 The years are those of the catalog's year stores, or of the open geoemb: store's time axis. Every frame covers the
-same ground: the view's 10 m window in its primary zone (app/layers.py view_window, capped at model.MAX_REGION per
+same ground: the view's 10 m window in its primary zone (app/layers.py view_window, capped at budgets.MAX_REGION per
 side) in the year shown, and in each other year's store the same zone's window shifted onto that store's grid (grids
 of a zone lie on one lattice: app/tools/change.py shifted); pixels outside a year's grid, or a year whose store has no
 preview there, are transparent. The bundle (zip) holds the APNG, its world file (.pgw) and .png.aux.xml (the CRS),
@@ -15,25 +15,26 @@ import io
 import json
 import zipfile
 
+import jsonschema
 import numpy as np
 
 from app import gis, raster
 from app.layers import ExportError, view_window
-from app.model import StoreModel
+from builder.core.reader import StoreModel
 from app.tools.change import shifted
 
 FRAME_MS = 800  # each year's time on screen
 
 
 async def year_model(state, year: int) -> StoreModel:
-    """The store showing `year`: the open one, when it holds that year itself (app/kinds.py showing), or the
+    """The store showing `year`: the open one, when it holds that year itself (builder/core/kinds.py showing), or the
     catalog's store."""
     m = state.model
     shown = m.kind.showing(m, year)
     if shown is not None:
         return shown
     entry = next(c for c in state.catalog if c["year"] == year)
-    return await StoreModel(state.source_factory(entry["url"])).open(year)
+    return await StoreModel(state.source_factory(entry["url"]), jsonschema=jsonschema).open(year)
 
 
 async def frame(model: StoreModel, zone, window) -> np.ndarray:

@@ -3,7 +3,7 @@ years' stores when the catalog has both, else from the multi-year index or a geo
 zone grid for every year).  Like the other tools (app/tools/region.py plan) the view is read whole at its
 overview level (tessera-ovr:), as full vectors or the compact code, the same level and window for both years
 (two stores' grids of a level lie on one lattice, so one is the other shifted by whole pixels); a zone without
-overviews (an index, geoemb:, --no-overviews) is read at 10 m, capped at model.MAX_REGION per side.
+overviews (an index, geoemb:, --no-overviews) is read at 10 m, capped at budgets.MAX_REGION per side.
 """
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ import numpy as np
 import param
 
 from app import render, views
-from app.model import StoreModel, cosine_pairs
-from app.reader import SourceError
+from builder.core.reader import StoreModel
+from builder.core.quant import cosine_pairs
+from builder.core.source import SourceError
 from app.tools import region as reg
 from app.tools.tool import Tool
 from app.tools.urlvalues import integer, number

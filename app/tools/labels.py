@@ -22,7 +22,7 @@ import numpy as np
 import param
 
 from app import documents, views
-from app.reader import SourceError
+from builder.core.source import SourceError
 from app.tools import colours, lazy, stored
 from app.tools.progress import Progress, Report, file_name
 

@@ -1,7 +1,7 @@
 """Polygon labels: every valid pixel whose centre lies inside a polygon drawn on the map, labelled with one class.
 
 The polygon is given by its lon/lat vertices; its edges are straight on the map (Web Mercator), as it was drawn.
-Each zone of the store is read over the polygon's bounding window (full vectors, at most model.MAX_REGION pixels per
+Each zone of the store is read over the polygon's bounding window (full vectors, at most budgets.MAX_REGION pixels per
 side: a larger polygon is refused in one line), and a pixel belongs to the zone that owns its centre where zones
 overlap (StoreModel.locate_many: the nearest central meridian). When more than MAX_LABELS pixels are inside, a
 seeded sample of MAX_LABELS is labelled; the status line gives both counts.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app import geo, model as app_model, views
+from app import budgets, geo, views
 from app.tools import labels as lab, region, stored
 
 MAX_LABELS = 2000  # labels one polygon adds (a seeded sample of the pixels inside when there are more)
@@ -81,8 +81,8 @@ async def label(app, coords, cls=None, seed: int = 0, cap: int = MAX_LABELS) -> 
             if w is None:
                 continue
             r0, r1, c0, c1 = w
-            if max(r1 - r0, c1 - c0) > app_model.MAX_REGION:
-                raise ValueError(f"the polygon spans more than {app_model.MAX_REGION} pixels per side in {z.name}: "
+            if max(r1 - r0, c1 - c0) > budgets.MAX_REGION:
+                raise ValueError(f"the polygon spans more than {budgets.MAX_REGION} pixels per side in {z.name}: "
                                  "draw a smaller one")
             rr, cc = np.mgrid[r0:r1, c0:c1]
             plon, plat = geo.utm_to_lonlat(*z.grid.centre(rr, cc), z.zone, z.south)

@@ -4,11 +4,11 @@ A view that spans UTM zones is read in each of them (`Regions`: one `Region` per
 view's centre first, the primary); the tools run on all the parts' pixels together and give one `Layer` per
 zone (a Layer's `parts`).  Each zone is read on its own grid, as follows.  A zone with embedding overviews
 (tessera-ovr:) is read at the level whose pixel is the finest still at least the view's metres per screen
-pixel (`level_for`), over the whole view: its full vectors when they fit model.REGION_BYTES (and
-model.MAX_REGION per side; level 0 only), else its compact code (D int8 + a scale per pixel;
+pixel (`level_for`), over the whole view: its full vectors when they fit budgets.REGION_BYTES (and
+budgets.MAX_REGION per side; level 0 only), else its compact code (D int8 + a scale per pixel;
 `Region.vectors` reconstructs B-d float32 vectors from it, and similarity runs on the code itself).  A zone
 without overviews (geoemb:, a multi-year index, a store built with --no-overviews) is read at 10 m, at most
-model.MAX_REGION (768) pixels per side around the view's centre: a zoomed-out view is capped, and `describe`
+budgets.MAX_REGION (768) pixels per side around the view's centre: a zoomed-out view is capped, and `describe`
 says so; a zone with nested-depth arrays (geoemb: `embeddings_d{D}`, the first D values of every vector) is read
 from the one of depth TOOL_DEPTH (`depth_of`) unless the exact result is asked for, and its vectors are those D
 values (vectors from elsewhere, a selection's or labels', are cut to them: `Region.fit`).  Tool results are
@@ -23,8 +23,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from app import render
-from app.model import StoreModel, Zone
-from app import model as app_model  # MAX_REGION, looked up at call time
+from builder.core.reader import StoreModel
+from builder.core.zone import Zone
+from app import budgets  # MAX_REGION, looked up at call time
 from builder.core import convention as conv
 from builder.core.quant import cosine_map, cosine_map_code
 
@@ -289,7 +290,7 @@ def view_window(model: StoreModel, v: render.View):
 
 def view_windows(model: StoreModel, v: render.View) -> list:
     """(zone, capped window, full window) of every zone the view shows (zones_in_view's order): the primary zone's
-    capped at model.MAX_REGION per side around the view's centre; each other zone without overviews (read by these
+    capped at budgets.MAX_REGION per side around the view's centre; each other zone without overviews (read by these
     10 m windows) cut to the ground of the primary's capped window (its map box), so a capped view is one patch
     of ground, not the primary's square and a strip of the next zone far from it, and left out when that box
     misses it.  Zones with overviews are read by level windows over the whole view (zone_plan) instead."""
@@ -297,17 +298,17 @@ def view_windows(model: StoreModel, v: render.View) -> list:
     if not got:
         return []
     zone, full = got[0]
-    first = cap(full, centre(zone, v), app_model.MAX_REGION)
+    first = cap(full, centre(zone, v), budgets.MAX_REGION)
     out = [(zone, first, full)]
     box = render.window_view(zone, first) if first != tuple(full) else v
     for other, full in got[1:]:
         if overviews(other):
-            out.append((other, cap(full, centre(other, v), app_model.MAX_REGION), full))
+            out.append((other, cap(full, centre(other, v), budgets.MAX_REGION), full))
             continue
         w = render.edge_window(other, box)
         w = None if w is None else (max(w[0], full[0]), min(w[1], full[1]), max(w[2], full[2]), min(w[3], full[3]))
         if w is not None and w[0] < w[1] and w[2] < w[3]:
-            out.append((other, cap(w, centre(other, v), app_model.MAX_REGION), full))
+            out.append((other, cap(w, centre(other, v), budgets.MAX_REGION), full))
     return out
 
 
@@ -339,19 +340,19 @@ def full_bytes(zone: Zone, window) -> int:
 
 def use_for(zone: Zone, window, exact: bool = False) -> str:
     """What a (level) zone window is read as: "vectors" (its level's full B-d vectors) when they fit
-    model.REGION_BYTES (and, at level 0, model.MAX_REGION per side), or when the exact result is asked for
-    (`exact`; the caller keeps the window within model.EXACT_PIXELS); else "code" (the level's compact code, a
+    budgets.REGION_BYTES (and, at level 0, budgets.MAX_REGION per side), or when the exact result is asked for
+    (`exact`; the caller keeps the window within budgets.EXACT_PIXELS); else "code" (the level's compact code, a
     first, approximate answer: benchmarks/accuracy.py measures how approximate on data like real embeddings)."""
     r0, r1, c0, c1 = window
     if exact:
         return "vectors"
-    fits = (zone.level > 0 or max(r1 - r0, c1 - c0) <= app_model.MAX_REGION) \
-        and full_bytes(zone, window) <= app_model.REGION_BYTES
+    fits = (zone.level > 0 or max(r1 - r0, c1 - c0) <= budgets.MAX_REGION) \
+        and full_bytes(zone, window) <= budgets.REGION_BYTES
     return "vectors" if fits else "code"
 
 
 def overviews(zone: Zone) -> bool:
-    return bool(zone.levels) and app_model.OVERVIEWS
+    return bool(zone.levels) and budgets.OVERVIEWS
 
 
 TOOL_DEPTH = 16  # the nested depth tools read first: 1/8 of the bytes, 39 % of real top-100 neighbours (depth 4: 3 %)
@@ -419,16 +420,16 @@ def plans(model: StoreModel, v: render.View, exact: bool = False) -> list:
 
 
 class TooLarge(ValueError):
-    """The exact result of a view holding more pixels than model.EXACT_PIXELS in one zone."""
+    """The exact result of a view holding more pixels than budgets.EXACT_PIXELS in one zone."""
 
 
 def check_exact(ps: list) -> None:
-    """Refuse (TooLarge, one line) plans whose full vectors exceed model.EXACT_PIXELS in a zone."""
+    """Refuse (TooLarge, one line) plans whose full vectors exceed budgets.EXACT_PIXELS in a zone."""
     for zone, window, _, use in ps:
         r0, r1, c0, c1 = window
-        if use == "vectors" and (r1 - r0) * (c1 - c0) > app_model.EXACT_PIXELS:
+        if use == "vectors" and (r1 - r0) * (c1 - c0) > budgets.EXACT_PIXELS:
             raise TooLarge(f"the exact result of this view needs {(r1 - r0) * (c1 - c0):,} {zone.pixel:g} m pixels of "
-                           f"{zone.name}, more than {app_model.EXACT_PIXELS:,}: zoom in, or use the compact code")
+                           f"{zone.name}, more than {budgets.EXACT_PIXELS:,}: zoom in, or use the compact code")
 
 
 def cost(ps: list) -> tuple[int, int]:
@@ -534,7 +535,7 @@ async def read_plans(model: StoreModel, ps: list) -> Regions | None:
 
 async def read(model: StoreModel, v: render.View, exact: bool = False) -> Regions | None:
     """The view's region in every zone (plans), as full vectors everywhere when `exact` (TooLarge past
-    model.EXACT_PIXELS in a zone)."""
+    budgets.EXACT_PIXELS in a zone)."""
     ps = plans(model, v, exact)
     if exact:
         check_exact(ps)
@@ -561,7 +562,7 @@ def describe_one(region: Region) -> str:
     if region.capped:
         f = region.full
         text += (f"; the view covers {f[1] - f[0]} x {f[3] - f[2]} px of {z.name}, capped at "
-                 f"{app_model.MAX_REGION} px per side around its centre")
+                 f"{budgets.MAX_REGION} px per side around its centre")
     return text
 
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import traceback
 
-from app import model as app_model
+from app import budgets
 from app import views
-from app.reader import SourceError
+from builder.core.source import SourceError
 from app.state import SHOWN
 from app.tools import region, registry
 from app.tools.urlvalues import integer
@@ -119,7 +119,7 @@ def checked_window(state, name: str, window: tuple, zone: str | None, level: int
     text = "_".join(map(str, window))
     if not (0 <= r0 < r1 <= z.height and 0 <= c0 < c1 <= z.width):
         raise ValueError(f"{name}: window {text[:SHOWN]} is not inside {zone}'s grid ({z.height} x {z.width} px)")
-    cap = app_model.MAX_CODE_SIDE if coded and region.use_for(z, window) == "code" else app_model.MAX_REGION
+    cap = budgets.MAX_CODE_SIDE if coded and region.use_for(z, window) == "code" else budgets.MAX_REGION
     if max(r1 - r0, c1 - c0) > cap:
         raise ValueError(f"{name}: window {text[:SHOWN]} is larger than the region cap ({cap} px per side)")
     return zone, level, window

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, ClassVar
 
+import jsonschema
 import param
 
 from app.tools import region as reg
@@ -53,7 +54,7 @@ class Context:
 
     @property
     def model(self):
-        """The shown store (app/model.py StoreModel), or None before one is open."""
+        """The shown store (builder/core/reader.py StoreModel), or None before one is open."""
         return self._app.model
 
     @property
@@ -82,7 +83,7 @@ class Context:
 
     @property
     def selected(self):
-        """The selected pixel (app/model.py Pixel), or None."""
+        """The selected pixel (builder/core/reader.py Pixel), or None."""
         return self._app.selected
 
     @property
@@ -124,14 +125,15 @@ class Context:
 
     async def store(self, year: int):
         """The store of `year` from the catalog, opened once and kept (change and cross-year models read it)."""
-        from app.model import StoreModel
-        from app.reader import SourceError
+        from builder.core.reader import StoreModel
+        from builder.core.source import SourceError
         if year not in self.stores:
             entry = next((c for c in self._app.catalog if c["year"] == year), None)
             if entry is None:
                 raise SourceError("notfound", f"no store for {year} in the catalog")
             # open(year): a geoemb: store lists every year under one URL and shows the one asked for
-            self.stores[year] = await StoreModel(self._app.source_factory(entry["url"])).open(year)
+            model = StoreModel(self._app.source_factory(entry["url"]), jsonschema=jsonschema)
+            self.stores[year] = await model.open(year)
         return self.stores[year]
 
 

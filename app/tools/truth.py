@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.reader import REGION, SourceError
+from builder.core.source import REGION, SourceError
 from builder.core.truthclasses import KEY, NO_DATA, TruthError, check_classes, key
 
 # truth pixels (bytes) read for one zone window of the map: a larger window is refused ("zoom in"), as a map at level 3

@@ -1,8 +1,8 @@
 """What a store's root metadata says: `describe(root zarr.json) -> StoreInfo` (pure core: stdlib + numpy).
 
-The one reader of a store root's attributes and consolidated metadata.  The explorer (app/model.py,
-app/geoemb.py), the Python reader (builder/reader/), the virtual index parsers, publish and the catalog
-writer all take a store's kind, years, zones, global_rgb levels and extensions from here; the rules that
+The one reader of a store root's attributes and consolidated metadata.  The explorer's reader
+(builder/core/reader.py, geoemb.py), the Python reader (builder/reader/), the virtual index parsers, publish and
+the catalog writer all take a store's kind, years, zones, global_rgb levels and extensions from here; the rules that
 differ between layouts are builder/core/layout.py's.
 
     import jsonschema

@@ -10,7 +10,7 @@
   negative northings; inner chunks 32 x 32 (all bands, 128 KiB), shards 4096 x 4096.
 
 Which layout a store follows is read from its root's `zarr_conventions` uuids (`root_kind`).  The Python
-reader (builder/reader/) and the explorer (app/model.py, shipped to the browser with this module) both
+reader (builder/reader/) and the explorer's (builder/core/reader.py, shipped to the browser with this module) both
 take these rules from here.
 """
 from __future__ import annotations

@@ -32,7 +32,7 @@ def lonlat(points, where: str = "points") -> tuple[np.ndarray, np.ndarray]:
 
 def locate(zones: list[Zone], lon: np.ndarray, lat: np.ndarray):
     """(zone index or -1, row, col) per point.  Where zone grids overlap, the zone whose central meridian
-    is nearest wins: the explorer's rule (app/model.py StoreModel.locate), with its helper."""
+    is nearest wins: the explorer's rule (builder/core/reader.py StoreModel.locate), with its helper."""
     rows = np.full(lon.shape, -1, dtype=np.int64)
     cols = np.full(lon.shape, -1, dtype=np.int64)
     pick = NearestZone(lon)

@@ -1,4 +1,4 @@
-"""Opening a geoemb: store (the TESSERA maintainers' multi-year layout) in the explorer.
+"""Opening a geoemb: store (the TESSERA maintainers' multi-year layout) in the explorer's reader.
 
 The layout's rules (its uuid, axis order, no-data test, zone grid) are builder/core/layout.py's, shared with the
 Python reader; this module only finds the store's nodes and fills a StoreModel with them:
@@ -15,11 +15,11 @@ import asyncio
 
 import numpy as np
 
-from app.reader import SourceError
 from builder.core import convention as conv
 from builder.core import layout as lay
 from builder.core.describe import StoreInfo, levels
 from builder.core.describe import zones as describe_zones
+from builder.core.source import SourceError
 
 
 async def _nodes(source, info: StoreInfo) -> dict[str, dict]:

@@ -1,6 +1,7 @@
-"""The store kinds the explorer reads, one class each: what differs between a `tessera:` year store, a multi-year
-index (`tessera-stack:`, builder/virtual/: the year stores' arrays with a leading year axis) and a `geoemb:` store
-(years on each zone's time axis, any of which the store shows itself).
+"""The store kinds the explorer's reader (builder/core/reader.py StoreModel) reads, one class each: what differs
+between a `tessera:` year store, a multi-year index (`tessera-stack:`, builder/virtual/: the year stores' arrays
+with a leading year axis) and a `geoemb:` store (years on each zone's time axis, any of which the store shows
+itself).
 
 StoreModel.open picks one per store from the convention its root registers (builder/core/describe.py
 StoreInfo.kind) and keeps it as `model.kind`; the model and its callers ask it, never which kind a store is.
@@ -11,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import copy
 
-from app.geoemb import read_geoemb
-from app.reader import REGION
 from builder.core import convention as conv
 from builder.core.describe import GEOEMB, STACK, TESSERA
+from builder.core.geoemb import read_geoemb
+from builder.core.source import REGION
 
 
 class YearStore:

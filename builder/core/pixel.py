@@ -1,5 +1,5 @@
-"""The pixel the explorer shows (its zones are builder/core/zone.py's Zone, the global_rgb levels
-builder/core/describe.py's Level)."""
+"""The pixel the explorer's reader gives (builder/core/reader.py StoreModel.pixel; its zones are
+builder/core/zone.py's Zone, the global_rgb levels builder/core/describe.py's Level)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,6 +1,7 @@
-"""The explorer's logic, free of any UI: open a store, find pixels, read and compare embeddings.
+"""The explorer's reader, free of any UI and of any transport: open a store, find pixels, read and compare
+embeddings (pure core: stdlib + numpy).
 
-Runs unchanged in Pyodide (with JSSource) and on CPython (with ZarrSource).
+Runs unchanged in Pyodide (over app/reader.py JSSource) and on CPython (over builder/reader/source.py ZarrSource).
 """
 from __future__ import annotations
 
@@ -8,43 +9,46 @@ import asyncio
 
 import numpy as np
 
-from app import render
-from app.kinds import KINDS, YearStore
-from app.meta import Pixel
-from app.reader import PIXEL, REGION, Source, SourceError, as_slices
 from builder.core import convention as conv
 from builder.core import extensions as ext
 from builder.core import layout as lay
+from builder.core.describe import TESSERA, Level, StoreError, StoreInfo, describe
 from builder.core.geometry import NearestZone
-from builder.core.describe import TESSERA, Level, StoreError, StoreInfo, describe, levels
+from builder.core.kinds import KINDS, YearStore
+from builder.core.pixel import Pixel
+from builder.core.source import PIXEL, REGION, Source, SourceError, as_slices
 from builder.core.zone import Zone
-from builder.core.quant import cosine_map, cosine_pairs, cosine_table
-
-__all__ = ["StoreModel", "Zone", "Level", "Pixel", "cosine_map", "cosine_pairs", "cosine_table", "levels"]
 
 COLUMNS = 256  # pixels kept, each at every year a store holds (StoreModel._column)
-MAX_REGION = 768  # pixels per side of a tool region (app/tools/region.py): 3 shard widths, so an unaligned window touches 4x4 shards
-OVERVIEWS = True  # tool regions read tessera-ovr: levels when a zone has them (False: the capped 10 m path)
-MAX_CODE_SIDE = 4096  # pixels per side of a region read as an overview level's compact code (a link's window)
-REGION_BYTES = 20 * 1600 * 1000  # a tool region's read budget with overviews: 20 B per pixel of a 1600 x 1000 screen
 MANY_BATCH = 256  # pixels read at once, one by one, by vectors_of (a label import, labels from a tool's region)
 MANY_DENSE = 64  # a shard with at least this many of those pixels is read as one window of it instead
-EXACT_PIXELS = MAX_REGION * MAX_REGION  # the most pixels per zone an exact (full-vector) result reads: ~300 MB float32
+
+
+def false_colour(q: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """RGBA of int8 (h, w, 3) embedding dimensions: value v -> 128 + 1.5 v (clipped), a fixed linear map, so
+    colours do not change while panning; transparent where there is no data.  The map's preview of a store
+    without rgb previews (geoemb:): TESSERA's first dimensions carry the most variance."""
+    out = np.zeros(q.shape[:2] + (4,), dtype=np.uint8)
+    out[..., :3] = np.clip(128 + 1.5 * q.astype(np.float32), 0, 255).astype(np.uint8)
+    out[..., 3] = np.where(valid, 255, 0)
+    return out
 
 
 class StoreModel:
     """A store as the explorer reads it: a tessera: v1 year store, a multi-year index (tessera-stack:) or a
-    geoemb: store (years on a time axis), told apart by `kind` (app/kinds.py: `kind.showing(model, year)` gives
+    geoemb: store (years on a time axis), told apart by `kind` (builder/core/kinds.py: `kind.showing(model, year)` gives
     the same geoemb: store at another year, no second open).
 
     The data-layer API the views and tools use, whatever the layout: `zones`, `locate`, `pixel`, `pixel_at`,
     `pixel_years`, `region` (embeddings (h, w, B) int8, scales (h, w) float32 with NaN wherever there is no
-    data), `similarity`."""
+    data), `similarity`.  `jsonschema`: the jsonschema module, which checks the root against the convention's
+    schema (builder/core/schemacheck.py: the core cannot import it; the caller hands it in)."""
 
-    def __init__(self, source: Source):
+    def __init__(self, source: Source, *, jsonschema):
         self.source = source
+        self.jsonschema = jsonschema
         self.layout: lay.Layout = lay.V1
-        self.kind: YearStore = KINDS[TESSERA]  # what differs between store kinds (app/kinds.py), set at open
+        self.kind: YearStore = KINDS[TESSERA]  # what differs between store kinds (builder/core/kinds.py), set at open
         self.root: dict = {}
         self.zones: dict[str, Zone] = {}
         self.all_zones: dict[str, Zone] = {}  # geoemb: zones of every year (`zones`: those with the year shown)
@@ -58,7 +62,7 @@ class StoreModel:
         self._codes: dict = {}
 
     async def open(self, year: int | None = None) -> "StoreModel":
-        """Read the root (and, for geoemb:, each zone's time axis: app/kinds.py read); `year`: the geoemb: year to
+        """Read the root (and, for geoemb:, each zone's time axis: builder/core/kinds.py read); `year`: the geoemb: year to
         show first."""
         doc = await self.source.meta()
         if not isinstance(doc, dict):
@@ -74,11 +78,9 @@ class StoreModel:
             what = f"missing {e}" if isinstance(e, KeyError) else str(e)
             raise SourceError("invalid", f"not a tessera store: {what}") from None
 
-    @staticmethod
-    def _describe(doc: dict) -> StoreInfo:
-        import jsonschema  # the real library on both sides (builder/core/schemacheck.py); a boot wheel of the site
+    def _describe(self, doc: dict) -> StoreInfo:
         try:
-            return describe(doc, jsonschema=jsonschema)
+            return describe(doc, jsonschema=self.jsonschema)
         except StoreError as e:
             if e.kind == "version":
                 raise SourceError("version", f"this store has tessera:dataset_version={e.version!r}; the explorer "
@@ -86,7 +88,7 @@ class StoreModel:
             raise SourceError("invalid", f"not a tessera store: {e}") from None
 
     def read_root(self, info: StoreInfo, **zone_fields) -> "StoreModel":
-        """Fill the model from a root's consolidated metadata (a year store, a multi-year index: app/kinds.py);
+        """Fill the model from a root's consolidated metadata (a year store, a multi-year index: builder/core/kinds.py);
         `zone_fields` override those of every zone (ZoneInfo.zone)."""
         self.root = info.attrs
         if not info.consolidated:
@@ -253,13 +255,13 @@ class StoreModel:
 
     async def pixel_years(self, lon: float, lat: float) -> tuple[Zone, int, int, list[np.ndarray | None]] | None:
         """One pixel's dequantised vector in every year of `years` (None where no data), read from a multi-year
-        index or a geoemb: store's time axis; None outside every zone or for a year store (app/kinds.py)."""
+        index or a geoemb: store's time axis; None outside every zone or for a year store (builder/core/kinds.py)."""
         return await self.kind.pixel_years(self, lon, lat)
 
     async def window(self, zone: Zone, year: int, r0: int, r1: int, c0: int, c1: int, array: str = "embeddings"):
         """(int8 `array` (h, w, B): the embeddings or a nested-depth array of them, float32 scales (h, w)) of a
         window of `zone` in `year`, a year this store holds (ValueError for another), however its kind reads it
-        (app/kinds.py)."""
+        (builder/core/kinds.py)."""
         return await self.kind.window(self, zone, year, r0, r1, c0, c1, array)
 
     # ------------------------------------------------------------ previews --
@@ -283,7 +285,7 @@ class StoreModel:
 
     async def preview(self, zone: Zone, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
         """RGBA window of a zone's preview: its rgb array (v1), or false colour from the first three embedding
-        dimensions (geoemb:, app/render.py false_colour).  Each zone's last window read is kept: redraws of a view
+        dimensions (geoemb:, false_colour).  Each zone's last window read is kept: redraws of a view
         across zones re-read none."""
         key = (r0, r1, c0, c1)
         if self._previews.get(zone.name, (None,))[0] != key:
@@ -292,7 +294,7 @@ class StoreModel:
             else:
                 q, s = await self._box(zone, (r0, r1), (c0, c1), self._t(zone), self.preview_array, (0, 3),
                                        hint=self._region_hint())
-                rgba = render.false_colour(q.reshape(r1 - r0, c1 - c0, 3), self.layout.valid(s.reshape(r1 - r0, c1 - c0)))
+                rgba = false_colour(q.reshape(r1 - r0, c1 - c0, 3), self.layout.valid(s.reshape(r1 - r0, c1 - c0)))
             self._previews[zone.name] = (key, rgba)
         return self._previews[zone.name][1]
 
