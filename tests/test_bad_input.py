@@ -17,17 +17,24 @@ GOOD = (-0.05, 50.85)
 NAME = "grid_-0.05_50.85"
 
 
-@pytest.fixture()
-def setup(tmp_path, world):
-    """A valid store built from one tile, plus a second tile directory to break."""
-    good = tmp_path / "good"
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, world):
+    """A valid store built once from one tile, and that tile beside a second one (the directory to break)."""
+    good = tmp_path_factory.mktemp("good")
     demo.write_tile(good, 2024, *GOOD, PX, world=world)
-    out = tmp_path / "out"
+    out = tmp_path_factory.mktemp("out")
     run_cli("build", str(good), "--year", "2024", "--out", str(out), "--scheduler", "sync", "-q", "--no-global")
-    bad = tmp_path / "bad"
-    shutil.copytree(good, bad)
+    bad = tmp_path_factory.mktemp("bad")
+    shutil.copytree(good, bad, dirs_exist_ok=True)
     demo.write_tile(bad, 2024, 0.05, 50.85, PX, world=world)
     return bad, out
+
+
+@pytest.fixture()
+def setup(built, tmp_path):
+    """This test's own copies of `built`'s two directories (to break, and to write into): one build for the module
+    instead of one a test, the same inputs (copytree keeps file times, as the tile's copy into `bad` always did)."""
+    return tuple(shutil.copytree(src, tmp_path / name) for src, name in zip(built, ("bad", "out")))
 
 
 def tile_dir(root: Path, name: str, year=2024) -> Path:

@@ -29,9 +29,10 @@ from test_serve import running_server
 
 @pytest.fixture(scope="module")
 def s3_server():
+    """moto's S3 API on 127.0.0.1 (tests/moto_s3.py); its URL."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    with running_server([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], url):
+    with running_server([sys.executable, str(Path(__file__).with_name("moto_s3.py")), str(port)], url):
         yield url
 
 
