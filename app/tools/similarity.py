@@ -50,23 +50,25 @@ class Similarity(Overlay):
 
     def __init__(self, ctx, **kw):
         super().__init__(ctx, **kw)
-        again = lambda *e: ctx.spawn(self.compute()) if self.on else None
-        self.param.watch(self._turned, "on")
-        self.param.watch(again, ["sim_from", "sim_mode"])
-        ctx.watch_pixel(again)
-        ctx.watch_exact(again)
+        self._search = None  # the last search set off by a change (_again), a task
+        self.param.watch(self._again, ["on", "sim_from", "sim_mode"])
+        ctx.watch_pixel(lambda px: self._again())
+        ctx.watch_exact(self._again)
         ctx.watch_year(lambda: setattr(self, "result", None))  # the new year's selection runs it again
         self.param.watch(lambda e: self._recolour(), "threshold")
 
     def _colour(self, values: np.ndarray) -> np.ndarray:
         return render.similarity_rgba(values, self.threshold)
 
-    def _turned(self, e) -> None:
-        """Turned on: search, and take a tool layer off the map (drawn above this one, it would hide it; the "Tool
-        layer" selector shows it again)."""
-        if e.new:
+    def _again(self, *events) -> None:
+        """Search again, once for a change however many of its settings it changed (param calls a watcher once per
+        batch of changes), while on. Turned on: take a tool layer off the map too (drawn above this one, it would
+        hide it; the "Tool layer" selector shows it again)."""
+        if not self.on:
+            return
+        if any(e.name == "on" for e in events):
             self.ctx.shown = "none"
-            self.ctx.spawn(self.compute())
+        self._search = self.ctx.spawn(self.compute())
 
     def _recolour(self) -> None:
         if self.result is not None:
@@ -141,11 +143,13 @@ class Similarity(Overlay):
             return True
 
         async def search(source, mode, threshold):
+            """Set the source and mode and turn it on: a change of either searches (_again), and that is this
+            search; nothing changed, it searches itself (the selection and view are the current ones)."""
             t0 = time.perf_counter()
-            self.param.update(sim_from=str(source), sim_mode=str(mode),
+            before = self._search
+            self.param.update(sim_from=str(source), sim_mode=str(mode), on=True,
                               **({} if threshold is None else {"threshold": float(threshold)}))
-            layer = await self.compute()
-            self.on = True
+            layer = await (self._search if self._search is not before else self.compute())
             return api.summary(layer, {"ms": (time.perf_counter() - t0) * 1000})
 
         def similarity(on=True, mode="mean", threshold=None):
