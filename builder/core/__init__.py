@@ -12,6 +12,7 @@ Stdlib and numpy only, so that the builder on CPython, the explorer in Pyodide a
 - `utm`: UTM <-> lon/lat on WGS84 (Krueger's series in numpy).
 - `describe`: what a store's root metadata says (`StoreInfo`, `Level`, `StoreError`).
 - `quant`: quantisation, dequantisation and cosine similarity.
+- `codes`: the overviews' compact codes, a class per method (`PCACode`, `PQCode`; `kind` of a method).
 - `extensions`: this project's extensions (`tessera-ovr:`, `tessera-stack:`).
 - `schemacheck`: the convention's schemas applied with a caller-given `jsonschema`.
 - `bounds`: how far metadata from elsewhere is trusted (sizes, depth).
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import importlib
 
-MODULES = ("convention", "geometry", "grid", "zone", "utm", "layout", "describe", "quant", "extensions", "schemacheck",
+MODULES = ("convention", "geometry", "grid", "zone", "utm", "layout", "describe", "quant", "codes", "extensions", "schemacheck",
            "bounds", "catalog", "source", "shardio", "geotags", "chunkruns", "truthclasses")
 # Public names and the module that defines each.
 NAMES = {
