@@ -456,7 +456,8 @@ def _read_as(ps) -> str:
     coded = [p for p in ps if p[3] == "code"]
     zone, _, _, use = coded[0] if coded else ps[0]
     if use == "code":
-        return f"{reg.read_words(use, zone.n_bands, zone.code_dims)} at level {zone.level} ({zone.pixel:g} m)"
+        words = reg.read_words(use, zone.n_bands, zone.code_dims, zone.code_kind)
+        return f"{words} at level {zone.level} ({zone.pixel:g} m)"
     return f"{reg.read_words(use, zone.n_bands, reg.plan_depth(zone, use))} ({zone.pixel:g} m)"
 
 

@@ -9,7 +9,7 @@ recall of the 1 % of the window's pixels most similar to it by cosine on the ful
 similar by the representation.  Bytes are per 10 m pixel of the screen, before compression (the realistic
 vectors compress by about 1.3x, the codes less).
 
-  * pca D: the overviews' code (builder/overviews.py CodeModel: PCA, int8 code + float32 scale), D + 4 B;
+  * pca D: the overviews' PCA code (builder/core/codes.py PCACode: int8 code + float32 scale), D + 4 B;
   * pq M: product quantisation, the unit vector cut into M sub-vectors of 128/M bands, each replaced by the
     nearest of 256 centroids (scikit-learn's k-means per sub-space), M B; similarity by the query's full vector
     against the centroids (asymmetric), divided by the reconstruction's norm;
@@ -32,7 +32,9 @@ sys.path.insert(0, str(REPO))
 
 from builder import demo  # noqa: E402
 from builder.core import convention as conv  # noqa: E402
-from builder.overviews import CodeModel, mean2x2  # noqa: E402
+from builder import codefit  # noqa: E402
+from builder.core import codes  # noqa: E402
+from builder.overviews import mean2x2  # noqa: E402
 from builder.tiles import EMBEDDINGS_DIR, grid_name  # noqa: E402
 
 YEAR = 2024
@@ -111,9 +113,9 @@ def main() -> None:
 
     report("full vectors", 128 + 4, lambda i: fu @ fu[i])
     for d in (int(x) for x in a.pca.split(",") if x):
-        m = CodeModel.fit(sample, d)
+        m = codefit.fit(codes.PCACode.method, sample, d)
         code, cs = m.encode(q, s)
-        rec = unit(m.decode(code[ok], cs[ok]))
+        rec = unit(m.vectors(m.coords(code[ok], cs[ok])))
         report(f"pca {d}", d + 4, lambda i, rec=rec: rec @ fu[i])
     for mm in (int(x) for x in a.pq.split(",") if x):
         pq = PQ(sample, mm)

@@ -1,6 +1,6 @@
 """Embedding overviews (tessera-ovr:): accuracy and bytes per pixel per level, and what they cost a build.
 
-    python benchmarks/overviews.py [--px 384] [--scheduler threads] [--dims 4,8,16]
+    python benchmarks/overviews.py [--px 384] [--scheduler threads] [--dims 4,8,16] [--code pca|pq]
 
 Same run, same demo tiles:
   * build time of the demo store with overviews (the default) and with --no-overviews (the baseline),
@@ -11,7 +11,9 @@ Same run, same demo tiles:
     (cosine, mean over 20 query pixels), and k-means (6 classes, fitted on the full vectors) and k-NN
     (5 neighbours, trained on 500 labelled pixels) class maps' agreement;
   * with --dims: the same accuracy and code bytes for other code sizes, fitted and encoded here on the
-    store's level-0 vectors (the builder's CodeModel, so the figures show what --dims would give).
+    store's level-0 vectors (the builder's own fit, builder/codefit.py, so the figures show what --code-dims
+    would give);
+  * --code: the compact code the store with overviews is built with (--code of the build; default pca).
 The demo is the realistic one by default (docs/demo.md: calibrated to real vectors' spectrum, neighbour
 overlap and compressibility), so these figures are what the code gives on data as hard as real embeddings.
 """
@@ -70,22 +72,25 @@ def main() -> None:
     ap.add_argument("--scheduler", default="threads")
     ap.add_argument("--dims", default="4,8,16", help="other code sizes to measure at level 0")
     ap.add_argument("--levels", type=int, default=4, help="levels whose accuracy is measured (0..N-1)")
+    ap.add_argument("--code", default="pca", help="the build's --code (pca or pq)")
     a = ap.parse_args()
     import zarr
 
     from builder.core import convention as conv
     from builder.core import extensions as ext
-    from builder.overviews import CodeModel
+    from builder import codefit
+    from builder.core import codes
     from builder.arrayfiles import ShardedArrayFiles
     from builder.store import Layout, _sharded
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         demo.write_demo_tiles(tmp / "tiles", years=(2024,), px=a.px)
         t_off = build(tmp / "tiles", tmp / "off", a.scheduler, "--no-overviews")
-        t_on = build(tmp / "tiles", tmp / "on", a.scheduler)
+        t_on = build(tmp / "tiles", tmp / "on", a.scheduler, "--code", a.code)
         t_off2 = build(tmp / "tiles", tmp / "off2", a.scheduler, "--no-overviews")
         base = (t_off + t_off2) / 2
-        print(f"demo {len(demo.PLACES)} tiles of {a.px}x{a.px}x128, --no-global, scheduler {a.scheduler}")
+        print(f"demo {len(demo.PLACES)} tiles of {a.px}x{a.px}x128, --no-global, scheduler {a.scheduler}, "
+              f"--code {a.code}")
         print(f"build time: without overviews {t_off:.2f} s and {t_off2:.2f} s (before and after), with {t_on:.2f} s "
               f"-> {t_on / base:.2f}x (+{t_on - base:.2f} s)")
         store = tmp / "on" / "2024.zarr"
@@ -110,9 +115,10 @@ def main() -> None:
                 full_b += on_disk(vec_dir / "embeddings") + on_disk(vec_dir / "scales")
                 if k < a.levels:
                     emb = (g if k == 0 else lg)["embeddings"][...]
-                    m = CodeModel(g["overviews/code_mean"][...], g["overviews/code_basis"][...])
+                    kind = codes.kind(g.attrs["tessera-ovr:code"]["method"])
+                    m = kind.from_arrays({name: g[f"overviews/{name}"][...] for name in kind.arrays})
                     fulls.append(conv.dequantise(emb[ok], scl[ok]))
-                    approx.append(m.decode(lg["code"][...][ok], lg["code_scales"][...][ok]))
+                    approx.append(m.vectors(m.coords(lg["code"][...][ok], lg["code_scales"][...][ok])))
             acc = "" if not fulls else "   {:.3f}       {:.3f}     {:.3f}".format(
                 *agreement(np.concatenate(fulls), np.concatenate(approx), rng))
             print(f"{k:5d}  {10 * 2**k:5d} m  {nvalid:9d}   {code_b / max(nvalid, 1):15.2f}   "
@@ -128,7 +134,7 @@ def main() -> None:
         full = np.concatenate([conv.dequantise(e[~np.isnan(s)], s[~np.isnan(s)]) for _, e, s in data])
         sample = full[rng.choice(len(full), min(20000, len(full)), replace=False)]
         for d in dims:
-            m = CodeModel.fit(sample, d)
+            m = codefit.fit(codes.BY_NAME[a.code].method, sample, d)
             nbytes, approx = 0, []
             for z, e, s in data:
                 q, cs = m.encode(e, s)
@@ -136,7 +142,7 @@ def main() -> None:
                 g = zarr.open_group(zarr.storage.LocalStore(work), mode="w")
                 lay = Layout(chunk=32)
                 for name, arr in (("code", q), ("code_scales", cs)):
-                    spec = ext.OVR_ARRAYS[name]
+                    spec = ext.ovr_array(name, m.method)
                     _sharded(g, name, arr.shape, spec["dtype"], spec["fill"], lay, spec["dims"])
                     files = ShardedArrayFiles(work / name)
                     for sr in range(arr.shape[0] // 256):
@@ -144,7 +150,7 @@ def main() -> None:
                             files.write(sr, sc, arr[sr * 256:(sr + 1) * 256, sc * 256:(sc + 1) * 256])
                     nbytes += on_disk(work / name / "c")
                 ok = ~np.isnan(s)
-                approx.append(m.decode(q[ok], cs[ok]))
+                approx.append(m.vectors(m.coords(q[ok], cs[ok])))
             r, km, kn = agreement(full, np.concatenate(approx), rng)
             print(f"{d:5d}   {nbytes / len(full):15.2f}   {r:9.3f}   {km:7.3f}   {kn:.3f}")
 

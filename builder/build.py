@@ -60,6 +60,7 @@ from builder import BUILD_VERSION
 from builder.core import convention as conv
 from builder.core import extensions as ext
 from builder import chunkrecord
+from builder import codefit
 from builder import overviews as ovr
 from builder import record as rec
 from builder.arrayfiles import ShardSpec
@@ -101,6 +102,7 @@ class BuildConfig:
     quiet: bool = False
     overviews: bool = True  # embedding overviews (tessera-ovr:)
     code_dims: int = ovr.DIMS
+    code_method: str = ext.OVR_PCA  # the compact code's method (builder/core/codes.py), fixed per store
 
     @cached_property
     def store_sink(self) -> Sink:
@@ -145,7 +147,7 @@ def _create_zone(cfg: BuildConfig, root, record: BuildRecord, name: str, zone: i
     create_zone(cfg.store_sink / name, grid, n_bands, cfg.rgb, cfg.layout,
                 _overviews_of(cfg, record, n_bands) if cfg.overviews else None)
     kill_point("zone-created")
-    _set_zone_attrs(root[name], cfg, zone, south, n_bands, 0, grid)
+    _set_zone_attrs(root[name], cfg, record, zone, south, n_bands, 0, grid)
     zrec.creating = False
     rec.save_record(cfg.record_sink, record)
 
@@ -153,11 +155,11 @@ def _create_zone(cfg: BuildConfig, root, record: BuildRecord, name: str, zone: i
 def _overviews_of(cfg: BuildConfig, record: BuildRecord, n_bands: int) -> Callable[[zarr.Group, ZoneGrid], None]:
     """f(zone group, grid): the zone's overview arrays created or resized to the grid, and its
     tessera-ovr:* attributes (level transforms) updated."""
-    model = ovr.CodeModel.from_json(record.overviews.model)
+    model = record.overviews.code
 
     def ensure(group: zarr.Group, grid: ZoneGrid) -> None:
         ovr.ensure(group, grid, n_bands, model, ovr.LEVELS, cfg.layout)
-        group.update_attributes(ovr.attrs(grid, ovr.LEVELS, cfg.code_dims))  # one write (attrs.update: one per key)
+        group.update_attributes(ovr.attrs(grid, ovr.LEVELS, model))  # one write (attrs.update: one per key)
     return ensure
 
 
@@ -197,6 +199,8 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
         by_zone[t.zone].append(t)
     record = rec.load_record(cfg.record_sink)
     rec.check_record(cfg, record, n_bands, by_zone)
+    if cfg.overviews:
+        codefit.check(cfg.code_method, cfg.code_dims, n_bands)
     if cfg.overlap == "error":
         for ztiles in by_zone.values():
             check_overlaps(ztiles, zone_key(ztiles)[1])
@@ -208,7 +212,7 @@ def _build(cfg: BuildConfig, runner: Runner) -> BuildReport:
     with threadpool_limits(1):
         if cfg.rgb:
             rgb_model = RGBModel.from_json(record.rgb) if record.rgb is not None else RGBModel.fit(sample)
-        code_model = ovr.CodeModel.fit(sample, cfg.code_dims).to_json() if need_code else None
+        code_model = codefit.fit(cfg.code_method, sample, cfg.code_dims).to_json() if need_code else None
     tiles = runner.map(Tile.hashed, tiles, f"fingerprinting {len(tiles)} tiles", here=True)
     by_zone = {z: [t for t in tiles if t.zone == z] for z in by_zone}
     # Everything above only reads: a refused build leaves no store and no record behind.
@@ -248,7 +252,7 @@ def _update_overviews(cfg: BuildConfig, root, record: BuildRecord, runner: Runne
     if record.overview_pending:
         ovr.update({name: (cfg.store_sink / name, ZoneGrid.from_attrs(dict(root[name].attrs), cfg.layout.shard),
                            pending) for name, pending in sorted(record.overview_pending.items())},
-                   ovr.LEVELS, ovr.CodeModel.from_json(record.overviews.model), runner, checkpoint=kill_point,
+                   ovr.LEVELS, record.overviews.code, runner, checkpoint=kill_point,
                    quarters=_quarters(cfg))
         for name in sorted(record.overview_pending):  # before the pending shards leave the record: redone after a kill
             ovr.record_shards(cfg.store_sink / name, ovr.LEVELS)
@@ -266,14 +270,15 @@ def _quarters(cfg: BuildConfig) -> Sink:
     return cfg.record_sink / "overview-quarters"
 
 
-def _set_zone_attrs(group, cfg: BuildConfig, zone: int, south: bool, n_bands: int, n_tiles: int, grid: ZoneGrid):
+def _set_zone_attrs(group, cfg: BuildConfig, record: BuildRecord, zone: int, south: bool, n_bands: int, n_tiles: int,
+                    grid: ZoneGrid):
     attrs = conv.zone_attrs(
         year=cfg.year, zone=zone, south=south, n_bands=n_bands, n_tiles=n_tiles,
         model_version=cfg.model_version, build_version=cfg.build_version, has_rgb=cfg.rgb,
         origin_e=grid.origin_e, origin_n=grid.origin_n, height=grid.height, width=grid.width)
     if cfg.overviews:
         attrs["zarr_conventions"].append(dict(ext.OVR))
-        attrs.update(ovr.attrs(grid, ovr.LEVELS, cfg.code_dims))
+        attrs.update(ovr.attrs(grid, ovr.LEVELS, record.overviews.code))
     group.update_attributes(attrs)  # one write (attrs.update writes zarr.json once per key)
 
 
@@ -332,7 +337,7 @@ def _build_zone(cfg, runner, root, zone_num, ztiles, n_bands, record: BuildRecor
     for t, _, _ in plan.dirty:
         known[t.name] = t.fingerprint()
         boxes[t.name] = list(tile_box(t, grid.south))
-    _set_zone_attrs(root[name], cfg, zone, south, n_bands, len(known), grid)
+    _set_zone_attrs(root[name], cfg, record, zone, south, n_bands, len(known), grid)
     rec.save_record(cfg.record_sink, record)  # the fingerprints: only now is the tiles' content in the zone
     kill_point("zone-recorded")
     journal.clear()

@@ -7,6 +7,7 @@ import os
 import sys
 import warnings
 
+from builder.core import codes
 from builder.core import convention as conv
 from builder.commands import (DEFAULT_CACHE, DEFAULT_STATIC, cmd_build, cmd_catalog, cmd_demo, cmd_index, cmd_publish,
                                cmd_sample, cmd_serve, cmd_site, cmd_up, cmd_validate)
@@ -66,8 +67,12 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--no-global", action="store_true", help="do not update the global_rgb pyramid")
     b.add_argument("--no-overviews", action="store_true",
                    help="no embedding overviews (tessera-ovr:); refused for a store that has them")
+    b.add_argument("--code", choices=list(codes.BY_NAME), default=codes.PCACode.name,
+                   help="the overviews' compact code: 'pca' (default; D int8 PCA coordinates) or 'pq' (product "
+                        "quantisation, M bytes; a codebook in the store); fixed per store")
     b.add_argument("--code-dims", type=int, default=8,
-                   help="dimensions of the overviews' compact PCA code (default 8; fixed per store)")
+                   help="the compact code's dimensions: PCA's D, PQ's M bytes, dividing the bands (default 8; "
+                        "fixed per store)")
     b.add_argument("--overlap", choices=["last", "error"], default="last",
                    help="overlapping tiles: 'last' (default) lets the later tile (by name) win where it has data; "
                         "'error' refuses them")

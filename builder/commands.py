@@ -49,6 +49,7 @@ def _validate_or_fail(store: str | Path) -> None:
 
 def cmd_build(a) -> int:
     from builder.build import BuildConfig, build, lock
+    from builder.core import codes
     from builder.parallel import Runner
     years = a.year
     if len(set(years)) != len(years):
@@ -62,7 +63,8 @@ def cmd_build(a) -> int:
     cfgs = [BuildConfig(tiles="", store=_under(a.store) if a.store else _under(a.out, f"{y}.zarr"), year=y,
                         model_version=a.model_version, record=_under(a.record, f"{y}") if a.record else None,
                         rgb=not a.no_rgb, overlap=a.overlap, layout=layout, global_res=a.global_res, quiet=a.quiet,
-                        global_rgb=not a.no_global, overviews=not a.no_overviews, code_dims=a.code_dims)
+                        global_rgb=not a.no_global, overviews=not a.no_overviews, code_dims=a.code_dims,
+                        code_method=codes.BY_NAME[a.code].method)
             for y in years]
     from builder import mirror, relay
     # TILES, or a view of the tiles fetched --from a mirror or re-laid --from-store (with the tiles each store's

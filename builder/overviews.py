@@ -1,14 +1,12 @@
 """Embedding overviews (the `tessera-ovr:` extension): coarser levels and a compact code per level.
 
 In each zone group, the subgroup `overviews/` holds
-  code_basis  float32 (D, B)   principal axes (orthonormal rows), fitted once per store
-  code_mean   float32 (B,)
+  the code's model            fitted once per store (builder/codefit.py), in the arrays its kind names
+                               (builder/core/codes.py: PCA's code_basis and code_mean, PQ's code_codebook)
   0/code, 0/code_scales        the compact code of the zone's own 10 m vectors
   k/embeddings, k/scales       level k >= 1: 2x2 means of level k-1's dequantised vectors (no-data children
                                ignored, all no-data -> no data), re-quantised by `conv.quantise`
-  k/code, k/code_scales        the compact code of level k
-The code of a vector v is conv.quantise((v - code_mean) @ code_basis.T): D int8 values and a float32 scale
-per pixel (NaN: no data), so it dequantises with the convention's own formula into PCA coordinates.
+  k/code, k/code_scales        the compact code of level k (the code's `encode`)
 
 Level k lies on the CRS-wide lattice of level-k shards (builder.core.grid: `level_grid`), so that a level-k shard
 is computed from exactly 2x2 level-(k-1) shards and a grid that grows moves every level by whole shards.
@@ -27,12 +25,12 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from builder.core import codes
 from builder.core import convention as conv
 from builder.core import extensions as ext
 from builder import levels as lv
 from builder.core.grid import ZoneGrid
 from builder.parallel import Runner
-from builder.pca import principal_axes, project
 from builder.arrayfiles import ShardedArrayFiles, ShardSpec
 from builder.sink import Sink
 
@@ -42,44 +40,9 @@ if TYPE_CHECKING:  # zarr is imported where a function needs it: the build's wor
     from builder.store import Layout
 
 LEVELS = 8  # level 8: one pixel per 10 m shard (2.56 km); a whole UTM zone is 2 shards wide there
-DIMS = 8    # code dimensions (benchmarks/overviews.py measures accuracy and bytes for others)
+DIMS = 8    # code dimensions (benchmarks/overviews.py and codes.py measure accuracy and bytes for others)
 CHUNK = 32  # inner chunk edge of the overview arrays: a 1 KB shard index instead of 64 KB
 QUARTER_MAGIC = b"tq-2\0\0\0\0"  # the quarter files' format (save_quarter); a file without it is not used
-
-
-@dataclass(frozen=True)
-class CodeModel:
-    mean: np.ndarray   # (B,)
-    basis: np.ndarray  # (D, B)
-
-    @classmethod
-    def fit(cls, sample: np.ndarray, dims: int) -> "CodeModel":
-        """PCA of float (N, B) dequantised vectors; signs fixed so each axis' largest loading is positive."""
-        mean, basis = principal_axes(sample, dims)
-        return cls(mean.astype(np.float32), basis.astype(np.float32))
-
-    def encode(self, emb: np.ndarray, scl: np.ndarray, ints: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(int8 (..., D) code, float32 (...) code scale, NaN where `scl` is NaN) of quantised vectors.
-        `ints`: the valid pixels' int8 vectors as float32 (`emb[~isnan(scl)]`), when the caller has them."""
-        ok = conv.valid_mask(scl)
-        q = np.zeros(scl.shape + (self.basis.shape[0],), dtype=np.int8)
-        s = np.full(scl.shape, np.nan, dtype=np.float32)
-        if ok.any():
-            x = emb[ok].astype(np.float32) if ints is None else ints
-            z = project(x, scl[ok], self.mean, self.basis)
-            q[ok], s[ok] = conv.quantise(z)
-        return q, s
-
-    def decode(self, code: np.ndarray, scales: np.ndarray) -> np.ndarray:
-        """Approximate float32 (..., B) vectors of a code (NaN where no data)."""
-        return conv.dequantise(code, scales) @ self.basis + self.mean
-
-    def to_json(self) -> dict:
-        return {"mean": self.mean.tolist(), "basis": self.basis.tolist()}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "CodeModel":
-        return cls(np.asarray(d["mean"], dtype=np.float32), np.asarray(d["basis"], dtype=np.float32))
 
 
 def mean2x2(emb: np.ndarray, scl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -129,8 +92,8 @@ def record_shards(zone: Sink, levels: int) -> None:
             chunkrecord.update(zone / path, relist=True)
 
 
-def attrs(grid: ZoneGrid, levels: int, dims: int) -> dict:
-    return ext.ovr_attrs([(k, grid.level(k)) for k in range(levels + 1)], dims)
+def attrs(grid: ZoneGrid, levels: int, model: codes.Code) -> dict:
+    return ext.ovr_attrs([(k, grid.level(k)) for k in range(levels + 1)], model.attrs())
 
 
 def _shape(name: str, h: int, w: int, n_bands: int, dims: int) -> tuple[int, ...]:
@@ -138,13 +101,14 @@ def _shape(name: str, h: int, w: int, n_bands: int, dims: int) -> tuple[int, ...
     return (h, w) if last is None else (h, w, n_bands if last == "B" else dims)
 
 
-def ensure(zone: zarr.Group, grid: ZoneGrid, n_bands: int, model: CodeModel, levels: int, layout: Layout) -> None:
+def ensure(zone: zarr.Group, grid: ZoneGrid, n_bands: int, model: codes.Code, levels: int, layout: Layout) -> None:
     """Create the overview arrays of a zone, or resize them to `grid`; idempotent (a killed run redoes it).
-    The basis and mean are written only when absent or different, so an unchanged store keeps its files."""
+    The model's arrays are written only when absent or different, so an unchanged store keeps its files."""
     from builder.store import _sharded
     g = zone.require_group(ext.OVR_GROUP)
-    dims = model.basis.shape[0]
-    for name, values, dims_names in ((ext.OVR_BASIS, model.basis, ["code", "band"]), (ext.OVR_MEAN, model.mean, ["band"])):
+    dims = model.dims
+    for name, values in model.model_arrays().items():
+        dims_names = model.arrays[name]
         if name in g and g[name].shape == values.shape and np.array_equal(g[name][...], values):
             continue
         arr = g.create_array(name, shape=values.shape, dtype="float32", chunks=values.shape, compressors=None,
@@ -160,7 +124,7 @@ def ensure(zone: zarr.Group, grid: ZoneGrid, n_bands: int, model: CodeModel, lev
                 if lg[name].shape != shape:
                     lg[name].resize(shape)
                 continue
-            spec = ext.OVR_ARRAYS[name]
+            spec = ext.ovr_array(name, model.method)
             _sharded(lg, name, shape, spec["dtype"], spec["fill"], ovr_layout, spec["dims"])
 
 
@@ -234,7 +198,7 @@ class LevelTask:
     shard: tuple[int, int]    # its shard in the level-k array
     children: tuple           # 4 x (row, col) shard of the level-(k-1) array, or None outside it
     code0: tuple              # 4 x bool: also write the level-0 code of that child (k == 1)
-    model: dict               # CodeModel.to_json() of the store
+    model: dict               # the store's code's to_json() (builder/core/codes.py)
     specs: dict               # the codec settings (arrayfiles.ShardSpec) of the zone's arrays it reads or writes
     quarters: Sink | None = None   # where the quarters are (the build record's), when they are kept
     kids: tuple = (None,) * 4      # 4 x the child's quarter key, used when it exists
@@ -247,7 +211,7 @@ def _path(k: int, name: str) -> str:
 
 
 def _level_task(t: LevelTask) -> tuple[tuple[int, int], bool]:
-    zone, m = t.zone, CodeModel.from_json(t.model)
+    zone, m = t.zone, codes.from_json(t.model)
 
     def files(k: int, name: str) -> ShardedArrayFiles:
         return ShardedArrayFiles(zone / _path(k, name), t.specs[_path(k, name)])
@@ -291,7 +255,7 @@ def _level_tasks(tasks: tuple[LevelTask, ...]) -> list[tuple[tuple[int, int], bo
     return [_level_task(t) for t in tasks]
 
 
-def update(zones: dict[str, tuple[Sink, ZoneGrid, list]], levels: int, model: CodeModel, runner: Runner,
+def update(zones: dict[str, tuple[Sink, ZoneGrid, list]], levels: int, model: codes.Code, runner: Runner,
            checkpoint: Callable[[str], None] = lambda phase: None, quarters: Sink | None = None) -> int:
     """Recompute every overview shard above the changed level-0 shards of each zone ({name: (zone group's
     sink, grid, [[R, C] lattice shards])}), a level at a time for all zones; returns shards written.

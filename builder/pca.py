@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 
+
 def principal_axes(sample: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(float64 mean (B,), float64 (k, B) axes by decreasing variance) of an (N, B) sample; each axis' sign
     is fixed so its largest loading is positive.  Rows past min(N - 1, B) are zero (a sample of N vectors
@@ -25,9 +26,3 @@ def principal_axes(sample: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     signs = np.sign(axes[np.arange(k), np.abs(axes).argmax(axis=1)])
     axes *= np.where(signs == 0, 1, signs)[:, None]
     return mean, axes
-
-
-def project(ints: np.ndarray, scales: np.ndarray, mean: np.ndarray, axes: np.ndarray) -> np.ndarray:
-    """(v - mean) @ axes.T for the dequantised vectors v = ints * scale (float32 (N, B) int8 values, (N,) scales),
-    projected before scaling: no (N, B) float copy of v (the build projects whole shards, 65,536 x 128)."""
-    return (ints @ axes.T) * scales[:, None] - mean @ axes.T

@@ -19,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from builder.core import codes
 from builder.core import convention as conv
 from builder import overviews as ovr
 from builder.arrayfiles import ShardedArrayFiles, ShardSpec
@@ -89,7 +90,7 @@ class RGBPreview(ShardProduct):
 @register
 @dataclass(frozen=True)
 class Level0Code(ShardProduct):
-    model: dict  # overviews.CodeModel.to_json()
+    model: dict  # the store's compact code's to_json() (builder/core/codes.py)
     arrays = (ovr.level_path(0, "code"), ovr.level_path(0, "code_scales"))
 
     @classmethod
@@ -97,7 +98,7 @@ class Level0Code(ShardProduct):
         return cls(record.overviews.model) if cfg.overviews else None
 
     def write(self, d: ShardData) -> None:
-        code, scales = ovr.CodeModel.from_json(self.model).encode(d.emb, d.scl, d.ints)
+        code, scales = codes.from_json(self.model).encode(d.emb, d.scl, d.ints)
         d.write(self.arrays[0], code)
         d.write(self.arrays[1], scales)
 

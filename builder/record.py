@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from builder.core import codes
 from builder.core import convention as conv
 from builder import overviews as ovr
 from builder.errors import BuildError
@@ -49,7 +50,12 @@ class ZoneRecord:
 class OverviewsRecord:
     levels: int
     dims: int
-    model: dict  # overviews.CodeModel.to_json(), fitted once per store
+    model: dict  # the compact code's to_json() (builder/core/codes.py), fitted once per store
+
+    @property
+    def code(self):
+        """The store's compact code (builder/core/codes.py)."""
+        return codes.from_json(self.model)
 
     def to_json(self) -> dict:
         return {"levels": self.levels, "dims": self.dims, "model": self.model}
@@ -156,6 +162,9 @@ def check_record(cfg, record: BuildRecord, n_bands: int, by_zone: dict[int, list
     if have and cfg.overviews and (have.levels, have.dims) != (ovr.LEVELS, cfg.code_dims):
         raise BuildError(f"store has overviews of {have.levels} levels and a {have.dims}-d code, "
                          f"not {ovr.LEVELS} and {cfg.code_dims}; rebuild into a new store", store)
+    if have and cfg.overviews and have.code.method != cfg.code_method:
+        raise BuildError(f"store has the {have.code.name} compact code, not {codes.kind(cfg.code_method).name}; "
+                         "rebuild into a new store", store)
     for zone_num, ztiles in by_zone.items():
         name = conv.zone_group_name(zone_num)
         zrec = record.zone(name)

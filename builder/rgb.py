@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from builder.core import convention as conv
-from builder.pca import principal_axes, project
+from builder.core.quant import project
+from builder.pca import principal_axes
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,15 @@ def store(tmp_path_factory, tiles_root) -> Path:
 
 
 @pytest.fixture(scope="session")
+def pq_store(tmp_path_factory, tiles_root) -> Path:
+    """The session's tiles built with the product-quantisation compact code (--code pq, 8 bytes)."""
+    out = tmp_path_factory.mktemp("pq")
+    run_cli("build", str(tiles_root), "--year", "2024", "--out", str(out), "--scheduler", "threads", "-q",
+            "--code", "pq", "--code-dims", "8")
+    return out / "2024.zarr"
+
+
+@pytest.fixture(scope="session")
 def plain_store(tmp_path_factory, tiles_root) -> Path:
     """The session's tiles built with --no-overviews (no tessera-ovr:): the explorer's capped 10 m regions."""
     out = tmp_path_factory.mktemp("plain")

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from app.tools import classify, cluster, region as reg
+from builder.core.codes import PCACode
 from conftest import run_async
 
 H, W, D, B = 800, 1000, 16, 128  # a smaller screen than 1600 x 1000 keeps the test quick; the bound scales
@@ -26,7 +27,7 @@ def screen():
     basis = np.linalg.qr(rng.standard_normal((B, D)))[0].T.astype(np.float32)  # (D, B), orthonormal rows
     mean = rng.standard_normal(B).astype(np.float32)
     whole = (0, H, 0, W)
-    return reg.Regions([reg.Region(None, whole, whole, coords=coords, code=(basis, mean))]), coords, basis, mean
+    return reg.Regions([reg.Region(None, whole, whole, coords=coords, code=PCACode(basis, mean))]), coords, basis, mean
 
 
 def vectors_of(coords, basis, mean, rows):

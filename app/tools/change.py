@@ -20,7 +20,6 @@ from builder.core.source import SourceError
 from app.tools import region as reg
 from app.tools.tool import Tool
 from app.tools.urlvalues import integer, number
-from builder.core.quant import cosine_pairs_code
 
 BINS = 40
 RANGE = (0.0, 1.0)  # 1 - cosine coloured from no change to orthogonal vectors (more is brighter; above 1 is clipped)
@@ -50,11 +49,11 @@ def shifted(window, zone_from, zone_to):
 def change_values(a: reg.Region, b: reg.Region) -> np.ndarray:
     """1 - cosine of each pixel's two years (NaN where either has no data)."""
     if a.coded and b.coded:
-        # Each year store fits its own PCA basis and mean (builder/overviews.py), so two years' codes are
-        # coordinates on different axes: a cosine of the raw codes would compare unrelated numbers (and leave out
-        # the mean).  This is the cosine of the reconstructed B-d vectors (coords @ basis + mean, the space both
-        # years share), computed in the codes' D dimensions; exact whether the bases differ or not.
-        return 1.0 - cosine_pairs_code(a.coords, *a.code, b.coords, *b.code)
+        # Each year store fits its own code model (builder/codefit.py), so two years' codes are coordinates on
+        # different axes or centroids: a cosine of the raw codes would compare unrelated numbers.  This is the cosine
+        # of the reconstructed B-d vectors (the space both years share), computed in the codes' own terms where
+        # they can (builder/core/codes.py `pairs`); exact whether the models differ or not.
+        return 1.0 - a.code.pairs(a.coords, b.code, b.coords)
     return 1.0 - cosine_pairs(a.vectors, b.vectors)
 
 

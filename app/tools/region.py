@@ -5,7 +5,7 @@ view's centre first, the primary); the tools run on all the parts' pixels togeth
 zone (a Layer's `parts`).  Each zone is read on its own grid, as follows.  A zone with embedding overviews
 (tessera-ovr:) is read at the level whose pixel is the finest still at least the view's metres per screen
 pixel (`level_for`), over the whole view: its full vectors when they fit budgets.REGION_BYTES (and
-budgets.MAX_REGION per side; level 0 only), else its compact code (D int8 + a scale per pixel;
+budgets.MAX_REGION per side; level 0 only), else its compact code (builder/core/codes.py, a few bytes per pixel;
 `Region.vectors` reconstructs B-d float32 vectors from it, and similarity runs on the code itself).  A zone
 without overviews (geoemb:, a multi-year index, a store built with --no-overviews) is read at 10 m, at most
 budgets.MAX_REGION (768) pixels per side around the view's centre: a zoomed-out view is capped, and `describe`
@@ -27,7 +27,7 @@ from builder.core.reader import StoreModel
 from builder.core.zone import Zone
 from app import budgets  # MAX_REGION, looked up at call time
 from builder.core import convention as conv
-from builder.core.quant import cosine_map, cosine_map_code
+from builder.core.quant import cosine_map
 
 
 @dataclass
@@ -36,8 +36,8 @@ class Region:
     window: tuple[int, int, int, int]  # r0, r1, c0, c1 in the zone's (level) grid
     full: tuple[int, int, int, int]  # the view's whole window in the zone, before the cap
     dense: np.ndarray | None = None  # float32 (H, W, B) full vectors, NaN where there is no data
-    coords: np.ndarray | None = None  # float32 (H, W, D): the compact code's coordinates (NaN: no data)
-    code: tuple | None = None  # (basis (D, B), mean (B,)) of the code: vector ~ coords @ basis + mean
+    coords: np.ndarray | None = None  # float32 (H, W, C): the compact code's coordinates (NaN in [..., 0]: no data)
+    code: object | None = None  # the compact code (builder/core/codes.py) whose coordinates `coords` are
     overview: bool = False  # read by overview level (read_level), not by the capped 10 m path
     depth: int = 0  # read from the nested-depth array of this depth (the vectors' first `depth` values); 0: not
 
@@ -49,7 +49,7 @@ class Region:
     def vectors(self) -> np.ndarray:
         """float32 (H, W, B): the full vectors, or the code's reconstructions (formed on first use)."""
         if self.dense is None:
-            self.dense = (self.coords @ self.code[0] + self.code[1]).astype(np.float32)
+            self.dense = self.code.vectors(self.coords)
         return self.dense
 
     @property
@@ -63,12 +63,12 @@ class Region:
     @property
     def bands(self) -> int:
         """B, the vectors' length (the code's reconstructions' too)."""
-        return self.dense.shape[-1] if self.dense is not None else self.code[0].shape[1]
+        return self.dense.shape[-1] if self.dense is not None else self.code.bands
 
     def at(self, rows, cols) -> np.ndarray:
         """(N, B) float32 vectors of window pixels (rows, cols), without forming the whole window's vectors."""
         if self.dense is None:
-            return (self.coords[rows, cols] @ self.code[0] + self.code[1]).astype(np.float32)
+            return self.code.vectors(self.coords[rows, cols])
         return self.dense[rows, cols]
 
     async def label_vectors(self, model: StoreModel, rows, cols, progress=None):
@@ -93,14 +93,14 @@ class Region:
     def cosines(self, target: np.ndarray) -> np.ndarray:
         """(H, W) cosine of every pixel with `target` (NaN where no data); on the code itself when coded."""
         if self.coded:
-            return cosine_map_code(self.coords, *self.code, target)
+            return self.code.cosine(self.coords, target)
         return cosine_map(self.vectors, self.fit(target))
 
     @property
     def read_as(self) -> str:
         """What the region was read as, in words (read_words)."""
         if self.coded:
-            return read_words("code", self.zone.n_bands, self.coords.shape[-1])
+            return read_words("code", self.zone.n_bands, self.code.dims, type(self.code))
         return read_words("depth" if self.depth else "vectors", self.zone.n_bands, self.depth)
 
     def spread(self, values: np.ndarray, fill=np.nan, dtype=np.float32) -> np.ndarray:
@@ -129,8 +129,7 @@ class Pixels:
         p, flat = self.parts[part], self.valid[part][index]
         if p.dense is not None:
             return p.dense.reshape(-1, p.dense.shape[-1])[flat]
-        z = p.coords.reshape(-1, p.coords.shape[-1])[flat]
-        return (z @ p.code[0] + p.code[1]).astype(np.float32)
+        return p.code.vectors(p.coords.reshape(-1, p.coords.shape[-1])[flat])
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         """All of them at once (np.asarray): for a tool that wants them whole, at its memory's cost."""
@@ -319,7 +318,7 @@ def centre(zone: Zone, v: render.View) -> tuple[int, int]:
     return int(cr), int(cc)
 
 
-FULL_BYTES = 4  # bytes per pixel of a read besides its B (vectors) or D (code) int8 values: the scale
+FULL_BYTES = 4  # bytes per pixel of a read besides its B (vectors) or depth int8 values: the scale (a code: its bytes_per_pixel)
 
 
 def level_for(zone: Zone, v: render.View) -> int:
@@ -381,11 +380,12 @@ def plan_depth(zone: Zone, use: str) -> int:
     return depth_of(zone) if use == "depth" else 0
 
 
-def read_words(use: str, bands: int, dims: int = 0) -> str:
+def read_words(use: str, bands: int, dims: int = 0, kind=None) -> str:
     """What a read as `use` is, in words, for the tools' layers, status and cost lines: "full 128-d vectors" (B
-    `bands`), "depth 16 of 128" (`dims`: the depth), "the 8-d compact code" (`dims`: the code's)."""
+    `bands`), "depth 16 of 128" (`dims`: the depth), the code's own words (`kind`: its class, builder/core/codes.py;
+    `dims`: its dimensions), e.g. "the 8-d compact code"."""
     if use == "code":
-        return f"the {dims}-d compact code"
+        return kind.words(dims)
     if use == "depth":
         return f"depth {dims} of {bands}"
     return f"full {bands}-d vectors"
@@ -443,7 +443,8 @@ def cost(ps: list) -> tuple[int, int]:
             now += full
         else:
             r0, r1, c0, c1 = window
-            now += (r1 - r0) * (c1 - c0) * ((zone.code_dims if use == "code" else depth_of(zone)) + FULL_BYTES)
+            per_pixel = zone.code_kind.bytes_per_pixel(zone.code_dims) if use == "code" else depth_of(zone) + FULL_BYTES
+            now += (r1 - r0) * (c1 - c0) * per_pixel
     return now, exact
 
 
@@ -500,18 +501,20 @@ async def read_level(model: StoreModel, zone: Zone, window, use: str) -> Region:
     a0, a1, b0, b1 = max(r0, 0), min(r1, zone.height), max(c0, 0), min(c1, zone.width)
     inside = (slice(a0 - r0, a1 - r0), slice(b0 - c0, b1 - c0))
 
-    async def padded(values, scales, depth: int) -> np.ndarray:
+    async def padded(values, scales, depth: int, decode) -> np.ndarray:
         out = np.full((r1 - r0, c1 - c0, depth), np.nan, np.float32)
         if a0 < a1 and b0 < b1:
             q, s = await asyncio.gather(model.overview(zone, values, a0, a1, b0, b1),
                                         model.overview(zone, scales, a0, a1, b0, b1))
-            out[inside] = conv.dequantise(q.astype(np.int8), s)
+            out[inside] = decode(q, s)
         return out
 
     if use == "vectors":
-        return Region(zone, window, window, await padded("embeddings", "scales", zone.n_bands), overview=True)
+        return Region(zone, window, window, await padded("embeddings", "scales", zone.n_bands,
+                                                         lambda q, s: conv.dequantise(q.astype(np.int8), s)),
+                      overview=True)
     code = await model.code_model(zone)
-    return Region(zone, window, window, coords=await padded("code", "code_scales", code[0].shape[0]), code=code,
+    return Region(zone, window, window, coords=await padded("code", "code_scales", code.width, code.coords), code=code,
                   overview=True)
 
 

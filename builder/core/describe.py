@@ -93,13 +93,15 @@ class ZoneInfo:
         n_bands = emb["shape"][layout.band_axis] if emb else self.attrs["tessera:n_bands"]
         grid = layout.zone_grid(self.attrs, shard, self.name)
         ovr = self.overviews
+        code = self.attrs.get("tessera-ovr:code")
+        code = code if isinstance(code, dict) else {}
         levels = tuple(ZoneGrid.from_level_attrs(grid, it) for it in ovr)
-        if [it["level"] for it in ovr] != list(range(len(ovr))):
-            levels = ()
+        if [it["level"] for it in ovr] != list(range(len(ovr))) or code.get("method", ext.OVR_PCA) not in ext.OVR_CODE_DTYPES:
+            levels = ()  # levels with a gap, or a code of a method this reader does not know: read as without them
         fields = dict(n_bands=int(n_bands), has_rgb=bool(self.attrs.get("tessera:has_rgb_preview", False)),
                       model_version=str(self.attrs.get("tessera:model_version", "")),
                       build_version=str(self.attrs.get("tessera:build_version", "")), levels=levels,
-                      code_dims=int((self.attrs.get("tessera-ovr:code") or {}).get("dims", 0)) if levels else 0)
+                      code_dims=int(code.get("dims", 0)) if levels else 0, code_method=str(code.get("method", "")))
         fields.update(more)
         return Zone.of_attrs(self.name, self.attrs, layout, shard, **fields)
 

@@ -78,7 +78,10 @@ OVR = Registration({
 }, former=((f"{_FORMER_SPEC}#tessera-ovr-schema", f"{_FORMER_SPEC}#embedding-overviews-tessera-ovr"),))
 OVR_VERSION = 1
 OVR_GROUP = "overviews"
-OVR_CODE_METHOD = "pca-int8"
+# The compact code's methods (builder/core/codes.py: one class each) and the dtype of their `code` arrays.
+OVR_PCA = "pca-int8"  # D int8 PCA coordinates + a scale per pixel (the default)
+OVR_PQ = "pq-uint8"   # product quantisation: M uint8 centroid indices + the vector's norm per pixel
+OVR_CODE_DTYPES = {OVR_PCA: "int8", OVR_PQ: "uint8"}
 # Arrays of a level group overviews/{k}; level 0 has only the code (its vectors are the zone's own).
 # "B" is n_bands, "D" the code's dimensions.
 OVR_ARRAYS: dict[str, dict[str, Any]] = {
@@ -90,6 +93,7 @@ OVR_ARRAYS: dict[str, dict[str, Any]] = {
 OVR_LEVEL0_ARRAYS = ["code", "code_scales"]
 OVR_BASIS = "code_basis"  # float32 (D, B): orthonormal rows (principal axes)
 OVR_MEAN = "code_mean"    # float32 (B,)
+OVR_CODEBOOK = "code_codebook"  # pq-uint8: float32 (M, 256, B/M), the centroids of the unit vectors' sub-vectors
 _NUMS = {"type": "array", "items": {"type": "number"}}
 OVR_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -107,15 +111,26 @@ OVR_SCHEMA: dict[str, Any] = {
                 "spatial:shape": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2},
                 "spatial:transform": {**_NUMS, "minItems": 6, "maxItems": 6},
             }}},
-        "tessera-ovr:code": {"type": "object", "required": ["method", "dims", "basis", "mean"], "properties": {
-            "method": {"const": OVR_CODE_METHOD}, "dims": {"type": "integer", "minimum": 1},
-            "basis": {"const": f"{OVR_GROUP}/{OVR_BASIS}"}, "mean": {"const": f"{OVR_GROUP}/{OVR_MEAN}"}}},
+        "tessera-ovr:code": {"type": "object", "required": ["method", "dims"], "oneOf": [
+            {"required": ["basis", "mean"], "properties": {
+                "method": {"const": OVR_PCA}, "dims": {"type": "integer", "minimum": 1},
+                "basis": {"const": f"{OVR_GROUP}/{OVR_BASIS}"}, "mean": {"const": f"{OVR_GROUP}/{OVR_MEAN}"}}},
+            {"required": ["codebook"], "properties": {
+                "method": {"const": OVR_PQ}, "dims": {"type": "integer", "minimum": 1},
+                "codebook": {"const": f"{OVR_GROUP}/{OVR_CODEBOOK}"}}}]},
     },
 }
 
 
-def ovr_attrs(levels: list, dims: int) -> dict[str, Any]:
-    """tessera-ovr:* properties of a zone group; `levels` = [(k, the level's grid: builder.core.grid.ZoneGrid.level(k))]."""
+def ovr_array(name: str, method: str) -> dict[str, Any]:
+    """The spec of an overview level's array `name` (OVR_ARRAYS) in a store whose code is of `method`."""
+    spec = OVR_ARRAYS[name]
+    return {**spec, "dtype": OVR_CODE_DTYPES[method]} if name == "code" else spec
+
+
+def ovr_attrs(levels: list, code: dict) -> dict[str, Any]:
+    """tessera-ovr:* properties of a zone group; `levels` = [(k, the level's grid: builder.core.grid.ZoneGrid.level(k))],
+    `code` the tessera-ovr:code record (builder/core/codes.py: the code's `attrs()`)."""
     items = []
     for k, g in levels:
         item: dict[str, Any] = {"level": int(k), "path": f"{OVR_GROUP}/{k}",
@@ -126,6 +141,4 @@ def ovr_attrs(levels: list, dims: int) -> dict[str, Any]:
         item["spatial:shape"] = spatial["spatial:shape"]
         item["spatial:transform"] = spatial["spatial:transform"]
         items.append(item)
-    return {"tessera-ovr:version": OVR_VERSION, "tessera-ovr:levels": items,
-            "tessera-ovr:code": {"method": OVR_CODE_METHOD, "dims": int(dims),
-                                 "basis": f"{OVR_GROUP}/{OVR_BASIS}", "mean": f"{OVR_GROUP}/{OVR_MEAN}"}}
+    return {"tessera-ovr:version": OVR_VERSION, "tessera-ovr:levels": items, "tessera-ovr:code": dict(code)}

@@ -37,6 +37,12 @@ def quantise(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return t.astype(np.int8), scale
 
 
+def project(ints: np.ndarray, scales: np.ndarray, mean: np.ndarray, axes: np.ndarray) -> np.ndarray:
+    """(v - mean) @ axes.T for the dequantised vectors v = ints * scale (float32 (N, B) int8 values, (N,) scales),
+    projected before scaling: no (N, B) float copy of v (the build projects whole shards, 65,536 x 128)."""
+    return (ints @ axes.T) * scales[:, None] - mean @ axes.T
+
+
 def cosine_map(vectors: np.ndarray, target: np.ndarray) -> np.ndarray:
     """Cosine similarity of every (H, W, B) vector with `target` (B,); NaN where a vector is NaN or zero."""
     t = np.asarray(target, dtype=np.float32)

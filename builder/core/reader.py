@@ -325,12 +325,13 @@ class StoreModel:
                                    REGION)
         return a.reshape((r1 - r0, c1 - c0) + a.shape[2:])
 
-    async def code_model(self, zone: Zone) -> tuple[np.ndarray, np.ndarray]:
-        """(basis float32 (D, B), mean float32 (B,)) of a zone's compact code (read once, kept)."""
+    async def code_model(self, zone: Zone):
+        """A zone's compact code (builder/core/codes.py: its kind's model arrays, read once, kept)."""
         if zone.name not in self._codes:
-            basis, mean = await asyncio.gather(
-                self.source.read(f"{zone.name}/{ext.OVR_GROUP}/{ext.OVR_BASIS}", (slice(None), slice(None)), REGION),
-                self.source.read(f"{zone.name}/{ext.OVR_GROUP}/{ext.OVR_MEAN}", (slice(None),), REGION))
-            self._codes[zone.name] = (basis.astype(np.float32), mean.astype(np.float32))
+            kind = zone.code_kind
+            values = await asyncio.gather(*(
+                self.source.read(f"{zone.name}/{ext.OVR_GROUP}/{name}", (slice(None),) * len(dims), REGION)
+                for name, dims in kind.arrays.items()))
+            self._codes[zone.name] = kind.from_arrays(dict(zip(kind.arrays, values)))
         return self._codes[zone.name]
 

@@ -32,6 +32,7 @@ class Zone:
     levels: tuple[ZoneGrid, ...] = field(default=(), repr=False)  # tessera-ovr: grid of level k at [k] (k = 0..)
     level: int = 0  # the overview level whose grid `grid` is (at_level)
     code_dims: int = 0  # tessera-ovr: the compact code's dimensions (0: no overviews)
+    code_method: str = ""  # tessera-ovr: the compact code's method (builder/core/codes.py; "": PCA's)
     # geoemb: (D, array name) of its nested-depth arrays (first D bands; builder/core/layout.py nested_depths)
     depths: tuple[tuple[int, str], ...] = ()
 
@@ -62,6 +63,12 @@ class Zone:
     @property
     def transform(self) -> list[float]:
         return self.grid.attrs()["spatial:transform"]
+
+    @property
+    def code_kind(self):
+        """The class of the zone's compact code (builder/core/codes.py)."""
+        from builder.core import codes
+        return codes.kind(self.code_method)
 
     def at_level(self, k: int) -> "Zone":
         """The same zone on the grid of its overview level k (rows, cols, centres and exports in level pixels)."""

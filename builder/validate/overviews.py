@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import zarr
 
+from builder.core import codes
 from builder.core import convention as conv
 from builder.core import extensions as ext
 from builder.core.grid import ZoneGrid
@@ -38,12 +39,15 @@ def check_overviews(reader: Reader, name: str, attrs: dict, shard: int | None) -
     except (KeyError, ValueError, TypeError):
         grid = None
     nb = attrs.get("tessera:n_bands")
-    dims = attrs["tessera-ovr:code"]["dims"]
+    code = attrs["tessera-ovr:code"]
+    dims, method = code["dims"], code["method"]
+    if method == ext.OVR_PQ and isinstance(nb, int) and nb % dims:
+        probs.append(f"{where}: the PQ code's {dims} sub-spaces do not divide the {nb} bands")
     levels = _levels(attrs)
     if [x["level"] for x in levels] != list(range(len(levels))):
         probs.append(f"{where}: levels must be 0, 1, ..., got {[x['level'] for x in levels]}")
         return probs
-    for path, shape in ((attrs["tessera-ovr:code"]["basis"], (dims, nb)), (attrs["tessera-ovr:code"]["mean"], (nb,))):
+    for path, shape in _model_shapes(code, nb):
         a = open_array(reader, f"{name}/{path}", probs)
         if a is MISSING:
             probs.append(f"{name}/{path}: array is missing")
@@ -67,7 +71,7 @@ def check_overviews(reader: Reader, name: str, attrs: dict, shard: int | None) -
                              f"{want['spatial:transform']})")
         h, w = item["spatial:shape"]
         for aname in want_arrays:
-            spec = ext.OVR_ARRAYS[aname]
+            spec = ext.ovr_array(aname, method)
             a = open_array(reader, f"{lw}/{aname}", probs)
             if a is MISSING:
                 probs.append(f"{lw}/{aname}: array is missing")
@@ -89,6 +93,15 @@ def check_overviews(reader: Reader, name: str, attrs: dict, shard: int | None) -
                 probs.append(f"{a.path}: shards {a.shards} / inner chunks {a.chunks} do not match the zone's "
                              f"{shard}-pixel shards")
     return probs
+
+
+def _model_shapes(code: dict, nb) -> list[tuple[str, tuple]]:
+    """(path in the zone, float32 shape) of each array of a tessera-ovr:code record's model."""
+    dims = code["dims"]
+    if code["method"] == ext.OVR_PQ:
+        sub = nb // dims if isinstance(nb, int) and nb % dims == 0 else None  # B/M: none when M does not divide B
+        return [(code["codebook"], (dims, codes.CENTROIDS, sub))]
+    return [(code["basis"], (dims, nb)), (code["mean"], (nb,))]
 
 
 def overview_paths(reader: Reader, zone: str) -> list[str]:
@@ -135,7 +148,8 @@ def deep_sample(reader: Reader, zone: str, seed: int = 0) -> list[str]:
     try:
         group = zarr.open_group(reader.store, path=zone, mode="r", zarr_format=3, use_consolidated=False)
         ovr = group[ext.OVR_GROUP]
-        mean, basis = ovr[ext.OVR_MEAN][...], ovr[ext.OVR_BASIS][...]
+        method = attrs["tessera-ovr:code"]["method"]
+        model = {name: ovr[name][...] for name in codes.kind(method).arrays}
         levels = _levels(attrs)
         for item in levels:
             k = item["level"]
@@ -165,10 +179,7 @@ def deep_sample(reader: Reader, zone: str, seed: int = 0) -> list[str]:
                 v, s = _values(group, k, rows, cols)
                 ok = ~np.isnan(s)
                 cs = _points(scl, rows, cols)
-                z = conv.dequantise(_points(lg["code"], rows, cols), cs)
-                proj = (v[ok] - mean) @ basis.T
-                tol = 0.51 * np.nan_to_num(cs[ok])[:, None] + 1e-4 * (1 + np.abs(proj))
-                if not ok.all() or np.any(np.abs(z[ok] - proj) > tol):
+                if not ok.all() or not ENCODES[method](model, _points(lg["code"], rows, cols)[ok], cs[ok], v[ok]):
                     probs.append(f"{zone}/{item['path']}/code: sampled codes in shard ({sr}, {sc}) do not encode "
                                  "their level's vectors")
                 if k == 0:
@@ -190,6 +201,33 @@ def deep_sample(reader: Reader, zone: str, seed: int = 0) -> list[str]:
     except (KeyError, ValueError, IndexError, TypeError) as e:
         probs.append(f"{zone}/{ext.OVR_GROUP}: cannot check sampled values ({type(e).__name__}: {e})")
     return probs
+
+
+def _pca_encodes(model: dict, code: np.ndarray, cs: np.ndarray, v: np.ndarray) -> bool:
+    """Do int8 codes and scales (N, D), (N,) hold the PCA coordinates of float vectors v (N, B), to half a step?"""
+    z = conv.dequantise(code.astype(np.int8), cs)
+    proj = (v - model[ext.OVR_MEAN]) @ model[ext.OVR_BASIS].T
+    tol = 0.51 * np.nan_to_num(cs)[:, None] + 1e-4 * (1 + np.abs(proj))
+    return not np.any(np.abs(z - proj) > tol)
+
+
+def _pq_encodes(model: dict, code: np.ndarray, cs: np.ndarray, v: np.ndarray) -> bool:
+    """Do uint8 codes (N, M) name, in each sub-space, a centroid nearest (to 1e-4) the unit vector's sub-vector,
+    and scales (N,) hold the vectors' norms?"""
+    book = model[ext.OVR_CODEBOOK].astype(np.float64)
+    size = np.linalg.norm(v, axis=1)
+    if np.any(np.abs(cs - size) > 1e-4 * (1 + size)):
+        return False
+    u = v / np.where(size > 0, size, 1)[:, None]
+    sub = book.shape[2]
+    for j in range(book.shape[0]):
+        d = ((u[:, None, j * sub:(j + 1) * sub] - book[j][None]) ** 2).sum(-1)  # (N, 256) squared distances
+        if np.any(d[np.arange(len(u)), code[:, j].astype(np.intp)] > d.min(axis=1) + 1e-4):
+            return False
+    return True
+
+
+ENCODES = {ext.OVR_PCA: _pca_encodes, ext.OVR_PQ: _pq_encodes}  # does a code hold its vectors, by method
 
 
 def _shard_keys(reader: Reader, path: str) -> list[str]:
