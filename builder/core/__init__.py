@@ -13,7 +13,7 @@ first use, so importing the package costs nothing in the browser.
 - `utm`: UTM <-> lon/lat on WGS84 (Krueger's series in numpy).
 - `describe`: what a store's root metadata says (`StoreInfo`, `Level`, `StoreError`).
 - `quant`: quantisation, dequantisation and cosine similarity.
-- `codes`: the overviews' compact codes, a class per method (`PCACode`, `PQCode`; `kind` of a method).
+- `codes`: the overviews' compact codes, a class per method (`Code`: `PCACode`, `PQCode`; `kind` of a method).
 - `extensions`: this project's extensions (`tessera-ovr:`, `tessera-stack:`).
 - `schemacheck`: the convention's schemas applied with a caller-given `jsonschema`.
 - `bounds`: how far metadata from elsewhere is trusted (sizes, depth).
@@ -47,7 +47,7 @@ NAMES = {
     "Registration": "extensions", "TruthError": "truthclasses",
     "ShardIndex": "shardio",
     "ChunkRuns": "chunkruns",
-    "PCACode": "codes", "PQCode": "codes",
+    "Code": "codes", "PCACode": "codes", "PQCode": "codes",
     "MetadataError": "bounds", "parse_json": "bounds",
     "Source": "source", "Hint": "source", "SourceError": "source", "as_slices": "source",
     "StoreModel": "reader", "Pixel": "pixel",
