@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from app.reader import ZarrSource
+from builder.reader.source import ZarrSource
 from app.session import Explorer
 from app.state import UrlState
 from app.tools.verbs import Verbs
