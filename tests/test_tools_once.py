@@ -51,7 +51,7 @@ async def viewed(url: str, store) -> Explorer:
 
 
 def test_similarity_reads_the_views_code_once(served, store, monkeypatch):
-    monkeypatch.setattr("app.model.REGION_BYTES", 1000)
+    monkeypatch.setattr("app.budgets.REGION_BYTES", 1000)
     url, log = served
 
     async def run():
