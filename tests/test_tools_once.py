@@ -74,3 +74,25 @@ def test_similarity_reads_the_views_code_once(served, store, monkeypatch):
         await state.settle()
         assert sim.result is not None and code_reads(log, start) == once
     run_async(run())
+
+
+@pytest.mark.parametrize("bad", [("selection", "mean", 1.5), ("selection", "median", 0.5), ("everything", "max", 0.5)])
+def test_a_similarity_search_refused_changes_nothing_and_searches_nothing_later(served, store, bad):
+    """A search the verb refuses (a threshold out of range, a mode or source unknown) is one line, and leaves the
+    overlay and its settings as they were: off, with no search then or at the next unrelated change."""
+    url, log = served
+
+    async def run():
+        state = await viewed(url, store)
+        sim = state.tools.similarity
+        settings = (sim.on, sim.sim_from, sim.sim_mode, sim.threshold)
+        search = sim.verbs(Verbs(state))["similarity"]
+        with pytest.raises(ValueError) as e:
+            await search(*bad)
+        assert "\n" not in str(e.value) and str(e.value)
+        assert (sim.on, sim.sim_from, sim.sim_mode, sim.threshold) == settings
+        start = len(log)
+        sim.threshold = 0.25  # the slider moved: nothing to search while off
+        await state.settle()
+        assert not sim.on and sim.result is None and not code_reads(log, start)
+    run_async(run())

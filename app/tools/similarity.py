@@ -25,6 +25,23 @@ SOURCES = ["selection", "pins", "selection and pins"]
 MODES = ["mean", "max"]
 
 
+def checked(threshold: float | None, **choices: str | None) -> dict:
+    """The settings among `threshold` and `choices` (sim_from, sim_mode) that are given, each checked: ValueError
+    (one line) for a threshold outside -1..1 or a source or mode unknown."""
+    settings = {}
+    if threshold is not None:
+        if not (math.isfinite(threshold) and -1 <= threshold <= 1):
+            raise ValueError(f"threshold {threshold} is not between -1 and 1")
+        settings["threshold"] = threshold
+    for key, allowed in (("sim_from", SOURCES), ("sim_mode", MODES)):
+        value = choices.get(key)
+        if value is not None and value not in allowed:
+            raise ValueError(f"{key} {value[:SHOWN]!r} is not one of {', '.join(allowed)}")
+        if value is not None:
+            settings[key] = value
+    return settings
+
+
 def targets(selected, pins, source: str) -> list:
     sel = [selected] if selected is not None and selected.valid else []
     return {"selection": sel, "pins": list(pins), "selection and pins": sel + list(pins)}[source]
@@ -116,17 +133,7 @@ class Similarity(Overlay):
             url.problems.append(f"sim {clip(text)!r} is not a number")
             sim = None
         try:
-            settings = {}
-            if sim is not None:
-                if not (math.isfinite(sim) and -1 <= sim <= 1):
-                    raise ValueError(f"threshold {sim} is not between -1 and 1")
-                settings["threshold"] = sim
-            for key, allowed in (("sim_from", SOURCES), ("sim_mode", MODES)):
-                value = url.parts.get(key)
-                if value is not None and value not in allowed:
-                    raise ValueError(f"{key} {value[:SHOWN]!r} is not one of {', '.join(allowed)}")
-                if value is not None:
-                    settings[key] = value
+            settings = checked(sim, sim_from=url.parts.get("sim_from"), sim_mode=url.parts.get("sim_mode"))
         except ValueError as e:
             self.ctx.status = views.html("<b>Similarity settings in the URL ignored:</b> {}", e)
             return
@@ -146,9 +153,10 @@ class Similarity(Overlay):
             """Set the source and mode and turn it on: a change of either searches (_again), and that is this
             search; nothing changed, it searches itself (the selection and view are the current ones)."""
             t0 = time.perf_counter()
+            settings = checked(None if threshold is None else float(threshold), sim_from=str(source),
+                               sim_mode=str(mode))  # all of them, before any is set (param sets them one by one)
             before = self._search
-            self.param.update(sim_from=str(source), sim_mode=str(mode), on=True,
-                              **({} if threshold is None else {"threshold": float(threshold)}))
+            self.param.update(**settings, on=True)
             layer = await (self._search if self._search is not before else self.compute())
             return api.summary(layer, {"ms": (time.perf_counter() - t0) * 1000})
 
