@@ -10,9 +10,10 @@ similar by the representation.  Bytes are per 10 m pixel of the screen, before c
 vectors compress by about 1.3x, the codes less).
 
   * pca D: the overviews' PCA code (builder/core/codes.py PCACode: int8 code + float32 scale), D + 4 B;
-  * pq M: product quantisation, the unit vector cut into M sub-vectors of 128/M bands, each replaced by the
-    nearest of 256 centroids (scikit-learn's k-means per sub-space), M B; similarity by the query's full vector
-    against the centroids (asymmetric), divided by the reconstruction's norm;
+  * pq M: the overviews' product-quantisation code (builder/core/codes.py PQCode, fitted by builder/codefit.py):
+    the unit vector cut into M sub-vectors of 128/M bands, each replaced by the nearest of 256 centroids, M B
+    (its stored norm, not needed for a cosine, left out); similarity by the query's full vector against the
+    centroids (asymmetric), divided by the reconstruction's norm, as the explorer computes it;
   * level k: the full vectors of the overview level k (2^k x 2^k means, the builder's mean2x2), each 10 m pixel
     given its parent's vector: (128 + 4) / 4^k B.
 
@@ -59,33 +60,6 @@ def top(sims: np.ndarray, share: float = 0.01) -> np.ndarray:
     return np.argpartition(-sims, n - 1)[:n]
 
 
-class PQ:
-    """Product quantisation of unit vectors: M sub-spaces, 256 centroids each (k-means on a sample)."""
-
-    def __init__(self, sample: np.ndarray, m: int, seed: int = 0):
-        from sklearn.cluster import KMeans
-        self.m, self.sub = m, sample.shape[1] // m
-        self.centroids = np.stack([
-            KMeans(256, n_init=1, max_iter=50, random_state=seed).fit(part).cluster_centers_
-            for part in np.split(unit(sample), m, axis=1)]).astype(np.float32)  # (M, 256, sub)
-
-    def encode(self, v: np.ndarray) -> np.ndarray:
-        codes = np.empty((len(v), self.m), np.uint8)
-        for j, part in enumerate(np.split(unit(v), self.m, axis=1)):
-            c = self.centroids[j]
-            d = (c * c).sum(1)[None, :] - 2 * part @ c.T  # |x - c|^2 without |x|^2
-            codes[:, j] = d.argmin(1)
-        return codes
-
-    def similarity(self, codes: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """Cosine of the query with each coded vector: table look-ups of the query's sub-vectors' dot products."""
-        table = np.einsum("mks,ms->mk", self.centroids, unit(query).reshape(self.m, self.sub))
-        norms = np.einsum("mks,mks->mk", self.centroids, self.centroids)
-        # the sub-spaces are orthogonal, so the reconstruction's squared norm is the sum of its centroids'
-        rec = np.sqrt(sum(norms[j, codes[:, j]] for j in range(self.m)))
-        return sum(table[j, codes[:, j]] for j in range(self.m)) / np.maximum(rec, 1e-30)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--px", type=int, default=512)
@@ -118,9 +92,10 @@ def main() -> None:
         rec = unit(m.vectors(m.coords(code[ok], cs[ok])))
         report(f"pca {d}", d + 4, lambda i, rec=rec: rec @ fu[i])
     for mm in (int(x) for x in a.pq.split(",") if x):
-        pq = PQ(sample, mm)
-        codes = pq.encode(full)
-        report(f"pq {mm}", mm, lambda i, pq=pq, codes=codes: pq.similarity(codes, full[i]))
+        m = codefit.fit(codes.PQCode.method, sample, mm)
+        code, cs = m.encode(q, s)
+        coords = m.coords(code[ok], cs[ok])
+        report(f"pq {mm}", mm, lambda i, m=m, coords=coords: m.cosine(coords, full[i]))
     for k in (int(x) for x in a.levels.split(",") if x):
         e, sc = q, s
         for _ in range(k):
