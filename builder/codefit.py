@@ -18,7 +18,7 @@ PQ_ITER = 50    # k-means iterations per sub-space (benchmarks/codes.py: the rec
 
 def check(method: str, dims: int, n_bands: int) -> None:
     """BuildError (one line) when a code of `method` cannot have `dims` for B = n_bands."""
-    if method == codes.PQCode.method and n_bands % dims:
+    if not codes.kind(method).fits(dims, n_bands):  # only the PQ code has a rule
         raise BuildError(f"--code-dims {dims} must divide the tiles' {n_bands} bands for the PQ code "
                          f"(one sub-vector of {n_bands}/M bands per byte)")
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 
-
 def principal_axes(sample: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(float64 mean (B,), float64 (k, B) axes by decreasing variance) of an (N, B) sample; each axis' sign
     is fixed so its largest loading is positive.  Rows past min(N - 1, B) are zero (a sample of N vectors

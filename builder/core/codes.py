@@ -60,6 +60,17 @@ class Code:
         """The code in words, for the tools' status and layer lines."""
         raise NotImplementedError
 
+    @classmethod
+    def fits(cls, dims: int, n_bands) -> bool:
+        """Whether a code of this kind can have `dims` for vectors of n_bands bands (any: nothing to check)."""
+        return True
+
+    @classmethod
+    def model_shapes(cls, dims: int, n_bands) -> dict[str, tuple]:
+        """{tessera-ovr:code key: float32 shape} of the model's arrays for `dims` and n_bands bands (a shape holds
+        None where n_bands gives no whole size)."""
+        raise NotImplementedError
+
     def model_arrays(self) -> dict[str, np.ndarray]:
         """{name: float32 values} of the model's arrays (`arrays`)."""
         raise NotImplementedError
@@ -138,6 +149,10 @@ class PCACode(Code):
     def words(cls, dims: int) -> str:
         return f"the {dims}-d compact code"
 
+    @classmethod
+    def model_shapes(cls, dims, n_bands):
+        return {"basis": (dims, n_bands), "mean": (n_bands,)}
+
     def model_arrays(self) -> dict[str, np.ndarray]:
         return {ext.OVR_BASIS: self.basis, ext.OVR_MEAN: self.mean}
 
@@ -189,6 +204,15 @@ class PQCode(Code):
     @classmethod
     def words(cls, dims: int) -> str:
         return f"the {dims}-byte PQ code"
+
+    @classmethod
+    def fits(cls, dims, n_bands):
+        """M sub-vectors of B/M bands each: M must divide B."""
+        return isinstance(n_bands, (int, np.integer)) and n_bands % dims == 0
+
+    @classmethod
+    def model_shapes(cls, dims, n_bands):
+        return {"codebook": (dims, CENTROIDS, n_bands // dims if cls.fits(dims, n_bands) else None)}
 
     def model_arrays(self) -> dict[str, np.ndarray]:
         return {ext.OVR_CODEBOOK: self.codebook}

@@ -41,13 +41,14 @@ def check_overviews(reader: Reader, name: str, attrs: dict, shard: int | None) -
     nb = attrs.get("tessera:n_bands")
     code = attrs["tessera-ovr:code"]
     dims, method = code["dims"], code["method"]
-    if method == ext.OVR_PQ and isinstance(nb, int) and nb % dims:
+    if isinstance(nb, int) and not codes.kind(method).fits(dims, nb):  # only the PQ code has a rule
         probs.append(f"{where}: the PQ code's {dims} sub-spaces do not divide the {nb} bands")
     levels = _levels(attrs)
     if [x["level"] for x in levels] != list(range(len(levels))):
         probs.append(f"{where}: levels must be 0, 1, ..., got {[x['level'] for x in levels]}")
         return probs
-    for path, shape in _model_shapes(code, nb):
+    for key, shape in codes.kind(method).model_shapes(dims, nb).items():
+        path = code[key]
         a = open_array(reader, f"{name}/{path}", probs)
         if a is MISSING:
             probs.append(f"{name}/{path}: array is missing")
@@ -93,15 +94,6 @@ def check_overviews(reader: Reader, name: str, attrs: dict, shard: int | None) -
                 probs.append(f"{a.path}: shards {a.shards} / inner chunks {a.chunks} do not match the zone's "
                              f"{shard}-pixel shards")
     return probs
-
-
-def _model_shapes(code: dict, nb) -> list[tuple[str, tuple]]:
-    """(path in the zone, float32 shape) of each array of a tessera-ovr:code record's model."""
-    dims = code["dims"]
-    if code["method"] == ext.OVR_PQ:
-        sub = nb // dims if isinstance(nb, int) and nb % dims == 0 else None  # B/M: none when M does not divide B
-        return [(code["codebook"], (dims, codes.CENTROIDS, sub))]
-    return [(code["basis"], (dims, nb)), (code["mean"], (nb,))]
 
 
 def overview_paths(reader: Reader, zone: str) -> list[str]:
